@@ -1,0 +1,73 @@
+// A model as the planner and runtime see it: an ordered list of layers with
+// weight shapes, expanded from a model-description JSON file (model_zoo/models/).
+//
+// Two file forms (docs/formats.md; JSON Schema in model_zoo/schema/):
+//  - parametric: {"family": "gpt", "num_layers", "hidden", "heads", "seq_len", "vocab",
+//    "ffn_multiplier"}. A GPT block is QKV (H -> 3H, normal), attention (heads split over
+//    the group that splits QKV's output columns), attention-out (H -> H, transposed),
+//    FC1 (H -> ffn, normal), FC2 (ffn -> H, transposed); the token embedding comes first
+//    and the LM head (H -> vocab, normal) last. Positions are sinusoidal (no weights).
+//  - explicit: {"family": "explicit", "seq_len", "hidden", "layers": [...]}, each layer
+//    a linear {k, n, transposed}, an embedding {vocab, hidden}, an attention {heads,
+//    head_dim}, or a block {layers: [...]}, each with an optional repeat count.
+//    Pipeline units are the block instances (layers outside blocks join the nearest
+//    block); a model without blocks has one unit per layer instance.
+//
+// Example:
+//   auto m = axonn::model::load_model("gpt-125m");
+//   m.layers.size();        // 1 + 12*5 + 1
+//   m.parameters();         // weight elements of all layers
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace axonn::model {
+
+enum class LayerKind {
+  Linear,     // O = I * W, W is k x n
+  Embedding,  // table of k = vocab rows by n = hidden columns; handled as a transposed layer
+  Attention,  // softmax(Q K^T) V over `heads` heads of `head_dim`; no weights, no collectives
+};
+const char* layer_kind_name(LayerKind k);
+
+struct Layer {
+  std::string name;
+  LayerKind kind = LayerKind::Linear;
+  int64_t k = 0;             // rows of W (linear: input features; embedding: vocab)
+  int64_t n = 0;             // columns of W (output features; embedding: hidden)
+  bool transposed = false;   // X and Y swap roles (see docs/model.md)
+  int64_t heads = 0;         // attention only
+  int64_t head_dim = 0;      // attention only
+  int64_t unit = 0;          // pipeline unit: stages own contiguous runs of units
+  bool in_block = false;     // part of a repeated transformer/encoder block
+  bool recomputed = false;   // inside an activation-checkpointed unit (GPT blocks)
+
+  int64_t weight_elements() const { return kind == LayerKind::Attention ? 0 : k * n; }
+};
+
+struct ModelDescription {
+  std::string name;
+  std::string family;       // "gpt" or "explicit"
+  std::string description;
+  int64_t seq_len = 0;      // tokens per sequence
+  int64_t hidden = 0;       // width of the activations between units (pipeline messages)
+  // GPT family only (0 otherwise):
+  int64_t num_layers = 0, heads = 0, vocab = 0, ffn_hidden = 0;
+
+  std::vector<Layer> layers;  // in execution (topological) order
+  int64_t num_units = 0;      // pipeline units; Ginter must divide this
+  nlohmann::json source;      // the JSON it was read from (embedded in plans)
+
+  int64_t parameters() const;  // weight elements of all layers
+};
+
+// Validates every field; throws axonn::Error naming `origin` and the field.
+ModelDescription model_from_json(const nlohmann::json& j, const std::string& origin);
+// `name_or_path`: a file path, or the name of a file in model_zoo/models/.
+ModelDescription load_model(const std::string& name_or_path);
+
+}  // namespace axonn::model

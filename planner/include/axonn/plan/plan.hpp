@@ -1,0 +1,99 @@
+// The plan: what `axplan plan` writes and the runtime executes (format version 1,
+// documented in docs/plan-format.md, JSON Schema in docs/plan.schema.json).
+//
+// A plan is self-contained: it embeds the model description and the topology it was
+// made for, so the runtime needs no other file.
+//
+// Example:
+//   axonn::plan::Plan p = axonn::plan::load_plan("plan.json");
+//   p.grid.total();                 // must equal the MPI world size
+//   p.overlap.prefetch_all_gather;  // switches of the four overlap optimizations
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "axonn/model/model_description.hpp"
+#include "axonn/topology/grid.hpp"
+#include "axonn/topology/topology.hpp"
+
+namespace axonn::plan {
+
+inline constexpr int kPlanFormatVersion = 1;
+
+// Seconds per training step spent in each kind of collective, per GPU.
+// ar_x / ar_y are all-reduces over the X / Y process group, whichever layer (normal or
+// transposed) issued them.
+struct CommBreakdown {
+  double ag_z = 0;      // all-gather of weight shards over Z
+  double rs_z = 0;      // reduce-scatter of weight gradients over Z
+  double ar_x = 0;      // all-reduces over X
+  double ar_y = 0;      // all-reduces over Y
+  double ar_data = 0;   // data-parallel gradient all-reduce
+  double p2p_pipe = 0;  // pipeline point-to-point activations and gradients
+
+  double total() const { return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe; }
+  CommBreakdown& operator+=(const CommBreakdown& o);
+  CommBreakdown scaled(double f) const;
+};
+
+// The four overlap optimizations of the 4D paper (section IV) plus bucketing.
+struct OverlapSettings {
+  bool async_input_grad_all_reduce = true;       // 1: dI all-reduce overlapped with dW matmul
+  bool async_weight_grad_reduce_scatter = true;  // 2: dW reduce-scatters waited for after backward
+  bool prefetch_all_gather = true;               // 3: next layer's Z all-gather in flight
+  int64_t cache_all_gather_layers = 0;           // 4: first N layers keep gathered weights
+  bool bucketed_data_parallel_all_reduce = true; // gradient all-reduce in buckets during backward
+  int64_t bucket_bytes = 25 * 1000 * 1000;       // bucket size for the above, bytes
+};
+
+// Element sizes (bytes) and the optimizer's memory per parameter.
+struct Precision {
+  int64_t compute_bytes = 2;          // weights/activations in collectives and matmuls (bf16)
+  int64_t grad_reduce_bytes = 4;      // data-parallel gradient all-reduce (fp32)
+  int64_t state_bytes_per_param = 20; // fp32 weights+grads, bf16 weights+grads, Adam (seed 002)
+};
+
+struct BatchSettings {
+  int64_t seqs = 0;             // sequences per step, all data-parallel groups together
+  int64_t microbatch_seqs = 0;  // sequences per micro-batch in one data-parallel group
+};
+
+struct Prediction {
+  std::string comm_model;       // "paper" or "full"
+  bool placement_aware = true;
+  double comm_s = 0;            // per step, per GPU, bottleneck pipeline stage
+  CommBreakdown comm_breakdown_s;
+  int64_t memory_bytes_per_gpu = 0;
+  int64_t rank = 0;             // 1 = best of the candidates ranked
+  int64_t candidates_ranked = 0;
+};
+
+struct Plan {
+  int version = kPlanFormatVersion;
+  model::ModelDescription model;
+  topo::Topology topology;
+  int64_t gpus = 0;
+  topo::Grid grid;
+  topo::PlacementOrder placement_order = topo::default_order();
+  BatchSettings batch;
+  bool activation_checkpointing = true;
+  OverlapSettings overlap;
+  Precision precision;
+  std::optional<Prediction> prediction;
+
+  int64_t microbatches() const { return batch.seqs / grid.gdata / batch.microbatch_seqs; }
+};
+
+nlohmann::json plan_to_json(const Plan& p);
+// Validates every field and the consistency of the whole (grid product = gpus, grid
+// divides the model and batch); throws axonn::Error naming `origin` and the field.
+Plan plan_from_json(const nlohmann::json& j, const std::string& origin);
+Plan load_plan(const std::string& path);
+// Writes atomically (temporary file + rename).
+void save_plan(const Plan& p, const std::string& path);
+
+}  // namespace axonn::plan

@@ -1,0 +1,45 @@
+// Communication time of one layer per training step (the 4D paper's eqs. 4-9,
+// docs/model.md section 3). Pure function of the layer, the grid and the bandwidths.
+//
+// Normal layer O = I*W, W is k x n, m = tokens of one micro-batch in one
+// data-parallel group, w = element size, wg = gradient element size:
+//   per micro-batch:
+//     n_ag  * t_AG(Gz, w*k*n/(Gx*Gy))   over Z     weight all-gather
+//           + t_RS(Gz, w*k*n/(Gx*Gy))   over Z     weight-gradient reduce-scatter
+//     n_fwd * t_AR(Gx, w*m*n/(Gy*Gz))   over X     forward partial-output all-reduce
+//           + t_AR(Gy, w*m*k/(Gx*Gz))   over Y     backward input-gradient all-reduce
+//   per step:
+//           + t_AR(Gdata, wg*k*n/(Gx*Gy*Gz)) over data
+// A transposed layer (and an embedding, which is a transposed layer whose input is a
+// one-hot token matrix with no gradient) swaps X and Y.
+//
+// Example (normal, k=n=1024, m=4096, Gx=Gy=Gz=2, every group at 100 GB/s, w=2, n_ag=2):
+//   ag_z = 2 * (1/2) * (2*1024*1024/4 = 524288 B) / 100e9 B/s      = 5.24e-6 s
+//   ar_x = 2 * (1/2) * (2*4096*1024/4 = 2097152 B) / 100e9 B/s     = 2.10e-5 s
+#pragma once
+
+#include <cstdint>
+
+#include "axonn/model/model_description.hpp"
+#include "axonn/plan/plan.hpp"
+#include "axonn/planner/bandwidth.hpp"
+#include "axonn/topology/grid.hpp"
+
+namespace axonn::planner {
+
+struct LayerCommSettings {
+  int64_t tokens = 0;               // m: tokens of one micro-batch in one data-parallel group
+  int64_t microbatches = 1;         // per step; tensor-parallel terms are paid per micro-batch
+  int64_t all_gathers = 2;          // n_ag per micro-batch (forward + backward/recompute; 1 cached)
+  int64_t forward_all_reduces = 1;  // n_fwd per micro-batch (2 with activation recompute)
+  bool input_gradient = true;       // backward dI all-reduce (false for embeddings)
+  int64_t element_bytes = 2;        // w
+  int64_t grad_reduce_bytes = 4;    // wg
+  double latency_s = 0;             // alpha per ring step
+};
+
+// Seconds per step, by collective. Attention layers cost nothing.
+plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+                               const LayerCommSettings& s);
+
+}  // namespace axonn::planner

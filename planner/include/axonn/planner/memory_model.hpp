@@ -1,0 +1,47 @@
+// Memory per GPU of one pipeline stage (docs/model.md section 5). Pure function.
+//
+//   model state      = state_bytes_per_param * (stage weights)/(Gx*Gy*Gz)
+//   gathered weights = w * (inflight * max block + sum of cached blocks), block = k*n/(Gx*Gy),
+//                      inflight = 2 with all-gather prefetch, else 1; only when Gz > 1
+//   un-scattered dW  = w * (sum of blocks with async reduce-scatter, else max block); Gz > 1
+//   activations      = inflight_mb * (stored layers + one checkpoint of rows x hidden/Gx per
+//                      checkpointed unit) + the largest checkpointed unit's working set,
+//                      rows = microbatch_seqs * seq_len / Gz
+//
+// Example: a stage holding GPT-20B's 20.5e9 weights at Gx*Gy*Gz = 16 keeps
+//   20 * 20.5e9 / 16 = 25.6 GB of model state per GPU.
+#pragma once
+
+#include <cstdint>
+
+#include "axonn/model/model_description.hpp"
+#include "axonn/plan/plan.hpp"
+#include "axonn/topology/grid.hpp"
+
+namespace axonn::planner {
+
+struct MemoryBreakdown {
+  double model_state_bytes = 0;
+  double gathered_weight_bytes = 0;
+  double unscattered_grad_bytes = 0;
+  double activation_bytes = 0;
+  double total_bytes() const {
+    return model_state_bytes + gathered_weight_bytes + unscattered_grad_bytes + activation_bytes;
+  }
+};
+
+struct MemorySettings {
+  int64_t microbatch_seqs = 1;
+  int64_t inflight_microbatches = 1;  // 1 without a pipeline; min(microbatches, Ginter) with one
+  bool activation_checkpointing = true;
+  plan::OverlapSettings overlap;
+  plan::Precision precision;
+};
+
+// Memory of the GPUs of the stage owning layers [first, last) of m.layers.
+// `cached(i)` tells whether layer i keeps its gathered weight (overlap optimization 4).
+MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, size_t last,
+                             const topo::Grid& g, const MemorySettings& s,
+                             const std::vector<bool>& cached);
+
+}  // namespace axonn::planner

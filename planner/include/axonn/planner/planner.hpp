@@ -1,0 +1,78 @@
+// The planner: enumerate every (Gx, Gy, Gz, Gdata, Ginter) grid for a GPU count,
+// reject those that do not divide the model or do not fit memory, predict each
+// one's communication time, and rank them (docs/model.md).
+//
+// Example:
+//   PlannerOptions o;  o.gpus = 32;  o.batch_seqs = 16;
+//   Ranking r = rank_candidates(load_model("gpt-20b"), load_topology("perlmutter"), o);
+//   r.feasible.front().grid;     // the grid with the least predicted communication
+//   r.rejected.front().rejected_because;   // e.g. "memory 51.3 GiB > 40.0 GiB"
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "axonn/model/model_description.hpp"
+#include "axonn/plan/plan.hpp"
+#include "axonn/planner/bandwidth.hpp"
+#include "axonn/planner/memory_model.hpp"
+#include "axonn/topology/grid.hpp"
+#include "axonn/topology/topology.hpp"
+
+namespace axonn::planner {
+
+// paper: the fixed mode that reproduces the 4D paper's model (docs/model.md section 6);
+// full: every layer, micro-batches, latency, pipeline traffic, the straddle rule.
+enum class CommModel { Paper, Full };
+const char* comm_model_name(CommModel m);
+
+struct PlannerOptions {
+  int64_t gpus = 0;
+  int64_t batch_seqs = 0;          // sequences per step, all data-parallel groups together
+  CommModel comm_model = CommModel::Full;
+  bool placement_aware = true;
+  bool memory_limit = true;
+  topo::PlacementOrder order = topo::default_order();
+  int64_t microbatch_seqs = 0;     // 0: the default rule (docs/model.md section 4)
+  bool activation_checkpointing = true;
+  plan::OverlapSettings overlap;
+  plan::Precision precision;
+};
+
+enum class Rejection { None, Divisibility, Memory };
+
+struct Evaluation {
+  topo::Grid grid;
+  bool feasible = false;
+  Rejection rejection = Rejection::None;
+  std::string rejected_because;    // empty when feasible
+  int64_t microbatch_seqs = 0;
+  int64_t microbatches = 0;
+  plan::CommBreakdown comm;        // seconds per step, bottleneck stage
+  double comm_s = 0;
+  MemoryBreakdown memory;          // the stage needing the most memory
+};
+
+// Every ordered (gx, gy, gz, gdata, ginter) with product `gpus`, all divisors.
+std::vector<topo::Grid> enumerate_grids(int64_t gpus);
+
+// Throws axonn::Error for requests that no grid can satisfy whatever its shape:
+// GPU count vs topology, batch size.
+void check_request(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
+
+Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
+                    const PlannerOptions& o);
+
+struct Ranking {
+  std::vector<Evaluation> feasible;  // best (least comm_s) first
+  std::vector<Evaluation> rejected;  // in enumeration order
+};
+
+// Enumerates, evaluates and sorts. With --comm-model paper only Ginter = 1 is enumerated.
+Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
+
+// Why nothing is feasible, in words (e.g. "smallest memory per GPU is 71.2 GiB > 40.0 GiB").
+std::string explain_infeasible(const Ranking& r, const topo::Topology& t);
+
+}  // namespace axonn::planner

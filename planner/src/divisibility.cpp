@@ -1,0 +1,42 @@
+// Grid/model/batch divisibility; see axonn/plan/divisibility.hpp.
+#include "axonn/plan/divisibility.hpp"
+
+namespace axonn::plan {
+namespace {
+
+std::string not_div(const std::string& what, int64_t a, const std::string& by, int64_t b) {
+  return what + "=" + std::to_string(a) + " is not divisible by " + by + "=" + std::to_string(b);
+}
+
+}  // namespace
+
+std::optional<std::string> divisibility_problem(const model::ModelDescription& m,
+                                                const topo::Grid& g, int64_t batch_seqs,
+                                                int64_t microbatch_seqs) {
+  if (batch_seqs % g.gdata != 0) return not_div("batch sequences", batch_seqs, "gdata", g.gdata);
+  const int64_t per_group = batch_seqs / g.gdata;
+  if (microbatch_seqs < 1 || per_group % microbatch_seqs != 0)
+    return not_div("sequences per data-parallel group", per_group, "micro-batch sequences",
+                   microbatch_seqs);
+  if (microbatch_seqs % g.gz != 0)
+    return not_div("micro-batch sequences", microbatch_seqs, "gz", g.gz);
+  if (m.num_units % g.ginter != 0)
+    return not_div("pipeline units (layers)", m.num_units, "ginter", g.ginter);
+  for (const auto& l : m.layers) {
+    const std::string p = "layer " + l.name + ": ";
+    if (l.kind == model::LayerKind::Attention) {
+      if (l.heads % g.gy != 0) return p + not_div("heads", l.heads, "gy", g.gy);
+      continue;
+    }
+    const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
+    const char* nk = l.transposed ? "gy" : "gx";
+    const char* nn = l.transposed ? "gx" : "gy";
+    if (l.k % gk != 0) return p + not_div("k", l.k, nk, gk);
+    if (l.n % gn != 0) return p + not_div("n", l.n, nn, gn);
+    const int64_t block = (l.k / gk) * (l.n / gn);
+    if (block % g.gz != 0) return p + not_div("local weight block", block, "gz", g.gz);
+  }
+  return std::nullopt;
+}
+
+}  // namespace axonn::plan

@@ -1,0 +1,76 @@
+// Memory per GPU; see axonn/planner/memory_model.hpp and docs/model.md section 5.
+#include "axonn/planner/memory_model.hpp"
+
+#include <algorithm>
+
+namespace axonn::planner {
+namespace {
+
+// Activation elements per row (token) of one layer's input plus output shard.
+double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int64_t seq_len) {
+  const double gx = static_cast<double>(g.gx), gy = static_cast<double>(g.gy);
+  const double g_in = l.transposed ? gy : gx, g_out = l.transposed ? gx : gy;
+  switch (l.kind) {
+    case model::LayerKind::Linear:
+      return static_cast<double>(l.k) / g_in + static_cast<double>(l.n) / g_out;
+    case model::LayerKind::Embedding:
+      return static_cast<double>(l.n) / g_out;  // the looked-up rows; the input is token ids
+    case model::LayerKind::Attention:
+      // scores and probabilities: heads/Gy x seq_len per row
+      return 2.0 * static_cast<double>(l.heads) / gy * static_cast<double>(seq_len);
+  }
+  return 0.0;
+}
+
+}  // namespace
+
+MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, size_t last,
+                             const topo::Grid& g, const MemorySettings& s,
+                             const std::vector<bool>& cached) {
+  MemoryBreakdown mem;
+  const double w = static_cast<double>(s.precision.compute_bytes);
+  const double gxy = static_cast<double>(g.gx * g.gy), gz = static_cast<double>(g.gz);
+  const double rows = static_cast<double>(s.microbatch_seqs * m.seq_len) / gz;
+
+  double weights = 0, max_block = 0, sum_block = 0, cached_blocks = 0;
+  double stored_per_row = 0;                    // activations kept for backward
+  // Checkpointed units are contiguous runs of layers: track the current one.
+  int64_t unit = -1, checkpointed_units = 0;
+  double unit_per_row = 0, largest_unit = 0;  // transient working set of a recomputed unit
+  for (size_t i = first; i < last; ++i) {
+    const auto& l = m.layers[i];
+    const double elems = static_cast<double>(l.weight_elements());
+    weights += elems;
+    const double block = elems / gxy;
+    max_block = std::max(max_block, block);
+    sum_block += block;
+    if (cached[i]) cached_blocks += block;
+    const double act = activation_elems_per_row(l, g, m.seq_len);
+    if (s.activation_checkpointing && l.recomputed) {
+      if (l.unit != unit) {
+        largest_unit = std::max(largest_unit, unit_per_row);
+        unit_per_row = 0;
+        unit = l.unit;
+        ++checkpointed_units;
+      }
+      unit_per_row += act;
+    } else {
+      stored_per_row += act;
+    }
+  }
+  largest_unit = std::max(largest_unit, unit_per_row);
+  mem.model_state_bytes = static_cast<double>(s.precision.state_bytes_per_param) * weights / (gxy * gz);
+  if (g.gz > 1) {
+    const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
+    mem.gathered_weight_bytes = w * (inflight * max_block + cached_blocks);
+    mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? sum_block : max_block);
+  }
+  const double checkpoints_per_row =
+      static_cast<double>(checkpointed_units) * static_cast<double>(m.hidden) / static_cast<double>(g.gx);
+  mem.activation_bytes =
+      w * rows * (static_cast<double>(s.inflight_microbatches) * (stored_per_row + checkpoints_per_row) +
+                  largest_unit);
+  return mem;
+}
+
+}  // namespace axonn::planner

@@ -1,0 +1,195 @@
+// Plan JSON reading and writing; see axonn/plan/plan.hpp and docs/plan-format.md.
+#include <cstdio>
+#include <fstream>
+
+#include "axonn/common/error.hpp"
+#include "axonn/common/json_reader.hpp"
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/plan/plan.hpp"
+#include "axonn/topology/topology_io.hpp"
+
+namespace axonn::plan {
+
+CommBreakdown& CommBreakdown::operator+=(const CommBreakdown& o) {
+  ag_z += o.ag_z;
+  rs_z += o.rs_z;
+  ar_x += o.ar_x;
+  ar_y += o.ar_y;
+  ar_data += o.ar_data;
+  p2p_pipe += o.p2p_pipe;
+  return *this;
+}
+
+CommBreakdown CommBreakdown::scaled(double f) const {
+  return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f};
+}
+
+namespace {
+
+// The human-readable rank formula for a placement order, innermost axis first.
+std::string rank_formula(const topo::PlacementOrder& order) {
+  // rank = x + gx*(y + gy*(z + gz*(pipe + ginter*data)))
+  auto size_name = [](topo::Axis a) {
+    return a == topo::Axis::Pipe ? std::string("ginter")
+                                 : a == topo::Axis::Data ? std::string("gdata")
+                                                         : "g" + std::string(topo::axis_name(a));
+  };
+  std::string s = topo::axis_name(order[topo::kNumAxes - 1]);
+  for (int i = topo::kNumAxes - 2; i >= 0; --i) {
+    const std::string inner = i == topo::kNumAxes - 2 ? s : "(" + s + ")";
+    s = std::string(topo::axis_name(order[i])) + " + " + size_name(order[i]) + "*" + inner;
+  }
+  return "rank = " + s;
+}
+
+nlohmann::json breakdown_to_json(const CommBreakdown& b) {
+  return {{"ag_z", b.ag_z}, {"rs_z", b.rs_z}, {"ar_x", b.ar_x},
+          {"ar_y", b.ar_y}, {"ar_data", b.ar_data}, {"p2p_pipe", b.p2p_pipe}};
+}
+
+CommBreakdown breakdown_from(ObjectReader r) {
+  CommBreakdown b;
+  b.ag_z = r.non_negative_number("ag_z");
+  b.rs_z = r.non_negative_number("rs_z");
+  b.ar_x = r.non_negative_number("ar_x");
+  b.ar_y = r.non_negative_number("ar_y");
+  b.ar_data = r.non_negative_number("ar_data");
+  b.p2p_pipe = r.non_negative_number("p2p_pipe");
+  r.finish();
+  return b;
+}
+
+}  // namespace
+
+nlohmann::json plan_to_json(const Plan& p) {
+  nlohmann::json j;
+  j["format"] = "axonn-plan";
+  j["version"] = p.version;
+  j["model"] = p.model.source;
+  j["topology"] = topo::topology_to_json(p.topology);
+  j["gpus"] = p.gpus;
+  j["grid"] = {{"gx", p.grid.gx}, {"gy", p.grid.gy}, {"gz", p.grid.gz},
+               {"gdata", p.grid.gdata}, {"ginter", p.grid.ginter}};
+  nlohmann::json order = nlohmann::json::array();
+  for (auto a : p.placement_order) order.push_back(topo::axis_name(a));
+  j["placement_order"] = order;
+  j["rank_layout"] = rank_formula(p.placement_order);
+  j["batch"] = {{"seqs", p.batch.seqs}, {"microbatch_seqs", p.batch.microbatch_seqs}};
+  j["activation_checkpointing"] = p.activation_checkpointing;
+  const auto& o = p.overlap;
+  j["overlap"] = {{"async_input_grad_all_reduce", o.async_input_grad_all_reduce},
+                  {"async_weight_grad_reduce_scatter", o.async_weight_grad_reduce_scatter},
+                  {"prefetch_all_gather", o.prefetch_all_gather},
+                  {"cache_all_gather_layers", o.cache_all_gather_layers},
+                  {"bucketed_data_parallel_all_reduce", o.bucketed_data_parallel_all_reduce},
+                  {"bucket_bytes", o.bucket_bytes}};
+  j["precision"] = {{"compute_bytes", p.precision.compute_bytes},
+                    {"grad_reduce_bytes", p.precision.grad_reduce_bytes},
+                    {"state_bytes_per_param", p.precision.state_bytes_per_param}};
+  if (p.prediction) {
+    const auto& pr = *p.prediction;
+    j["prediction"] = {{"comm_model", pr.comm_model},
+                       {"placement_aware", pr.placement_aware},
+                       {"comm_s", pr.comm_s},
+                       {"comm_breakdown_s", breakdown_to_json(pr.comm_breakdown_s)},
+                       {"memory_bytes_per_gpu", pr.memory_bytes_per_gpu},
+                       {"rank", pr.rank},
+                       {"candidates_ranked", pr.candidates_ranked}};
+  }
+  return j;
+}
+
+Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
+  ObjectReader r(j, origin, "plan");
+  Plan p;
+  r.one_of("format", {"axonn-plan"});
+  p.version = static_cast<int>(r.integer("version"));
+  if (p.version != kPlanFormatVersion)
+    r.fail("version", "unsupported plan version " + std::to_string(p.version),
+           std::to_string(kPlanFormatVersion));
+  p.model = model::model_from_json(r.raw("model"), origin + " (embedded /model)");
+  p.topology = topo::topology_from_json(r.raw("topology"), origin + " (embedded /topology)");
+  p.gpus = r.positive_int("gpus");
+  {
+    auto g = r.object("grid");
+    p.grid = {g.positive_int("gx"), g.positive_int("gy"), g.positive_int("gz"),
+              g.positive_int("gdata"), g.positive_int("ginter")};
+    g.finish();
+    if (p.grid.total() != p.gpus)
+      r.fail("grid", "grid product " + std::to_string(p.grid.total()) + " (" + p.grid.to_string() +
+                         ") differs from gpus " + std::to_string(p.gpus),
+             "gx*gy*gz*gdata*ginter == gpus");
+  }
+  {
+    auto order = r.string_array("placement_order");
+    std::string text;
+    for (const auto& a : order) text += (text.empty() ? "" : ",") + a;
+    p.placement_order = topo::parse_order(text, "plan", r.where("placement_order"));
+  }
+  {
+    const auto& layout = r.raw("rank_layout");
+    if (!layout.is_string() || layout.get<std::string>() != rank_formula(p.placement_order))
+      r.fail("rank_layout", "does not match placement_order",
+             "\"" + rank_formula(p.placement_order) + "\"");
+  }
+  {
+    auto b = r.object("batch");
+    p.batch.seqs = b.positive_int("seqs");
+    p.batch.microbatch_seqs = b.positive_int("microbatch_seqs");
+    b.finish();
+  }
+  p.activation_checkpointing = r.boolean("activation_checkpointing");
+  {
+    auto o = r.object("overlap");
+    p.overlap.async_input_grad_all_reduce = o.boolean("async_input_grad_all_reduce");
+    p.overlap.async_weight_grad_reduce_scatter = o.boolean("async_weight_grad_reduce_scatter");
+    p.overlap.prefetch_all_gather = o.boolean("prefetch_all_gather");
+    p.overlap.cache_all_gather_layers = o.non_negative_int("cache_all_gather_layers");
+    p.overlap.bucketed_data_parallel_all_reduce = o.boolean("bucketed_data_parallel_all_reduce");
+    p.overlap.bucket_bytes = o.positive_int("bucket_bytes");
+    o.finish();
+  }
+  {
+    auto pr = r.object("precision");
+    p.precision.compute_bytes = pr.positive_int("compute_bytes");
+    p.precision.grad_reduce_bytes = pr.positive_int("grad_reduce_bytes");
+    p.precision.state_bytes_per_param = pr.positive_int("state_bytes_per_param");
+    pr.finish();
+  }
+  if (r.has("prediction")) {
+    auto pr = r.object("prediction");
+    Prediction pd;
+    pd.comm_model = pr.one_of("comm_model", {"paper", "full"});
+    pd.placement_aware = pr.boolean("placement_aware");
+    pd.comm_s = pr.non_negative_number("comm_s");
+    pd.comm_breakdown_s = breakdown_from(pr.object("comm_breakdown_s"));
+    pd.memory_bytes_per_gpu = pr.non_negative_int("memory_bytes_per_gpu");
+    pd.rank = pr.positive_int("rank");
+    pd.candidates_ranked = pr.positive_int("candidates_ranked");
+    pr.finish();
+    p.prediction = pd;
+  }
+  r.finish();
+  if (auto why = divisibility_problem(p.model, p.grid, p.batch.seqs, p.batch.microbatch_seqs))
+    throw Error("plan", "grid does not divide the model or batch: " + *why, origin + ": /grid",
+                "a grid whose sizes divide every layer, the heads and the batch (docs/model.md)");
+  return p;
+}
+
+Plan load_plan(const std::string& path) {
+  return plan_from_json(read_json_file("plan", path), path);
+}
+
+void save_plan(const Plan& p, const std::string& path) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw Error("plan", "cannot write file", tmp, "a writable path");
+    out << plan_to_json(p).dump(2) << "\n";
+    if (!out.flush()) throw Error("plan", "write failed", tmp, "enough disk space");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw Error("plan", "cannot rename temporary file", tmp + " -> " + path, "a writable directory");
+}
+
+}  // namespace axonn::plan

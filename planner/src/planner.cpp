@@ -1,0 +1,202 @@
+// Enumeration, evaluation and ranking of grids; see axonn/planner/planner.hpp and
+// docs/model.md.
+#include "axonn/planner/planner.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/collectives.hpp"
+#include "axonn/planner/layer_comm.hpp"
+
+namespace axonn::planner {
+
+const char* comm_model_name(CommModel m) { return m == CommModel::Paper ? "paper" : "full"; }
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+void enumerate_rec(int64_t remaining, std::array<int64_t, 5>& f, int depth, std::vector<topo::Grid>& out) {
+  if (depth == 4) {
+    f[4] = remaining;
+    out.push_back(topo::Grid{f[0], f[1], f[2], f[3], f[4]});
+    return;
+  }
+  for (int64_t d = 1; d <= remaining; ++d) {
+    if (remaining % d != 0) continue;
+    f[depth] = d;
+    enumerate_rec(remaining / d, f, depth + 1, out);
+  }
+}
+
+// docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
+// micro-batches (at least Ginter, to fill it) whose size divides over Z. 0 if none.
+int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter) {
+  if (ginter == 1) return per_group;
+  for (int64_t n = ginter; n <= per_group; ++n)
+    if (per_group % n == 0 && (per_group / n) % gz == 0) return per_group / n;
+  return 0;
+}
+
+Evaluation reject(Evaluation e, Rejection why, std::string reason) {
+  e.feasible = false;
+  e.rejection = why;
+  e.rejected_because = std::move(reason);
+  return e;
+}
+
+}  // namespace
+
+std::vector<topo::Grid> enumerate_grids(int64_t gpus) {
+  std::vector<topo::Grid> out;
+  if (gpus < 1) return out;
+  std::array<int64_t, 5> f{};
+  enumerate_rec(gpus, f, 0, out);
+  return out;
+}
+
+void check_request(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
+  (void)m;
+  if (o.gpus < 1) throw Error("planner", "GPU count " + std::to_string(o.gpus) + " out of range", "--gpus", "an integer >= 1");
+  if (o.gpus > t.total_gpus())
+    throw Error("planner", fmt::format("GPU count {} exceeds topology '{}'", o.gpus, t.name), "--gpus",
+                fmt::format("at most num_nodes * gpus_per_node = {} * {} = {}", t.num_nodes,
+                            t.gpus_per_node, t.total_gpus()));
+  if (o.gpus > t.gpus_per_node && o.gpus % t.gpus_per_node != 0)
+    throw Error("planner", fmt::format("GPU count {} does not fill whole nodes of topology '{}'", o.gpus, t.name),
+                "--gpus", fmt::format("at most {} or a multiple of gpus_per_node = {}", t.gpus_per_node, t.gpus_per_node));
+  if (o.batch_seqs < 1)
+    throw Error("planner", "batch of " + std::to_string(o.batch_seqs) + " sequences", "--batch-seqs/--batch-tokens",
+                "at least one sequence");
+  if (o.microbatch_seqs < 0)
+    throw Error("planner", "negative micro-batch size", "--microbatch-seqs", "an integer >= 1 (0 = default rule)");
+}
+
+Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
+                    const PlannerOptions& o) {
+  Evaluation e;
+  e.grid = g;
+  const bool paper = o.comm_model == CommModel::Paper;
+  if (o.batch_seqs % g.gdata != 0)
+    return reject(e, Rejection::Divisibility,
+                  fmt::format("batch sequences={} is not divisible by gdata={}", o.batch_seqs, g.gdata));
+  const int64_t per_group = o.batch_seqs / g.gdata;
+  int64_t mb = paper ? per_group : (o.microbatch_seqs > 0 ? o.microbatch_seqs : default_microbatch_seqs(per_group, g.gz, g.ginter));
+  if (mb == 0)
+    return reject(e, Rejection::Divisibility,
+                  fmt::format("{} sequences per data-parallel group do not split into >= ginter={} "
+                              "micro-batches of a multiple of gz={} sequences",
+                              per_group, g.ginter, g.gz));
+  if (auto why = plan::divisibility_problem(m, g, o.batch_seqs, mb))
+    return reject(e, Rejection::Divisibility, *why);
+  e.microbatch_seqs = mb;
+  e.microbatches = per_group / mb;
+
+  const AxisBandwidths bw =
+      o.placement_aware
+          ? placement_aware_bandwidths(t, g, o.order, paper ? BandwidthRule::Strict : BandwidthRule::Straddle)
+          : placement_agnostic_bandwidths(t, g);
+
+  LayerCommSettings ls;
+  ls.tokens = mb * m.seq_len;
+  ls.microbatches = paper ? 1 : e.microbatches;
+  ls.element_bytes = paper ? 2 : o.precision.compute_bytes;
+  ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
+  ls.latency_s = paper ? 0.0 : t.collective_latency_s;
+
+  // Optimization 4: the first N layers with weights keep their gathered weight.
+  std::vector<bool> cached(m.layers.size(), false);
+  if (!paper) {
+    int64_t n = 0;
+    for (size_t i = 0; i < m.layers.size() && n < o.overlap.cache_all_gather_layers; ++i)
+      if (m.layers[i].weight_elements() > 0) cached[i] = true, ++n;
+  }
+
+  MemorySettings ms;
+  ms.microbatch_seqs = mb;
+  ms.inflight_microbatches = g.ginter == 1 ? 1 : std::min(e.microbatches, g.ginter);
+  ms.activation_checkpointing = o.activation_checkpointing;
+  ms.overlap = o.overlap;
+  ms.precision = o.precision;
+
+  const int64_t units_per_stage = m.num_units / g.ginter;
+  size_t first = 0;
+  for (int64_t stage = 0; stage < g.ginter; ++stage) {
+    size_t last = first;
+    while (last < m.layers.size() && m.layers[last].unit < (stage + 1) * units_per_stage) ++last;
+    plan::CommBreakdown c;
+    for (size_t i = first; i < last; ++i) {
+      const auto& l = m.layers[i];
+      if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
+      LayerCommSettings s = ls;
+      if (paper) {
+        s.all_gathers = 2;
+        s.forward_all_reduces = 2;
+      } else {
+        s.all_gathers = (cached[i] || l.kind == model::LayerKind::Embedding) ? 1 : 2;
+        s.forward_all_reduces = (o.activation_checkpointing && l.recomputed) ? 2 : 1;
+        s.input_gradient = l.kind != model::LayerKind::Embedding;
+      }
+      c += layer_comm(l, g, bw, s);
+    }
+    if (g.ginter > 1) {
+      // One activation forward (unless last stage) and one gradient backward (unless
+      // first) per micro-batch; each GPU sends its (rows/Gz) x (hidden/Gx) shard.
+      const double bytes = static_cast<double>(ls.element_bytes) * static_cast<double>(mb * m.seq_len) *
+                           static_cast<double>(m.hidden) / static_cast<double>(g.gx * g.gz);
+      const int64_t sends = e.microbatches * ((stage < g.ginter - 1) + (stage > 0));
+      c.p2p_pipe = static_cast<double>(sends) *
+                   point_to_point_s(bytes, bw[static_cast<int>(topo::Axis::Pipe)], ls.latency_s);
+    }
+    if (c.total() > e.comm.total() || stage == 0) e.comm = c;
+    MemoryBreakdown mem = stage_memory(m, first, last, g, ms, cached);
+    if (mem.total_bytes() > e.memory.total_bytes()) e.memory = mem;
+    first = last;
+  }
+  e.comm_s = e.comm.total();
+  e.feasible = true;
+  if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
+    return reject(e, Rejection::Memory,
+                  fmt::format("memory {:.1f} GiB > {:.1f} GiB", e.memory.total_bytes() / kGiB,
+                              static_cast<double>(t.gpu_memory_bytes) / kGiB));
+  return e;
+}
+
+Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
+  check_request(m, t, o);
+  Ranking r;
+  for (const auto& g : enumerate_grids(o.gpus)) {
+    if (o.comm_model == CommModel::Paper && g.ginter != 1) continue;
+    Evaluation e = evaluate(m, t, g, o);
+    (e.feasible ? r.feasible : r.rejected).push_back(std::move(e));
+  }
+  auto key = [](const Evaluation& e) {
+    return std::make_tuple(e.comm_s, e.memory.total_bytes(), e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
+                           e.grid.ginter);
+  };
+  std::sort(r.feasible.begin(), r.feasible.end(),
+            [&](const Evaluation& a, const Evaluation& b) { return key(a) < key(b); });
+  return r;
+}
+
+std::string explain_infeasible(const Ranking& r, const topo::Topology& t) {
+  const Evaluation* smallest = nullptr;
+  for (const auto& e : r.rejected)
+    if (e.rejection == Rejection::Memory &&
+        (!smallest || e.memory.total_bytes() < smallest->memory.total_bytes()))
+      smallest = &e;
+  if (smallest)
+    return fmt::format("smallest memory per GPU is {:.1f} GiB > {:.1f} GiB (grid {})",
+                       smallest->memory.total_bytes() / kGiB, static_cast<double>(t.gpu_memory_bytes) / kGiB,
+                       smallest->grid.to_string());
+  if (!r.rejected.empty())
+    return "no grid divides the model and batch (first: " + r.rejected.front().grid.to_string() + ": " +
+           r.rejected.front().rejected_because + ")";
+  return "no candidate grids";
+}
+
+}  // namespace axonn::planner

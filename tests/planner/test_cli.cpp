@@ -1,0 +1,155 @@
+// axplan end to end, in-process: output formats and every kind of bad input
+// (exit code 2 with a message naming the file/flag and what was expected).
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "axonn/plan/plan.hpp"
+#include "axplan_cli.hpp"
+#include "test_util.hpp"
+
+using axonn::test::write_temp;
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out, err;
+};
+
+Run axplan(std::vector<std::string> args) {
+  args.insert(args.begin(), "axplan");
+  std::ostringstream out, err;
+  int rc = axonn::tools::run_axplan(args, out, err);
+  return {rc, out.str(), err.str()};
+}
+
+const std::vector<std::string> kGpt20b = {"--model", "gpt-20b", "--topology", "perlmutter", "--gpus", "32",
+                                          "--batch-tokens", "32768"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& more) {
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+void expect_usage_error(const Run& r, const std::string& needle) {
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "stderr: " << r.err;
+}
+
+}  // namespace
+
+TEST(Cli, RankTableShowsRankedGrids) {
+  auto r = axplan(with({"rank"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("gpt-20b on 32 GPUs of perlmutter"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("comm (s)"), std::string::npos);
+  EXPECT_NE(r.out.find("mem (GiB)"), std::string::npos);
+}
+
+TEST(Cli, PaperModeJsonIsSortedWithTheBreakdownKeys) {
+  auto r = axplan(with({"rank", "--comm-model", "paper", "--format", "json", "--top", "0"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  const auto& c = j["candidates"];
+  ASSERT_EQ(c.size(), j["candidates_feasible"].get<size_t>());
+  ASSERT_GT(c.size(), 5u);
+  double prev = 0;
+  for (const auto& e : c) {
+    EXPECT_EQ(e["ginter"], 1);
+    EXPECT_EQ(e["gx"].get<int>() * e["gy"].get<int>() * e["gz"].get<int>() * e["gdata"].get<int>(), 32);
+    double sum = 0;
+    for (const char* k : {"ag_z", "rs_z", "ar_x", "ar_y", "ar_data"}) sum += e["comm_breakdown_s"][k].get<double>();
+    EXPECT_NEAR(sum, e["comm_s"].get<double>(), 1e-12);
+    EXPECT_GE(e["comm_s"].get<double>(), prev);
+    prev = e["comm_s"].get<double>();
+  }
+}
+
+TEST(Cli, CsvHasOneRowPerCandidate) {
+  auto r = axplan(with({"rank", "--format", "csv", "--top", "3"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4);
+  EXPECT_EQ(r.out.rfind("rank,gx,gy,gz,gdata,ginter", 0), 0u);
+}
+
+TEST(Cli, ShowRejectedListsReasons) {
+  auto r = axplan(with({"rank", "--show-rejected", "--top", "1"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("rejected:"), std::string::npos);
+  EXPECT_NE(r.out.find("GiB >"), std::string::npos);
+}
+
+TEST(Cli, PlanWritesALoadablePlan) {
+  auto path = write_temp("cli_plan.json", "");
+  auto r = axplan(with({"plan", "--output", path}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto p = axonn::plan::load_plan(path);
+  EXPECT_EQ(p.gpus, 32);
+  EXPECT_EQ(p.prediction->rank, 1);
+  EXPECT_TRUE(p.overlap.prefetch_all_gather);
+  r = axplan(with({"plan", "--output", path, "--grid", "4,1,1,1,8"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  p = axonn::plan::load_plan(path);
+  EXPECT_EQ(p.grid, (axonn::topo::Grid{4, 1, 1, 1, 8}));
+  EXPECT_GT(p.prediction->rank, 1);
+}
+
+TEST(Cli, BenchReportsThroughput) {
+  auto r = axplan({"bench", "--gpus", "64", "--model", "gpt-5b", "--repeat", "1"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("candidates evaluated per second"), std::string::npos);
+}
+
+TEST(CliErrors, MalformedJson) {
+  auto path = write_temp("bad_model.json", "{\"name\": \"m\", \"family\": \"gpt\" \"hidden\": 3}");
+  expect_usage_error(axplan({"rank", "--model", path, "--gpus", "4", "--batch-seqs", "4"}), "malformed JSON");
+  expect_usage_error(axplan({"rank", "--model", path, "--gpus", "4", "--batch-seqs", "4"}), path);
+}
+
+TEST(CliErrors, UnknownAndMissingFields) {
+  auto unknown = write_temp("unknown.json", R"({"name": "m", "family": "gpt", "num_layers": 2, "hidden": 64,
+      "heads": 4, "seq_len": 16, "vocab": 256, "dropout": 0.1})");
+  expect_usage_error(axplan({"rank", "--model", unknown, "--gpus", "4", "--batch-seqs", "4"}),
+                     "unknown field: " + unknown + ": /dropout");
+  auto missing = write_temp("missing.json", R"({"name": "t", "gpus_per_node": 4, "num_nodes": 2,
+      "peak_flops_per_s": 1e12, "intra_node_bandwidth_bytes_per_s": 1e11, "inter_node_bandwidth_bytes_per_s": 1e10})");
+  expect_usage_error(axplan({"rank", "--topology", missing, "--gpus", "4", "--batch-seqs", "4"}),
+                     "missing field: " + missing + ": /gpu_memory_bytes");
+}
+
+TEST(CliErrors, ZeroOrNegativeSizes) {
+  auto zero = write_temp("zero.json", R"({"name": "m", "family": "gpt", "num_layers": 0, "hidden": 64,
+      "heads": 4, "seq_len": 16, "vocab": 256})");
+  expect_usage_error(axplan({"rank", "--model", zero, "--gpus", "4", "--batch-seqs", "4"}), "/num_layers");
+  expect_usage_error(axplan({"rank", "--model", "gpt-tiny", "--gpus", "-4", "--batch-seqs", "4"}), "--gpus");
+  expect_usage_error(axplan({"rank", "--model", "gpt-tiny", "--gpus", "4", "--batch-seqs", "0"}), "at least one sequence");
+  expect_usage_error(axplan({"rank", "--model", "gpt-20b", "--gpus", "4", "--batch-tokens", "1000"}),
+                     "multiple of the model's seq_len = 2048");
+}
+
+TEST(CliErrors, GpuCountLargerThanTopology) {
+  expect_usage_error(axplan({"rank", "--model", "gpt-20b", "--topology", "dgx-h100", "--gpus", "512",
+                             "--batch-seqs", "512"}),
+                     "at most num_nodes * gpus_per_node = 32 * 8 = 256");
+}
+
+TEST(CliErrors, NoFeasibleCandidateSaysWhy) {
+  auto r = axplan({"rank", "--model", "gpt-80b", "--topology", "perlmutter", "--gpus", "8", "--batch-seqs", "8"});
+  expect_usage_error(r, "no feasible candidate: smallest memory per GPU is");
+  EXPECT_NE(r.err.find("GiB > 40.0 GiB"), std::string::npos) << r.err;
+}
+
+TEST(CliErrors, BadFlagsAndGrids) {
+  expect_usage_error(axplan({"rank", "--gpus", "4", "--batch-seqs", "4", "--bogus"}), "usage error");
+  expect_usage_error(axplan({"rank", "--gpus", "4", "--batch-seqs", "4", "--format", "xml"}), "--format");
+  expect_usage_error(axplan({"rank", "--gpus", "4"}), "no batch size given");
+  expect_usage_error(axplan({"rank", "--gpus", "4", "--batch-seqs", "4", "--order", "x,y"}), "--order");
+  expect_usage_error(axplan({"frobnicate"}), "usage error");
+  expect_usage_error(axplan(with({"plan", "--grid", "2,2,2,2,1"}, kGpt20b)), "grid product 16 differs");
+  expect_usage_error(axplan(with({"plan", "--grid", "3,2,2,2,x"}, kGpt20b)), "bad grid value");
+  expect_usage_error(axplan({"plan", "--model", "gpt-20b", "--gpus", "32", "--batch-seqs", "32", "--grid", "1,1,1,32,1"}),
+                     "grid rejected: memory");
+  expect_usage_error(axplan(with({"plan", "--grid", "1,1,1,32,1"}, kGpt20b)), "not divisible by gdata=32");
+  expect_usage_error(axplan({"rank", "--model", "no-such-model", "--gpus", "4", "--batch-seqs", "4"}), "gpt-20b");
+}

@@ -1,0 +1,32 @@
+// Ring collective formulas (docs/model.md section 1) against hand-computed values.
+#include <gtest/gtest.h>
+
+#include "axonn/planner/collectives.hpp"
+
+using namespace axonn::planner;
+
+TEST(Collectives, AllGatherAndReduceScatterAreOneRingPass) {
+  // (p-1)/p * B / beta = 3/4 * 1e9 / 100e9 = 7.5 ms
+  EXPECT_DOUBLE_EQ(ring_all_gather_s(4, 1e9, 100e9), 7.5e-3);
+  EXPECT_DOUBLE_EQ(ring_reduce_scatter_s(4, 1e9, 100e9), 7.5e-3);
+  // p = 2: 1/2 * 2e6 / 1e9 = 1 ms
+  EXPECT_DOUBLE_EQ(ring_all_gather_s(2, 2e6, 1e9), 1e-3);
+}
+
+TEST(Collectives, AllReduceIsTwoRingPasses) {
+  EXPECT_DOUBLE_EQ(ring_all_reduce_s(4, 1e9, 100e9), 1.5e-2);
+  EXPECT_DOUBLE_EQ(ring_all_reduce_s(8, 8e6, 7e9), 2.0 * 7.0 / 8.0 * 8e6 / 7e9);
+}
+
+TEST(Collectives, GroupOfOneCostsNothing) {
+  EXPECT_EQ(ring_all_gather_s(1, 1e9, 1e9, 1.0), 0.0);
+  EXPECT_EQ(ring_reduce_scatter_s(1, 1e9, 1e9, 1.0), 0.0);
+  EXPECT_EQ(ring_all_reduce_s(1, 1e9, 1e9, 1.0), 0.0);
+}
+
+TEST(Collectives, LatencyIsPaidPerRingStep) {
+  // 3 steps of 10 us on top of 7.5 ms; the all-reduce pays twice.
+  EXPECT_DOUBLE_EQ(ring_all_gather_s(4, 1e9, 100e9, 1e-5), 7.5e-3 + 3e-5);
+  EXPECT_DOUBLE_EQ(ring_all_reduce_s(4, 1e9, 100e9, 1e-5), 1.5e-2 + 6e-5);
+  EXPECT_DOUBLE_EQ(point_to_point_s(1e6, 1e9, 1e-5), 1e-3 + 1e-5);
+}

@@ -1,0 +1,180 @@
+// Enumeration, evaluation and ranking (docs/model.md sections 3-6).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "axonn/planner/planner.hpp"
+#include "axonn/topology/topology_io.hpp"
+#include "test_util.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+using axonn::test::error_of;
+
+TEST(Enumerate, CountsAreOrderedFactorizationsIntoFive) {
+  // Number of ordered 5-tuples with product G: prod over primes p^a of C(a+4, 4).
+  EXPECT_EQ(enumerate_grids(1).size(), 1u);
+  EXPECT_EQ(enumerate_grids(7).size(), 5u);     // C(5,4)
+  EXPECT_EQ(enumerate_grids(8).size(), 35u);    // C(7,4)
+  EXPECT_EQ(enumerate_grids(12).size(), 75u);   // C(6,4) * C(5,4)
+  EXPECT_EQ(enumerate_grids(32).size(), 126u);  // C(9,4)
+  EXPECT_EQ(enumerate_grids(16384).size(), 3060u);  // C(18,4)
+  std::set<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t>> seen;
+  for (const auto& g : enumerate_grids(12)) {
+    EXPECT_EQ(g.total(), 12);
+    EXPECT_TRUE(seen.insert({g.gx, g.gy, g.gz, g.gdata, g.ginter}).second);
+  }
+}
+
+namespace {
+
+// One block holding a single normal layer k=1024 -> n=4096; seq 1024.
+model::ModelDescription one_layer_model() {
+  return model::model_from_json(nlohmann::json::parse(R"({"name": "one", "family": "explicit",
+      "seq_len": 1024, "hidden": 1024,
+      "layers": [{"type": "block", "layers": [{"type": "linear", "k": 1024, "n": 4096}]}]})"),
+                                "one.json");
+}
+
+topo::Topology four_per_node() {
+  topo::Topology t;
+  t.name = "test";
+  t.gpus_per_node = 4;
+  t.num_nodes = 8;
+  t.gpu_memory_bytes = 1LL << 40;
+  t.peak_flops_per_s = 1e15;
+  t.intra_node_bandwidth_bytes_per_s = 100e9;
+  t.inter_node_bandwidth_bytes_per_s = 10e9;
+  return t;
+}
+
+}  // namespace
+
+TEST(Evaluate, PaperModeOneLayerByHand) {
+  PlannerOptions o;
+  o.gpus = 32;
+  o.batch_seqs = 16;
+  o.comm_model = CommModel::Paper;
+  // grid (2,4,2,2,1), m = 16*1024/2 = 8192. Eq. 10: X (ip 1, p 2) 100 GB/s;
+  // Y (ip 2, p 4) 10/2 = 5 GB/s; Z (ip 8, p 2) 10/4 = 2.5 GB/s; data (ip 16) 2.5 GB/s.
+  auto e = evaluate(one_layer_model(), four_per_node(), topo::Grid{2, 4, 2, 2, 1}, o);
+  ASSERT_TRUE(e.feasible) << e.rejected_because;
+  EXPECT_DOUBLE_EQ(e.comm.ag_z, 2 * 0.5 * 1048576 / 2.5e9);         // 2 all-gathers of 1 MiB
+  EXPECT_DOUBLE_EQ(e.comm.rs_z, 0.5 * 1048576 / 2.5e9);
+  EXPECT_DOUBLE_EQ(e.comm.ar_x, 2 * (2 * 0.5 * 8388608 / 100e9));  // 2 forward all-reduces
+  EXPECT_DOUBLE_EQ(e.comm.ar_y, 2 * 0.75 * 4194304 / 5e9);
+  EXPECT_DOUBLE_EQ(e.comm.ar_data, 2 * 0.5 * 1048576 / 2.5e9);      // fp32 gradients
+  EXPECT_NEAR(e.comm_s, 2.47463936e-3, 1e-15);
+}
+
+TEST(Evaluate, PlacementAgnosticUsesInterNodeBandwidthEverywhere) {
+  PlannerOptions o;
+  o.gpus = 32;
+  o.batch_seqs = 16;
+  o.comm_model = CommModel::Paper;
+  o.placement_aware = false;
+  auto e = evaluate(one_layer_model(), four_per_node(), topo::Grid{2, 4, 2, 2, 1}, o);
+  EXPECT_DOUBLE_EQ(e.comm.ar_x, 2 * (2 * 0.5 * 8388608 / 10e9));
+  EXPECT_DOUBLE_EQ(e.comm.ar_y, 2 * 0.75 * 4194304 / 10e9);
+}
+
+TEST(Evaluate, RejectsWithReasons) {
+  auto m = model::load_model("gpt-20b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 24;
+  o.batch_seqs = 16;
+  auto e = evaluate(m, t, topo::Grid{3, 1, 8, 1, 1}, o);
+  EXPECT_FALSE(e.feasible);
+  EXPECT_EQ(e.rejection, Rejection::Divisibility);
+  EXPECT_NE(e.rejected_because.find("not divisible by gx=3"), std::string::npos) << e.rejected_because;
+  e = evaluate(m, t, topo::Grid{1, 1, 1, 3, 8}, o);
+  EXPECT_NE(e.rejected_because.find("gdata=3"), std::string::npos) << e.rejected_because;
+  o.gpus = 32;
+  o.batch_seqs = 32;
+  e = evaluate(m, t, topo::Grid{1, 1, 1, 32, 1}, o);  // the whole model on every GPU
+  EXPECT_EQ(e.rejection, Rejection::Memory);
+  EXPECT_NE(e.rejected_because.find("> 40.0 GiB"), std::string::npos) << e.rejected_because;
+  // model state alone: 20 bytes per parameter, unsharded
+  EXPECT_DOUBLE_EQ(e.memory.model_state_bytes, 20.0 * static_cast<double>(m.parameters()));
+  o.batch_seqs = 16;
+  e = evaluate(m, t, topo::Grid{1, 1, 1, 1, 32}, o);
+  EXPECT_NE(e.rejected_because.find("sequences per data-parallel group"), std::string::npos) << e.rejected_because;
+}
+
+TEST(Evaluate, ModelStateIsShardedOverTensorAndPipelineGroups) {
+  auto m = model::load_model("gpt-20b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 32;
+  o.batch_seqs = 16;
+  auto e = evaluate(m, t, topo::Grid{2, 2, 4, 2, 1}, o);
+  EXPECT_DOUBLE_EQ(e.memory.model_state_bytes, 20.0 * static_cast<double>(m.parameters()) / 16.0);
+  EXPECT_GT(e.memory.gathered_weight_bytes, 0.0);
+  auto no_z = evaluate(m, t, topo::Grid{4, 4, 1, 2, 1}, o);
+  EXPECT_EQ(no_z.memory.gathered_weight_bytes, 0.0);  // nothing to gather without Z
+  EXPECT_EQ(no_z.comm.ag_z, 0.0);
+}
+
+TEST(Evaluate, FullModelPipelineAndCache) {
+  auto m = model::load_model("gpt-20b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 32;
+  o.batch_seqs = 16;
+  auto flat = evaluate(m, t, topo::Grid{2, 2, 2, 4, 1}, o);
+  EXPECT_EQ(flat.comm.p2p_pipe, 0.0);
+  EXPECT_EQ(flat.microbatches, 1);
+  auto piped = evaluate(m, t, topo::Grid{2, 2, 2, 1, 4}, o);
+  ASSERT_GT(piped.microbatches, 0) << piped.rejected_because;
+  EXPECT_GE(piped.microbatches, 4);  // the default rule fills the pipeline
+  EXPECT_GT(piped.comm.p2p_pipe, 0.0);
+  o.overlap.cache_all_gather_layers = 1000;
+  auto cached = evaluate(m, t, topo::Grid{2, 2, 2, 4, 1}, o);
+  EXPECT_LT(cached.comm.ag_z, flat.comm.ag_z);
+  EXPECT_GT(cached.memory.gathered_weight_bytes, flat.memory.gathered_weight_bytes);
+}
+
+TEST(Rank, SortedFeasibleAndPaperModeHasNoPipeline) {
+  auto m = model::load_model("gpt-20b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 32;
+  o.batch_seqs = 16;
+  o.comm_model = CommModel::Paper;
+  auto r = rank_candidates(m, t, o);
+  ASSERT_FALSE(r.feasible.empty());
+  EXPECT_EQ(r.feasible.size() + r.rejected.size(), 56u);  // ginter = 1: C(8,3) 4-tuples of 32
+  for (size_t i = 1; i < r.feasible.size(); ++i) EXPECT_LE(r.feasible[i - 1].comm_s, r.feasible[i].comm_s);
+  for (const auto& e : r.feasible) {
+    EXPECT_EQ(e.grid.ginter, 1);
+    EXPECT_LE(e.memory.total_bytes(), static_cast<double>(t.gpu_memory_bytes));
+  }
+  // The placement-agnostic model ranks differently (the point of the paper's Fig. 7).
+  o.placement_aware = false;
+  auto a = rank_candidates(m, t, o);
+  ASSERT_EQ(a.feasible.size(), r.feasible.size());
+  bool differ = false;
+  for (size_t i = 0; i < 5; ++i) differ |= !(a.feasible[i].grid == r.feasible[i].grid);
+  EXPECT_TRUE(differ);
+}
+
+TEST(Rank, RequestErrorsAndInfeasibility) {
+  auto m = model::load_model("gpt-80b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 4;
+  o.batch_seqs = 4;
+  auto r = rank_candidates(m, t, o);
+  EXPECT_TRUE(r.feasible.empty());
+  auto why = explain_infeasible(r, t);
+  EXPECT_NE(why.find("smallest memory per GPU is"), std::string::npos) << why;
+  EXPECT_NE(why.find("> 40.0 GiB"), std::string::npos) << why;
+  o.gpus = 100000;
+  EXPECT_NE(error_of([&] { rank_candidates(m, t, o); }).find("exceeds topology 'perlmutter'"), std::string::npos);
+  o.gpus = 6;
+  EXPECT_NE(error_of([&] { rank_candidates(m, t, o); }).find("whole nodes"), std::string::npos);
+  o.gpus = 4;
+  o.batch_seqs = 0;
+  EXPECT_NE(error_of([&] { rank_candidates(m, t, o); }).find("at least one sequence"), std::string::npos);
+}

@@ -1,0 +1,271 @@
+// The axplan command line; see axplan_cli.hpp.
+#include "axplan_cli.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/plan/plan.hpp"
+#include "axonn/planner/planner.hpp"
+#include "axonn/topology/topology_io.hpp"
+#include "report.hpp"
+
+namespace axonn::tools {
+namespace {
+
+// Options shared by `rank` and `plan`.
+struct CommonArgs {
+  std::string model = "gpt-20b";
+  std::string topology = "perlmutter";
+  int64_t gpus = 0;
+  int64_t batch_tokens = -1;  // -1: not given
+  int64_t batch_seqs = -1;
+  int64_t microbatch_seqs = 0;
+  bool placement_agnostic = false;
+  std::string comm_model = "full";
+  bool no_memory_limit = false;
+  bool no_checkpointing = false;
+  int64_t cache_layers = 0;
+  std::string order = "x,y,z,pipe,data";
+};
+
+void add_common(CLI::App* app, CommonArgs& a) {
+  app->add_option("--model", a.model, "model description: a shipped name (model_zoo/models) or a JSON path")
+      ->capture_default_str();
+  app->add_option("--topology", a.topology, "cluster: a shipped name (topology/clusters) or a JSON path")
+      ->capture_default_str();
+  app->add_option("--gpus", a.gpus, "number of GPUs")->required();
+  auto* tokens = app->add_option("--batch-tokens", a.batch_tokens, "global batch in tokens (a multiple of seq_len)");
+  auto* seqs = app->add_option("--batch-seqs", a.batch_seqs, "global batch in sequences");
+  tokens->excludes(seqs);
+  app->add_option("--microbatch-seqs", a.microbatch_seqs,
+                  "sequences per micro-batch per data-parallel group (default: docs/model.md rule)");
+  app->add_flag("--placement-agnostic", a.placement_agnostic, "one bandwidth for every group (no eq. 10)");
+  app->add_option("--comm-model", a.comm_model, "paper: the 4D paper's fixed model; full: every layer")
+      ->check(CLI::IsMember({"paper", "full"}))
+      ->capture_default_str();
+  app->add_flag("--no-memory-limit", a.no_memory_limit, "keep candidates that exceed GPU memory");
+  app->add_flag("--no-checkpointing", a.no_checkpointing, "no activation checkpointing (full model)");
+  app->add_option("--cache-layers", a.cache_layers, "overlap optimization 4: layers whose gathered weight is kept")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("--order", a.order, "placement order of the groups, innermost first")->capture_default_str();
+}
+
+struct Loaded {
+  model::ModelDescription model;
+  topo::Topology topology;
+  planner::PlannerOptions options;
+};
+
+Loaded load(const CommonArgs& a) {
+  Loaded l{model::load_model(a.model), topo::load_topology(a.topology), {}};
+  auto& o = l.options;
+  o.gpus = a.gpus;
+  if (a.batch_tokens == -1 && a.batch_seqs == -1)
+    throw Error("axplan", "no batch size given", "--batch-tokens / --batch-seqs", "one of them");
+  if (a.batch_tokens != -1) {
+    if (a.batch_tokens <= 0 || a.batch_tokens % l.model.seq_len != 0)
+      throw Error("axplan", fmt::format("batch of {} tokens", a.batch_tokens), "--batch-tokens",
+                  fmt::format("a positive multiple of the model's seq_len = {}", l.model.seq_len));
+    o.batch_seqs = a.batch_tokens / l.model.seq_len;
+  } else {
+    o.batch_seqs = a.batch_seqs;
+  }
+  o.comm_model = a.comm_model == "paper" ? planner::CommModel::Paper : planner::CommModel::Full;
+  o.placement_aware = !a.placement_agnostic;
+  o.memory_limit = !a.no_memory_limit;
+  o.order = topo::parse_order(a.order, "axplan", "--order");
+  o.microbatch_seqs = a.microbatch_seqs;
+  o.activation_checkpointing = !a.no_checkpointing;
+  o.overlap.cache_all_gather_layers = a.cache_layers;
+  return l;
+}
+
+ReportContext context(const Loaded& l) {
+  ReportContext c;
+  c.model = l.model.name;
+  c.topology = l.topology.name;
+  c.gpus = l.options.gpus;
+  c.batch_seqs = l.options.batch_seqs;
+  c.seq_len = l.model.seq_len;
+  c.comm_model = l.options.comm_model;
+  c.placement_aware = l.options.placement_aware;
+  c.order = topo::order_to_string(l.options.order);
+  return c;
+}
+
+planner::Ranking rank_or_throw(const Loaded& l) {
+  planner::Ranking r = planner::rank_candidates(l.model, l.topology, l.options);
+  if (r.feasible.empty())
+    throw Error("planner", "no feasible candidate: " + planner::explain_infeasible(r, l.topology),
+                fmt::format("{} on {} GPUs of {}", l.model.name, l.options.gpus, l.topology.name),
+                "more GPUs, a smaller batch or model, or --no-memory-limit / --show-rejected to inspect");
+  return r;
+}
+
+topo::Grid parse_grid(const std::string& text, int64_t gpus) {
+  std::vector<int64_t> v;
+  std::stringstream ss(text);
+  std::string item;
+  const std::string expected = fmt::format("five positive integers gx,gy,gz,gdata,ginter whose product is {}", gpus);
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      long long x = std::stoll(item, &used);
+      if (used != item.size() || x < 1) throw std::invalid_argument(item);
+      v.push_back(x);
+    } catch (const std::exception&) {
+      throw Error("axplan", "bad grid value \"" + item + "\"", "--grid " + text, expected);
+    }
+  }
+  if (v.size() != 5) throw Error("axplan", "grid needs 5 values", "--grid " + text, expected);
+  topo::Grid g{v[0], v[1], v[2], v[3], v[4]};
+  if (g.total() != gpus)
+    throw Error("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
+                expected);
+  return g;
+}
+
+int cmd_rank(const CommonArgs& a, const std::string& format, size_t top, bool show_rejected, std::ostream& out) {
+  Loaded l = load(a);
+  planner::Ranking r = show_rejected ? planner::rank_candidates(l.model, l.topology, l.options) : rank_or_throw(l);
+  Format f = format == "json" ? Format::Json : format == "csv" ? Format::Csv : Format::Table;
+  print_ranking(out, f, context(l), r, top, show_rejected);
+  return 0;
+}
+
+int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::string& output, std::ostream& out) {
+  Loaded l = load(a);
+  planner::Ranking r = rank_or_throw(l);
+  const planner::Evaluation* chosen = &r.feasible.front();
+  if (!grid_text.empty()) {
+    topo::Grid g = parse_grid(grid_text, l.options.gpus);
+    auto it = std::find_if(r.feasible.begin(), r.feasible.end(), [&](const auto& e) { return e.grid == g; });
+    if (it == r.feasible.end()) {
+      if (l.options.comm_model == planner::CommModel::Paper && g.ginter != 1)
+        throw Error("axplan", "the paper model has no pipeline", "--grid " + grid_text, "ginter = 1 with --comm-model paper");
+      planner::Evaluation e = planner::evaluate(l.model, l.topology, g, l.options);
+      throw Error("axplan", "grid rejected: " + e.rejected_because, "--grid " + grid_text,
+                  "a grid that divides the model and batch and fits GPU memory");
+    }
+    chosen = &*it;
+  }
+  plan::Plan p;
+  p.model = l.model;
+  p.topology = l.topology;
+  p.gpus = l.options.gpus;
+  p.grid = chosen->grid;
+  p.placement_order = l.options.order;
+  p.batch = {l.options.batch_seqs, chosen->microbatch_seqs};
+  p.activation_checkpointing = l.options.activation_checkpointing;
+  p.overlap = l.options.overlap;
+  p.precision = l.options.precision;
+  plan::Prediction pr;
+  pr.comm_model = planner::comm_model_name(l.options.comm_model);
+  pr.placement_aware = l.options.placement_aware;
+  pr.comm_s = chosen->comm_s;
+  pr.comm_breakdown_s = chosen->comm;
+  pr.memory_bytes_per_gpu = static_cast<int64_t>(chosen->memory.total_bytes());
+  pr.rank = (chosen - r.feasible.data()) + 1;
+  pr.candidates_ranked = static_cast<int64_t>(r.feasible.size());
+  p.prediction = pr;
+  plan::save_plan(p, output);
+  fmt::print(out, "wrote {}: {} on {} GPUs of {}, grid {}, {} micro-batch(es) of {} sequences\n", output,
+             l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(), p.batch.microbatch_seqs);
+  fmt::print(out, "predicted communication {:.4f} s per step (rank {} of {}), memory {:.2f} GiB per GPU\n", pr.comm_s,
+             pr.rank, pr.candidates_ranked, static_cast<double>(pr.memory_bytes_per_gpu) / (1024.0 * 1024 * 1024));
+  return 0;
+}
+
+int cmd_bench(const std::string& model, const std::string& topology, int64_t gpus, int64_t batch_seqs, int repeat,
+              std::ostream& out) {
+  Loaded l{model::load_model(model), topo::load_topology(topology), {}};
+  l.options.gpus = gpus;
+  l.options.batch_seqs = batch_seqs;
+  std::vector<double> seconds;
+  size_t candidates = 0, feasible = 0;
+  for (int i = 0; i < repeat; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    planner::Ranking r = planner::rank_candidates(l.model, l.topology, l.options);
+    auto t1 = std::chrono::steady_clock::now();
+    seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+    candidates = r.feasible.size() + r.rejected.size();
+    feasible = r.feasible.size();
+  }
+  std::sort(seconds.begin(), seconds.end());
+  const double median = seconds[seconds.size() / 2];
+  fmt::print(out, "axplan bench: {} ({} layers) on {} GPUs of {}, batch {} sequences\n", l.model.name,
+             l.model.layers.size(), gpus, l.topology.name, batch_seqs);
+  fmt::print(out, "candidates: {} enumerated, {} feasible\n", candidates, feasible);
+  fmt::print(out, "rank time: median {:.3f} ms over {} runs (min {:.3f} ms)\n", median * 1e3, repeat,
+             seconds.front() * 1e3);
+  fmt::print(out, "throughput: {:.0f} candidates evaluated per second ({:.2f} us per candidate)\n",
+             static_cast<double>(candidates) / median, median / static_cast<double>(candidates) * 1e6);
+  return 0;
+}
+
+}  // namespace
+
+int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  CLI::App app{"axplan: rank 4D (3D tensor x data) + pipeline grids for a model on a cluster and write plans"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "axplan 0.1.0");
+
+  CommonArgs rank_args, plan_args;
+  std::string format = "table";
+  size_t top = 10;
+  bool show_rejected = false;
+  auto* rank = app.add_subcommand("rank", "rank every grid by predicted communication time");
+  add_common(rank, rank_args);
+  rank->add_option("--top", top, "how many candidates to show (0 = all)")->capture_default_str();
+  rank->add_option("--format", format, "output format")->check(CLI::IsMember({"table", "json", "csv"}))->capture_default_str();
+  rank->add_flag("--show-rejected", show_rejected, "also list rejected grids with the reason");
+
+  std::string grid, output = "plan.json";
+  auto* plan = app.add_subcommand("plan", "write the plan JSON of the best (or a given) grid");
+  add_common(plan, plan_args);
+  plan->add_option("--grid", grid, "gx,gy,gz,gdata,ginter (default: the best ranked)");
+  plan->add_option("--output,-o", output, "plan file to write")->capture_default_str();
+
+  std::string bench_model = "gpt-80b", bench_topology = "frontier";
+  int64_t bench_gpus = 16384, bench_batch = 8192;
+  int bench_repeat = 5;
+  auto* bench = app.add_subcommand("bench", "measure how many candidates the planner evaluates per second");
+  bench->add_option("--model", bench_model, "model")->capture_default_str();
+  bench->add_option("--topology", bench_topology, "cluster")->capture_default_str();
+  bench->add_option("--gpus", bench_gpus, "GPU count")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--batch-seqs", bench_batch, "global batch in sequences")->capture_default_str()->check(CLI::PositiveNumber);
+  bench->add_option("--repeat", bench_repeat, "runs to take the median of")->capture_default_str()->check(CLI::PositiveNumber);
+
+  std::vector<const char*> argv;
+  for (const auto& s : args) argv.push_back(s.c_str());
+  try {
+    app.parse(static_cast<int>(argv.size()), argv.data());
+  } catch (const CLI::Success& e) {
+    return app.exit(e, out, err);
+  } catch (const CLI::ParseError& e) {
+    err << "axplan: usage error: " << e.what() << "\n";
+    err << "run 'axplan " << (app.get_subcommands().empty() ? "" : app.get_subcommands().front()->get_name() + " ")
+        << "--help' for the options\n";
+    return kExitUsage;
+  }
+
+  try {
+    if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
+    if (plan->parsed()) return cmd_plan(plan_args, grid, output, out);
+    return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, out);
+  } catch (const Error& e) {
+    err << "axplan: " << e.what() << "\n";
+    return kExitUsage;
+  } catch (const std::exception& e) {
+    err << "axplan: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace axonn::tools

@@ -1,0 +1,23 @@
+// The axplan command line, as a function so tests can run it in-process.
+//
+//   axplan rank  --model M --topology T --gpus G (--batch-tokens N | --batch-seqs N) [...]
+//   axplan plan  ... [--grid gx,gy,gz,gdata,ginter] [--output plan.json]
+//   axplan bench [--gpus 16384] [--model gpt-80b] [--topology frontier] [--repeat R]
+//
+// Returns the process exit code: 0 on success, 2 for usage errors and bad input
+// (files, flags, infeasible requests), 1 for internal errors.
+//
+// Example:
+//   std::ostringstream out, err;
+//   int rc = axonn::tools::run_axplan({"axplan", "rank", "--model", "gpt-20b", ...}, out, err);
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace axonn::tools {
+
+int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+
+}  // namespace axonn::tools

@@ -1,0 +1,101 @@
+// Printing ranked candidates; see report.hpp.
+#include "report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+namespace axonn::tools {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+size_t shown(size_t n, size_t top) { return top == 0 ? n : std::min(n, top); }
+
+}  // namespace
+
+nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
+  const auto& c = e.comm;
+  nlohmann::json j = {{"gx", e.grid.gx}, {"gy", e.grid.gy}, {"gz", e.grid.gz},
+                      {"gdata", e.grid.gdata}, {"ginter", e.grid.ginter}};
+  if (!e.rejected_because.empty()) j["rejected_because"] = e.rejected_because;
+  if (e.microbatches > 0) {
+    j["microbatch_seqs"] = e.microbatch_seqs;
+    j["microbatches"] = e.microbatches;
+    j["comm_s"] = e.comm_s;
+    j["comm_breakdown_s"] = {{"ag_z", c.ag_z}, {"rs_z", c.rs_z}, {"ar_x", c.ar_x},
+                             {"ar_y", c.ar_y}, {"ar_data", c.ar_data}, {"p2p_pipe", c.p2p_pipe}};
+    j["memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.total_bytes());
+    j["memory_breakdown_bytes"] = {{"model_state", static_cast<int64_t>(e.memory.model_state_bytes)},
+                                   {"gathered_weights", static_cast<int64_t>(e.memory.gathered_weight_bytes)},
+                                   {"unscattered_grads", static_cast<int64_t>(e.memory.unscattered_grad_bytes)},
+                                   {"activations", static_cast<int64_t>(e.memory.activation_bytes)}};
+  }
+  return j;
+}
+
+void print_ranking(std::ostream& out, Format f, const ReportContext& c, const planner::Ranking& r,
+                   size_t top, bool show_rejected) {
+  const size_t n = shown(r.feasible.size(), top);
+  if (f == Format::Json) {
+    nlohmann::json j;
+    j["model"] = c.model;
+    j["topology"] = c.topology;
+    j["gpus"] = c.gpus;
+    j["batch_seqs"] = c.batch_seqs;
+    j["batch_tokens"] = c.batch_seqs * c.seq_len;
+    j["comm_model"] = planner::comm_model_name(c.comm_model);
+    j["placement_aware"] = c.placement_aware;
+    j["placement_order"] = c.order;
+    j["candidates_feasible"] = r.feasible.size();
+    j["candidates_rejected"] = r.rejected.size();
+    j["candidates"] = nlohmann::json::array();
+    for (size_t i = 0; i < n; ++i) {
+      auto e = evaluation_to_json(r.feasible[i]);
+      e["rank"] = i + 1;
+      j["candidates"].push_back(e);
+    }
+    if (show_rejected) {
+      j["rejected"] = nlohmann::json::array();
+      for (const auto& e : r.rejected) j["rejected"].push_back(evaluation_to_json(e));
+    }
+    out << j.dump(2) << "\n";
+    return;
+  }
+  if (f == Format::Csv) {
+    out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
+           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because\n";
+    auto row = [&](const planner::Evaluation& e, const std::string& rank) {
+      const auto& b = e.comm;
+      fmt::print(out, "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\"\n", rank,
+                 e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.comm_s, b.ag_z,
+                 b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because);
+    };
+    for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
+    if (show_rejected)
+      for (const auto& e : r.rejected) row(e, "");
+    return;
+  }
+  fmt::print(out, "{} on {} GPUs of {}, batch {} x {} tokens; comm model {}, {}; placement {}\n", c.model, c.gpus,
+             c.topology, c.batch_seqs, c.seq_len, planner::comm_model_name(c.comm_model),
+             c.placement_aware ? "placement-aware" : "placement-agnostic", c.order);
+  fmt::print(out, "{} feasible, {} rejected; showing {}\n\n", r.feasible.size(), r.rejected.size(), n);
+  const std::string header = fmt::format(
+      "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>9}", "rank", "gx",
+      "gy", "gz", "gdata", "ginter", "mb", "comm (s)", "ag_z", "rs_z", "ar_x", "ar_y", "ar_data", "p2p", "mem (GiB)");
+  out << header << "\n" << std::string(header.size(), '-') << "\n";
+  for (size_t i = 0; i < n; ++i) {
+    const auto& e = r.feasible[i];
+    const auto& b = e.comm;
+    fmt::print(out, "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}  {:>9.2f}\n",
+               i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.comm_s,
+               b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes() / kGiB);
+  }
+  if (show_rejected && !r.rejected.empty()) {
+    out << "\nrejected:\n";
+    for (const auto& e : r.rejected)
+      fmt::print(out, "  {:>4} {:>4} {:>4} {:>5} {:>6}  {}\n", e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
+                 e.grid.ginter, e.rejected_because);
+  }
+}
+
+}  // namespace axonn::tools

@@ -1,0 +1,30 @@
+// One printer for ranked candidates: a human table, JSON or CSV from the same rows.
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "axonn/planner/planner.hpp"
+
+namespace axonn::tools {
+
+enum class Format { Table, Json, Csv };
+
+struct ReportContext {
+  std::string model, topology;
+  int64_t gpus = 0, batch_seqs = 0, seq_len = 0;
+  planner::CommModel comm_model = planner::CommModel::Full;
+  bool placement_aware = true;
+  std::string order;
+};
+
+// `top` = how many feasible candidates to print (0 = all); rejected ones are printed
+// (with their reason) only when `show_rejected`.
+void print_ranking(std::ostream& out, Format f, const ReportContext& c, const planner::Ranking& r,
+                   size_t top, bool show_rejected);
+
+nlohmann::json evaluation_to_json(const planner::Evaluation& e);
+
+}  // namespace axonn::tools

@@ -1,0 +1,75 @@
+// The 5D process grid (Gx, Gy, Gz, Ginter, Gdata) and its rank layout: the one
+// function that maps a rank to grid coordinates, shared by the planner (which models
+// where each group lands) and the runtime (which builds the communicators).
+//
+// The placement order lists the axes innermost first. With the default
+// order (x, y, z, pipe, data):
+//     rank = x + Gx*(y + Gy*(z + Gz*(pipe + Ginter*data)))
+// so consecutive ranks share an X group; ranks fill nodes in order
+// (node = rank / gpus_per_node).
+//
+// Example (8 ranks, Gx=2, Gy=2, Gz=2):
+//   RankLayout L(Grid{2, 2, 2, 1, 1}, default_order());
+//   L.group_ranks(0, Axis::X);   // {0, 1}
+//   L.group_ranks(0, Axis::Y);   // {0, 2}
+//   L.group_ranks(5, Axis::Z);   // {1, 5}
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace axonn::topo {
+
+enum class Axis : int { X = 0, Y = 1, Z = 2, Pipe = 3, Data = 4 };
+inline constexpr int kNumAxes = 5;
+
+const char* axis_name(Axis a);  // "x", "y", "z", "pipe", "data"
+// Throws axonn::Error (module `module`, location `where`) for an unknown name.
+Axis parse_axis(const std::string& name, const std::string& module, const std::string& where);
+
+struct Grid {
+  int64_t gx = 1, gy = 1, gz = 1, gdata = 1, ginter = 1;
+
+  int64_t size(Axis a) const;
+  int64_t total() const { return gx * gy * gz * gdata * ginter; }
+  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1"
+  bool operator==(const Grid& o) const {
+    return gx == o.gx && gy == o.gy && gz == o.gz && gdata == o.gdata && ginter == o.ginter;
+  }
+};
+
+using PlacementOrder = std::array<Axis, kNumAxes>;  // innermost first
+PlacementOrder default_order();                     // x, y, z, pipe, data
+std::string order_to_string(const PlacementOrder& o);  // "x,y,z,pipe,data"
+// Parses "x,y,z,pipe,data" (each axis exactly once); throws axonn::Error otherwise.
+PlacementOrder parse_order(const std::string& text, const std::string& module,
+                           const std::string& where);
+
+using Coords = std::array<int64_t, kNumAxes>;  // indexed by Axis
+
+class RankLayout {
+ public:
+  RankLayout(const Grid& grid, const PlacementOrder& order);
+
+  const Grid& grid() const { return grid_; }
+  const PlacementOrder& order() const { return order_; }
+
+  int64_t stride(Axis a) const { return stride_[static_cast<int>(a)]; }
+  // Number of ranks between consecutive members of a group on axis `a` = the
+  // product of the sizes of the axes placed inside it (the "ip" of eq. 10).
+  int64_t inner_size(Axis a) const { return stride(a); }
+
+  int64_t rank_of(const Coords& c) const;
+  Coords coords_of(int64_t rank) const;
+  // Ranks of the group along `a` that contains `rank`, ordered by coordinate.
+  std::vector<int64_t> group_ranks(int64_t rank, Axis a) const;
+
+ private:
+  Grid grid_;
+  PlacementOrder order_;
+  std::array<int64_t, kNumAxes> stride_{};
+};
+
+}  // namespace axonn::topo

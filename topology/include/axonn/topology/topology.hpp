@@ -1,0 +1,51 @@
+// A cluster as the planner sees it: nodes of identical GPUs, the bandwidth of a
+// collective inside a node (by group placement) and between nodes.
+//
+// Units are in the names: bytes, bytes/s, FLOP/s, seconds.
+//
+// Example (Perlmutter, the 4D paper's measured numbers):
+//   Topology t;  t.gpus_per_node = 4;  t.inter_node_bandwidth_bytes_per_s = 59.52e9;
+//   t.intra_node_bandwidth_bytes_per_s = 76e9;            // fallback
+//   t.intra_node_table = {{1, 2, 76e9}, {1, 4, 225e9}, {2, 2, 76e9}};
+//   t.intra_bandwidth(1, 4);   // 225e9 bytes/s: a group of 4 with unit stride
+//   t.intra_bandwidth(4, 1);   // 76e9 bytes/s: not in the table, the fallback
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace axonn::topo {
+
+// Measured bandwidth of a ring collective over a group of p GPUs of one node whose
+// members are ip ranks apart (ip = product of the sizes of the groups placed inside it).
+struct IntraBandwidthEntry {
+  int64_t ip = 1;
+  int64_t p = 1;
+  double bytes_per_s = 0;
+};
+
+struct Topology {
+  std::string name;
+  std::string description;
+  int64_t gpus_per_node = 0;
+  int64_t num_nodes = 0;
+  int64_t gpu_memory_bytes = 0;
+  double peak_flops_per_s = 0;                  // half precision, per GPU
+  double intra_node_bandwidth_bytes_per_s = 0;  // used where the table has no (ip, p) entry
+  std::vector<IntraBandwidthEntry> intra_node_table;
+  double inter_node_bandwidth_bytes_per_s = 0;  // between one pair of nodes, bidirectional
+  double collective_latency_s = 0;              // alpha per ring step; 0 = paper's Assumption 3
+
+  int64_t total_gpus() const { return gpus_per_node * num_nodes; }
+
+  // Bandwidth of a ring inside one node (bytes/s): the table's (ip, p) entry, else
+  // the scalar fallback.
+  double intra_bandwidth(int64_t ip, int64_t p) const {
+    for (const auto& e : intra_node_table)
+      if (e.ip == ip && e.p == p) return e.bytes_per_s;
+    return intra_node_bandwidth_bytes_per_s;
+  }
+};
+
+}  // namespace axonn::topo

@@ -1,0 +1,24 @@
+// Reading and writing topology JSON files (format: docs/formats.md, JSON Schema:
+// topology/schema/topology.schema.json).
+//
+// Example:
+//   auto t = axonn::topo::load_topology("perlmutter");        // a shipped cluster by name
+//   auto u = axonn::topo::load_topology("my/cluster.json");   // or a path
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "axonn/topology/topology.hpp"
+
+namespace axonn::topo {
+
+// Validates every field; throws axonn::Error naming `origin` and the field.
+Topology topology_from_json(const nlohmann::json& j, const std::string& origin);
+nlohmann::json topology_to_json(const Topology& t);
+
+// `name_or_path`: a file path, or the name of a file in topology/clusters/.
+Topology load_topology(const std::string& name_or_path);
+
+}  // namespace axonn::topo

@@ -1,0 +1,106 @@
+// The process grid and rank layout; see axonn/topology/grid.hpp.
+#include "axonn/topology/grid.hpp"
+
+#include <sstream>
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::topo {
+
+const char* axis_name(Axis a) {
+  switch (a) {
+    case Axis::X: return "x";
+    case Axis::Y: return "y";
+    case Axis::Z: return "z";
+    case Axis::Pipe: return "pipe";
+    case Axis::Data: return "data";
+  }
+  return "?";
+}
+
+Axis parse_axis(const std::string& name, const std::string& module, const std::string& where) {
+  for (int i = 0; i < kNumAxes; ++i)
+    if (name == axis_name(static_cast<Axis>(i))) return static_cast<Axis>(i);
+  throw Error(module, "unknown axis \"" + name + "\"", where, "one of x, y, z, pipe, data");
+}
+
+int64_t Grid::size(Axis a) const {
+  switch (a) {
+    case Axis::X: return gx;
+    case Axis::Y: return gy;
+    case Axis::Z: return gz;
+    case Axis::Pipe: return ginter;
+    case Axis::Data: return gdata;
+  }
+  return 1;
+}
+
+std::string Grid::to_string() const {
+  std::ostringstream s;
+  s << "gx=" << gx << " gy=" << gy << " gz=" << gz << " gdata=" << gdata << " ginter=" << ginter;
+  return s.str();
+}
+
+PlacementOrder default_order() { return {Axis::X, Axis::Y, Axis::Z, Axis::Pipe, Axis::Data}; }
+
+std::string order_to_string(const PlacementOrder& o) {
+  std::string s;
+  for (Axis a : o) s += (s.empty() ? "" : ",") + std::string(axis_name(a));
+  return s;
+}
+
+PlacementOrder parse_order(const std::string& text, const std::string& module,
+                           const std::string& where) {
+  PlacementOrder order{};
+  std::array<bool, kNumAxes> seen{};
+  std::stringstream ss(text);
+  std::string item;
+  int n = 0;
+  const std::string expected = "each of x, y, z, pipe, data exactly once, comma-separated";
+  while (std::getline(ss, item, ',')) {
+    if (n >= kNumAxes) throw Error(module, "too many axes in \"" + text + "\"", where, expected);
+    Axis a = parse_axis(item, module, where);
+    if (seen[static_cast<int>(a)])
+      throw Error(module, "axis \"" + item + "\" repeated in \"" + text + "\"", where, expected);
+    seen[static_cast<int>(a)] = true;
+    order[n++] = a;
+  }
+  if (n != kNumAxes) throw Error(module, "too few axes in \"" + text + "\"", where, expected);
+  return order;
+}
+
+RankLayout::RankLayout(const Grid& grid, const PlacementOrder& order) : grid_(grid), order_(order) {
+  int64_t s = 1;
+  for (Axis a : order_) {
+    stride_[static_cast<int>(a)] = s;
+    s *= grid_.size(a);
+  }
+}
+
+int64_t RankLayout::rank_of(const Coords& c) const {
+  int64_t r = 0;
+  for (int i = 0; i < kNumAxes; ++i) {
+    AXONN_ASSERT(c[i] >= 0 && c[i] < grid_.size(static_cast<Axis>(i)));
+    r += c[i] * stride_[i];
+  }
+  return r;
+}
+
+Coords RankLayout::coords_of(int64_t rank) const {
+  AXONN_ASSERT(rank >= 0 && rank < grid_.total());
+  Coords c{};
+  for (int i = 0; i < kNumAxes; ++i) c[i] = (rank / stride_[i]) % grid_.size(static_cast<Axis>(i));
+  return c;
+}
+
+std::vector<int64_t> RankLayout::group_ranks(int64_t rank, Axis a) const {
+  Coords c = coords_of(rank);
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < grid_.size(a); ++i) {
+    c[static_cast<int>(a)] = i;
+    out.push_back(rank_of(c));
+  }
+  return out;
+}
+
+}  // namespace axonn::topo

@@ -1,0 +1,78 @@
+// Reading and writing topology JSON; see axonn/topology/topology_io.hpp.
+#include "axonn/topology/topology_io.hpp"
+
+#include "axonn/common/data_path.hpp"
+#include "axonn/common/error.hpp"
+#include "axonn/common/json_reader.hpp"
+
+namespace axonn::topo {
+
+Topology topology_from_json(const nlohmann::json& j, const std::string& origin) {
+  ObjectReader r(j, origin, "topology");
+  Topology t;
+  t.name = r.string("name");
+  t.description = r.string_or("description", "");
+  t.gpus_per_node = r.positive_int("gpus_per_node");
+  t.num_nodes = r.positive_int("num_nodes");
+  t.gpu_memory_bytes = r.positive_int("gpu_memory_bytes");
+  t.peak_flops_per_s = r.positive_number("peak_flops_per_s");
+  t.inter_node_bandwidth_bytes_per_s = r.positive_number("inter_node_bandwidth_bytes_per_s");
+  t.collective_latency_s = r.non_negative_number_or("collective_latency_s", 0.0);
+
+  // Either one number, or {"fallback": number, "table": [{"ip", "p", "bytes_per_s"}]}.
+  const std::string key = "intra_node_bandwidth_bytes_per_s";
+  const auto& intra = r.raw(key);
+  if (intra.is_number()) {
+    t.intra_node_bandwidth_bytes_per_s = r.positive_number(key);
+  } else if (intra.is_object()) {
+    ObjectReader ir = r.object(key);
+    t.intra_node_bandwidth_bytes_per_s = ir.positive_number("fallback");
+    for (auto& e : ir.object_array("table")) {
+      IntraBandwidthEntry entry{e.positive_int("ip"), e.positive_int("p"),
+                                e.positive_number("bytes_per_s")};
+      e.finish();
+      if (entry.ip * entry.p > t.gpus_per_node)
+        e.fail("p", "group does not fit in a node (ip*p = " + std::to_string(entry.ip * entry.p) + ")",
+               "ip*p <= gpus_per_node = " + std::to_string(t.gpus_per_node));
+      for (const auto& prev : t.intra_node_table)
+        if (prev.ip == entry.ip && prev.p == entry.p)
+          e.fail("p", "duplicate (ip, p) entry", "each (ip, p) at most once");
+      t.intra_node_table.push_back(entry);
+    }
+    ir.finish();
+  } else {
+    r.fail(key, "wrong type (found " + intra.dump() + ")",
+           "a number (bytes/s) or an object {\"fallback\": ..., \"table\": [...]}");
+  }
+  r.finish();
+  return t;
+}
+
+nlohmann::json topology_to_json(const Topology& t) {
+  nlohmann::json j;
+  j["name"] = t.name;
+  if (!t.description.empty()) j["description"] = t.description;
+  j["gpus_per_node"] = t.gpus_per_node;
+  j["num_nodes"] = t.num_nodes;
+  j["gpu_memory_bytes"] = t.gpu_memory_bytes;
+  j["peak_flops_per_s"] = t.peak_flops_per_s;
+  if (t.intra_node_table.empty()) {
+    j["intra_node_bandwidth_bytes_per_s"] = t.intra_node_bandwidth_bytes_per_s;
+  } else {
+    nlohmann::json table = nlohmann::json::array();
+    for (const auto& e : t.intra_node_table)
+      table.push_back({{"ip", e.ip}, {"p", e.p}, {"bytes_per_s", e.bytes_per_s}});
+    j["intra_node_bandwidth_bytes_per_s"] = {{"fallback", t.intra_node_bandwidth_bytes_per_s},
+                                             {"table", table}};
+  }
+  j["inter_node_bandwidth_bytes_per_s"] = t.inter_node_bandwidth_bytes_per_s;
+  j["collective_latency_s"] = t.collective_latency_s;
+  return j;
+}
+
+Topology load_topology(const std::string& name_or_path) {
+  std::string path = resolve_data_file("topology", "topology/clusters", name_or_path);
+  return topology_from_json(read_json_file("topology", path), path);
+}
+
+}  // namespace axonn::topo
