@@ -1,0 +1,85 @@
+// A runnable GPT in two forms over the same named weights:
+//  - SerialGpt: plain LibTorch on one process, the reference every parallel run is
+//    checked against;
+//  - ParallelGpt: the same network from the runtime's tensor-parallel operators, on a
+//    process grid, loaded from (and gathered back to) the serial weights.
+// Architecture (pre-layer-norm, as GPT-2/3): token embedding + sinusoidal positions;
+// per block h += attn_out(attention(qkv(ln1(h)))), h += fc2(gelu(fc1(ln2(h))));
+// final layer norm; untied LM head; mean cross-entropy. No dropout. The shapes come
+// from the model description the planner reads (family "gpt").
+//
+// Example:
+//   GptConfig cfg = GptConfig::from(model::load_model("gpt-tiny"));
+//   SerialGpt serial(cfg, /*seed=*/1);
+//   ParallelGpt parallel(cfg, grid, serial.named_parameters());
+//   at::Tensor loss = serial.loss(tokens);          // tokens [seqs, seq_len + 1]
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "axonn/model/model_description.hpp"
+#include "axonn/runtime/parallel_model.hpp"
+#include "axonn/runtime/process_grid.hpp"
+
+namespace axonn::gpt {
+
+struct GptConfig {
+  int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, seq_len = 0, ffn = 0;
+  double layer_norm_eps = 1e-5;
+  // Throws axonn::Error unless the description is of family "gpt".
+  static GptConfig from(const model::ModelDescription& m);
+};
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+// softmax(Q K^T / sqrt(d), causal) V for qkv [seqs, seq_len, 3 * heads * d] laid out
+// [q | k | v], each head-major. Returns [seqs, seq_len, heads * d].
+at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads);
+
+// Sinusoidal position encodings [seq_len, hidden]: sin on even columns, cos on odd.
+at::Tensor position_encoding(int64_t seq_len, int64_t hidden);
+
+// The names, full shapes and sharding of every GPT parameter, in a fixed order.
+struct ParameterLayout {
+  std::string name;
+  std::vector<int64_t> shape;
+  runtime::ShardSpec spec;
+};
+std::vector<ParameterLayout> parameter_layout(const GptConfig& c);
+
+class SerialGpt {
+ public:
+  // Weights ~ N(0, 0.02), biases 0, layer-norm scale 1; deterministic in `seed`.
+  SerialGpt(const GptConfig& c, uint64_t seed);
+  NamedTensors& named_parameters() { return params_; }
+  at::Tensor loss(const at::Tensor& tokens);  // mean cross-entropy over all tokens
+
+ private:
+  const at::Tensor& p(const std::string& name) const;
+  GptConfig c_;
+  NamedTensors params_;
+};
+
+class ParallelGpt final : public runtime::ParallelModel {
+ public:
+  // Takes this rank's shards of `serial` (full-shape weights by name).
+  ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial);
+  std::vector<runtime::Parameter>& parameters() override { return params_; }
+  at::Tensor loss(const at::Tensor& tokens, double global_tokens) override;
+  // Full-shape parameters (or their gradients) gathered from every rank of the replica.
+  NamedTensors gather(bool gradients);
+
+ private:
+  const at::Tensor& p(const std::string& name) const;
+  GptConfig c_;
+  runtime::ProcessGrid& grid_;
+  std::vector<runtime::Parameter> params_;
+  std::vector<ParameterLayout> layout_;
+  at::Tensor positions_;  // [seq_len, hidden/Gx], this rank's columns
+};
+
+}  // namespace axonn::gpt

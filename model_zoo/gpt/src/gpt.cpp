@@ -1,0 +1,180 @@
+// The runnable GPT; see axonn/gpt/gpt.hpp.
+#include "axonn/gpt/gpt.hpp"
+
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "axonn/common/error.hpp"
+#include "axonn/runtime/tensor_parallel.hpp"
+
+namespace axonn::gpt {
+
+using runtime::ShardSpec;
+using topo::Axis;
+
+GptConfig GptConfig::from(const model::ModelDescription& m) {
+  if (m.family != "gpt")
+    throw Error("gpt", "model '" + m.name + "' is of family \"" + m.family + "\"", "model description /family",
+                "\"gpt\" (the runtime runs GPT models)");
+  GptConfig c;
+  c.layers = m.num_layers;
+  c.hidden = m.hidden;
+  c.heads = m.heads;
+  c.vocab = m.vocab;
+  c.seq_len = m.seq_len;
+  c.ffn = m.ffn_hidden;
+  return c;
+}
+
+at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads) {
+  const int64_t b = qkv.size(0), s = qkv.size(1), width = qkv.size(2) / 3, d = width / heads;
+  auto split = [&](int64_t part) { return qkv.narrow(2, part * width, width).reshape({b, s, heads, d}).transpose(1, 2); };
+  at::Tensor q = split(0), k = split(1), v = split(2);
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
+  at::Tensor mask = at::ones({s, s}, at::kBool).triu(1);
+  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
+  return at::matmul(scores.softmax(-1), v).transpose(1, 2).reshape({b, s, width});
+}
+
+at::Tensor position_encoding(int64_t seq_len, int64_t hidden) {
+  at::Tensor pos = at::arange(seq_len, at::kDouble).unsqueeze(1);
+  at::Tensor i = at::arange(hidden, at::kLong);
+  at::Tensor freq = at::pow(10000.0, -(i - i.remainder(2)).to(at::kDouble) / static_cast<double>(hidden));
+  at::Tensor angle = pos * freq.unsqueeze(0);
+  return at::where(i.remainder(2).eq(0).unsqueeze(0), angle.sin(), angle.cos()).to(at::kFloat);
+}
+
+std::vector<ParameterLayout> parameter_layout(const GptConfig& c) {
+  const int64_t H = c.hidden, F = c.ffn, V = c.vocab;
+  std::vector<ParameterLayout> out;
+  out.push_back({"embedding.weight", {V, H}, ShardSpec::matrix(true)});
+  auto norm = [&](const std::string& n) {
+    out.push_back({n + ".weight", {H}, ShardSpec::vector(Axis::X)});
+    out.push_back({n + ".bias", {H}, ShardSpec::vector(Axis::X)});
+  };
+  for (int64_t b = 0; b < c.layers; ++b) {
+    const std::string p = "block" + std::to_string(b) + ".";
+    norm(p + "ln1");
+    out.push_back({p + "qkv.weight", {H, 3 * H}, ShardSpec::matrix(false, c.heads)});
+    out.push_back({p + "qkv.bias", {3 * H}, ShardSpec::vector(Axis::Y, c.heads)});
+    out.push_back({p + "attn_out.weight", {H, H}, ShardSpec::matrix(true)});
+    out.push_back({p + "attn_out.bias", {H}, ShardSpec::vector(Axis::X)});
+    norm(p + "ln2");
+    out.push_back({p + "fc1.weight", {H, F}, ShardSpec::matrix(false)});
+    out.push_back({p + "fc1.bias", {F}, ShardSpec::vector(Axis::Y)});
+    out.push_back({p + "fc2.weight", {F, H}, ShardSpec::matrix(true)});
+    out.push_back({p + "fc2.bias", {H}, ShardSpec::vector(Axis::X)});
+  }
+  norm("ln_f");
+  out.push_back({"lm_head.weight", {H, V}, ShardSpec::matrix(false)});
+  return out;
+}
+
+namespace {
+
+const at::Tensor& find(const NamedTensors& params, const std::string& name) {
+  for (const auto& [n, t] : params)
+    if (n == name) return t;
+  throw Error("gpt", "no parameter named " + name, "model weights", "a complete GPT state");
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+SerialGpt::SerialGpt(const GptConfig& c, uint64_t seed) : c_(c) {
+  auto gen = at::detail::createCPUGenerator(seed);
+  for (const auto& l : parameter_layout(c)) {
+    at::Tensor t;
+    if (l.shape.size() == 2)
+      t = at::normal(0.0, 0.02, l.shape, gen);
+    else if (ends_with(l.name, "ln1.weight") || ends_with(l.name, "ln2.weight") || l.name == "ln_f.weight")
+      t = at::ones(l.shape);
+    else
+      t = at::zeros(l.shape);
+    params_.emplace_back(l.name, t.to(at::kFloat).set_requires_grad(true));
+  }
+}
+
+const at::Tensor& SerialGpt::p(const std::string& name) const { return find(params_, name); }
+
+at::Tensor SerialGpt::loss(const at::Tensor& tokens) {
+  const int64_t S = tokens.size(1) - 1, B = tokens.size(0), H = c_.hidden;
+  at::Tensor input = tokens.narrow(1, 0, S), target = tokens.narrow(1, 1, S);
+  at::Tensor h = p("embedding.weight").index_select(0, input.reshape({-1})).view({B, S, H}) +
+                 position_encoding(S, H).unsqueeze(0);
+  auto ln = [&](const at::Tensor& x, const std::string& n) {
+    return at::layer_norm(x, {H}, p(n + ".weight"), p(n + ".bias"), c_.layer_norm_eps);
+  };
+  auto linear = [&](const at::Tensor& x, const std::string& n, bool bias = true) {
+    at::Tensor y = at::matmul(x, p(n + ".weight"));
+    return bias ? y + p(n + ".bias") : y;
+  };
+  for (int64_t b = 0; b < c_.layers; ++b) {
+    const std::string pre = "block" + std::to_string(b) + ".";
+    h = h + linear(causal_attention(linear(ln(h, pre + "ln1"), pre + "qkv"), c_.heads), pre + "attn_out");
+    h = h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1")), pre + "fc2");
+  }
+  at::Tensor logits = linear(ln(h, "ln_f"), "lm_head", false);
+  return at::cross_entropy_loss(logits.reshape({-1, c_.vocab}), target.reshape({-1}));
+}
+
+ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial)
+    : c_(c), grid_(grid), layout_(parameter_layout(c)) {
+  const auto coords = grid.layout().coords_of(grid.world().rank());
+  for (const auto& l : layout_) {
+    at::Tensor shard = runtime::shard_of(find(serial, l.name), l.spec, grid.grid(), coords);
+    params_.push_back({l.name, shard.set_requires_grad(true), l.spec});
+  }
+  const int64_t hx = c.hidden / grid.grid().gx;
+  positions_ = position_encoding(c.seq_len, c.hidden).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
+}
+
+const at::Tensor& ParallelGpt::p(const std::string& name) const {
+  for (const auto& prm : params_)
+    if (prm.name == name) return prm.tensor;
+  throw Error("gpt", "no parameter named " + name, "parallel model", "a complete GPT state");
+}
+
+at::Tensor ParallelGpt::loss(const at::Tensor& tokens, double global_tokens) {
+  auto& g = grid_;
+  const int64_t S = tokens.size(1) - 1, B = tokens.size(0), H = c_.hidden;
+  const int64_t heads_local = c_.heads / g.grid().gy;
+  at::Tensor input = tokens.narrow(1, 0, S).reshape({-1}), target = tokens.narrow(1, 1, S).reshape({-1});
+  // h: [B*S, H/Gx], replicated over Y
+  at::Tensor h = runtime::tp_embedding(g, input, p("embedding.weight"), c_.vocab, H) +
+                 positions_.narrow(0, 0, S).repeat({B, 1});
+  auto ln = [&](const at::Tensor& x, const std::string& n) {
+    return runtime::tp_layer_norm(g, x, p(n + ".weight"), p(n + ".bias"), H, c_.layer_norm_eps);
+  };
+  auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed,
+                    bool bias = true) {
+    return runtime::tp_linear(g, x, p(n + ".weight"), bias ? p(n + ".bias") : at::Tensor(),
+                              runtime::LinearShape{k, nn, transposed});
+  };
+  for (int64_t b = 0; b < c_.layers; ++b) {
+    const std::string pre = "block" + std::to_string(b) + ".";
+    at::Tensor qkv = linear(ln(h, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [B*S, 3H/Gy]
+    at::Tensor ctx = causal_attention(qkv.view({B, S, -1}), heads_local).reshape({B * S, -1});
+    h = h + linear(ctx, pre + "attn_out", H, H, true);
+    h = h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
+  }
+  at::Tensor logits = linear(ln(h, "ln_f"), "lm_head", H, c_.vocab, false, false);  // [B*S, V/Gy]
+  return runtime::tp_cross_entropy(g, logits, target, c_.vocab).sum() / global_tokens;
+}
+
+NamedTensors ParallelGpt::gather(bool gradients) {
+  NamedTensors out;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& prm = params_[i];
+    at::Tensor local = gradients ? prm.tensor.grad() : prm.tensor.detach();
+    if (!local.defined()) local = at::zeros_like(prm.tensor);
+    out.emplace_back(prm.name, runtime::unshard(grid_, local.contiguous(), prm.spec, layout_[i].shape));
+  }
+  return out;
+}
+
+}  // namespace axonn::gpt

@@ -1,0 +1,88 @@
+// The MPI backend of Communicator, the MPI environment, and the one checking macro
+// every MPI call goes through.
+//
+// Example:
+//   axonn::runtime::MpiEnvironment env(argc, argv);       // MPI_Init_thread ... MPI_Finalize
+//   auto world = axonn::runtime::MpiCommunicator::world();
+//   auto half = world->split(world->rank() % 2, world->rank(), "half");
+//
+// Failures throw axonn::Error "[comm] MPI_Iallreduce failed: <reason>: rank 3 on host n1".
+// A process that cannot continue calls abort_job(), which ends every rank
+// (MPI_Abort) instead of leaving the others waiting in a collective.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "axonn/runtime/communicator.hpp"
+
+namespace axonn::runtime {
+
+// Throws axonn::Error naming the call, MPI's reason, the rank and the host.
+void mpi_check_failed(int code, const char* call, const char* file, int line);
+
+}  // namespace axonn::runtime
+
+#define AXONN_MPI_CHECK(call)                                                     \
+  do {                                                                            \
+    int axonn_mpi_rc_ = (call);                                                   \
+    if (axonn_mpi_rc_ != MPI_SUCCESS)                                             \
+      ::axonn::runtime::mpi_check_failed(axonn_mpi_rc_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+namespace axonn::runtime {
+
+// RAII for MPI_Init_thread / MPI_Finalize. Errors on MPI_COMM_WORLD return codes
+// (MPI_ERRORS_RETURN) so that AXONN_MPI_CHECK can report them.
+class MpiEnvironment {
+ public:
+  MpiEnvironment(int* argc, char*** argv);
+  ~MpiEnvironment();
+  MpiEnvironment(const MpiEnvironment&) = delete;
+  MpiEnvironment& operator=(const MpiEnvironment&) = delete;
+  int thread_level() const { return provided_; }
+
+ private:
+  int provided_ = 0;
+  bool finalize_ = false;
+};
+
+// "rank 3 on host n1" for messages; works before and after MPI_Init.
+std::string rank_and_host();
+
+// Prints "axonn: rank R on host H: <message>" to stderr and ends every rank with
+// MPI_Abort(MPI_COMM_WORLD, exit_code). Never returns.
+[[noreturn]] void abort_job(const std::string& message, int exit_code);
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Wraps `comm`; frees it on destruction when `owned`.
+  MpiCommunicator(MPI_Comm comm, bool owned, std::string name);
+  ~MpiCommunicator() override;
+  MpiCommunicator(const MpiCommunicator&) = delete;
+  MpiCommunicator& operator=(const MpiCommunicator&) = delete;
+
+  static std::unique_ptr<MpiCommunicator> world();
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  MPI_Comm handle() const { return comm_; }
+
+  WorkHandle all_reduce(at::Tensor t, ReduceOp op) override;
+  WorkHandle all_gather(at::Tensor in, at::Tensor out) override;
+  WorkHandle reduce_scatter(at::Tensor in, at::Tensor out) override;
+  WorkHandle send(at::Tensor t, int peer, int tag) override;
+  WorkHandle recv(at::Tensor t, int peer, int tag) override;
+  void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key, const std::string& name) override;
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool owned_ = false;
+  int rank_ = 0, size_ = 1;
+  std::string name_;
+};
+
+}  // namespace axonn::runtime

@@ -1,0 +1,51 @@
+// The 3D tensor-parallel operators of the 4D paper's Algorithm 1 as LibTorch autograd
+// functions, plus the exact operators around them (embedding, layer norm, loss).
+// Layouts (docs/runtime.md), rows = this rank's tokens (its Z share of the micro-batch):
+//
+//   normal linear      in [rows, k/Gx] (replicated over Y)  ->  out [rows, n/Gy] (replicated over X)
+//   transposed linear  in [rows, k/Gy] (replicated over X)  ->  out [rows, n/Gx] (replicated over Y)
+//   weight             the local block (k/Gx x n/Gy, or k/Gy x n/Gx), flattened, 1/Gz of it per rank
+//   embedding          tokens [rows] -> [rows, hidden/Gx]; table vocab/Gy x hidden/Gx, 1/Gz per rank
+//   layer norm         [rows, hidden/Gx], statistics all-reduced over X (exact)
+//   vocab-parallel CE  logits [rows, vocab/Gy] -> per-row loss, reductions over Y (exact)
+//
+// Gradient convention: a tensor replicated over a group carries the full gradient on
+// every member; a weight shard receives its gradient summed over Z (reduce-scatter).
+// Parameters replicated over Z (biases, layer-norm weights) still need a sum over Z,
+// done with the data-parallel reduction (Trainer).
+//
+// Example:
+//   auto out = tp_linear(grid, x, w_shard, bias, LinearShape{1024, 4096, false});
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "axonn/runtime/process_grid.hpp"
+
+namespace axonn::runtime {
+
+struct LinearShape {
+  int64_t k = 0;            // input features (rows of W)
+  int64_t n = 0;            // output features (columns of W)
+  bool transposed = false;  // X and Y swap roles
+};
+
+// O = I*W (+ bias). `bias` may be undefined; it holds the local output columns.
+at::Tensor tp_linear(ProcessGrid& g, const at::Tensor& input, const at::Tensor& weight_shard,
+                     const at::Tensor& bias, const LinearShape& shape);
+
+// Rows of the vocab x hidden table for `tokens` (int64, [rows]).
+at::Tensor tp_embedding(ProcessGrid& g, const at::Tensor& tokens, const at::Tensor& weight_shard, int64_t vocab,
+                        int64_t hidden);
+
+// Layer norm over the full hidden width when each rank holds hidden/Gx columns.
+at::Tensor tp_layer_norm(ProcessGrid& g, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
+                         int64_t hidden, double eps);
+
+// Cross-entropy per row when each rank holds vocab/Gy logit columns; [rows].
+at::Tensor tp_cross_entropy(ProcessGrid& g, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab);
+
+// The full weight block of a shard: all-gather over Z (the shard itself when Gz = 1).
+at::Tensor gather_weight_block(ProcessGrid& g, const at::Tensor& weight_shard);
+
+}  // namespace axonn::runtime

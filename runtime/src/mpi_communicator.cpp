@@ -1,0 +1,168 @@
+// The MPI backend; see axonn/runtime/mpi_communicator.hpp.
+#include "axonn/runtime/mpi_communicator.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::runtime {
+
+std::string rank_and_host() {
+  char host[256] = "?";
+  gethostname(host, sizeof(host) - 1);
+  int initialized = 0, finalized = 0, rank = -1;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return "rank " + std::to_string(rank) + " on host " + host;
+}
+
+void mpi_check_failed(int code, const char* call, const char* file, int line) {
+  char reason[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(code, reason, &len);
+  std::string where = rank_and_host() + " (" + file + ":" + std::to_string(line) + ")";
+  throw Error("comm", std::string(call) + " failed: " + reason, where, "MPI_SUCCESS");
+}
+
+void abort_job(const std::string& message, int exit_code) {
+  std::fprintf(stderr, "axonn: %s: %s\n", rank_and_host().c_str(), message.c_str());
+  std::fflush(stderr);
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized && !finalized) MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return;
+  AXONN_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided_));
+  finalize_ = true;
+  AXONN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+}
+
+MpiEnvironment::~MpiEnvironment() {
+  if (finalize_) MPI_Finalize();
+}
+
+namespace {
+
+MPI_Datatype mpi_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    default:
+      throw Error("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()),
+                  rank_and_host(), "float32, float64, int32 or int64");
+  }
+}
+
+void require_contiguous_cpu(const at::Tensor& t, const char* what) {
+  if (!t.is_contiguous() || !t.device().is_cpu())
+    throw Error("comm", std::string(what) + " tensor is not a contiguous CPU tensor", rank_and_host(),
+                "a contiguous CPU tensor for the MPI backend");
+}
+
+class MpiWork final : public Work {
+ public:
+  MpiWork(std::initializer_list<at::Tensor> keep, const char* what) : keep_(keep), what_(what) {}
+  ~MpiWork() override {
+    // A request must complete before its buffers go away.
+    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+  }
+  void wait() override {
+    if (request_ == MPI_REQUEST_NULL) return;
+    AXONN_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+  }
+  bool test() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    AXONN_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  }
+  MPI_Request* request() { return &request_; }
+
+ private:
+  std::vector<at::Tensor> keep_;
+  const char* what_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::string name)
+    : comm_(comm), owned_(owned), name_(std::move(name)) {
+  AXONN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+  AXONN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  AXONN_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, "world");
+}
+
+WorkHandle MpiCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
+  require_contiguous_cpu(t, "all_reduce");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "all_reduce");
+  AXONN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t),
+                                 op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, w->request()));
+  return w;
+}
+
+WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
+  require_contiguous_cpu(in, "all_gather input");
+  require_contiguous_cpu(out, "all_gather output");
+  AXONN_ASSERT(out.numel() == in.numel() * size_);
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather");
+  AXONN_MPI_CHECK(MPI_Iallgather(in.data_ptr(), static_cast<int>(in.numel()), mpi_type(in), out.data_ptr(),
+                                 static_cast<int>(in.numel()), mpi_type(out), comm_, w->request()));
+  return w;
+}
+
+WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
+  require_contiguous_cpu(in, "reduce_scatter input");
+  require_contiguous_cpu(out, "reduce_scatter output");
+  AXONN_ASSERT(in.numel() == out.numel() * size_);
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter");
+  AXONN_MPI_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
+                                            mpi_type(in), MPI_SUM, comm_, w->request()));
+  return w;
+}
+
+WorkHandle MpiCommunicator::send(at::Tensor t, int peer, int tag) {
+  require_contiguous_cpu(t, "send");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "send");
+  AXONN_MPI_CHECK(MPI_Isend(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
+  return w;
+}
+
+WorkHandle MpiCommunicator::recv(at::Tensor t, int peer, int tag) {
+  require_contiguous_cpu(t, "recv");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "recv");
+  AXONN_MPI_CHECK(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
+  return w;
+}
+
+void MpiCommunicator::barrier() { AXONN_MPI_CHECK(MPI_Barrier(comm_)); }
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  AXONN_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+  return std::make_unique<MpiCommunicator>(sub, true, name);
+}
+
+}  // namespace axonn::runtime

@@ -1,0 +1,104 @@
+// The training step; see axonn/runtime/trainer.hpp.
+#include "axonn/runtime/trainer.hpp"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+
+#include "axonn/runtime/data.hpp"
+
+namespace axonn::runtime {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+struct Trainer::Impl {
+  ProcessGrid& grid;
+  ParallelModel& model;
+  plan::Plan plan;
+  TrainerOptions options;
+  std::unique_ptr<torch::optim::Adam> adam;
+
+  Impl(ProcessGrid& g, ParallelModel& m, const plan::Plan& p, TrainerOptions o)
+      : grid(g), model(m), plan(p), options(o) {
+    std::vector<at::Tensor> tensors;
+    for (auto& prm : model.parameters()) tensors.push_back(prm.tensor);
+    adam = std::make_unique<torch::optim::Adam>(tensors, torch::optim::AdamOptions(options.learning_rate));
+  }
+
+  void synchronize_gradients() {
+    for (auto& p : model.parameters()) {
+      at::Tensor grad = p.tensor.mutable_grad();
+      if (!grad.defined()) continue;
+      all_reduce_now(p.spec.replicated_over_z() ? grid.z_data() : grid.data(), grad);
+    }
+  }
+
+  double clip_gradients() {
+    at::Tensor sq = at::zeros({1}, at::kDouble);
+    const auto& g = grid.grid();
+    for (auto& p : model.parameters()) {
+      at::Tensor grad = p.tensor.grad();
+      if (!grad.defined()) continue;
+      sq += grad.to(at::kDouble).pow(2).sum() / static_cast<double>(p.spec.replication(g));
+    }
+    all_reduce_now(grid.model(), sq);
+    const double norm = std::sqrt(sq.item<double>());
+    if (options.max_grad_norm > 0) {
+      const double coef = options.max_grad_norm / (norm + 1e-6);
+      if (coef < 1.0)
+        for (auto& p : model.parameters())
+          if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
+    }
+    return norm;
+  }
+};
+
+Trainer::Trainer(ProcessGrid& grid, ParallelModel& model, const plan::Plan& plan, TrainerOptions options)
+    : impl_(std::make_unique<Impl>(grid, model, plan, options)) {}
+
+Trainer::~Trainer() = default;
+
+StepStats Trainer::step(const at::Tensor& global_batch) {
+  auto& I = *impl_;
+  StepStats s;
+  const double t_start = now_s();
+  I.adam->zero_grad();
+  const auto& g = I.grid.grid();
+  const int64_t seq_len = global_batch.size(1) - 1;
+  const double global_tokens = static_cast<double>(global_batch.size(0) * seq_len);
+  const int64_t micro_seqs = I.plan.batch.microbatch_seqs;
+  const int64_t micros = global_batch.size(0) / g.gdata / micro_seqs;
+  at::Tensor loss_sum = at::zeros({1}, at::kDouble);
+  for (int64_t i = 0; i < micros; ++i) {
+    at::Tensor tokens = local_microbatch(global_batch, g, I.grid.layout().coords_of(I.grid.world().rank()),
+                                         micro_seqs, i);
+    double t0 = now_s();
+    at::Tensor loss = I.model.loss(tokens, global_tokens);
+    double t1 = now_s();
+    loss.backward();
+    double t2 = now_s();
+    s.forward_s += t1 - t0;
+    s.backward_s += t2 - t1;
+    loss_sum += loss.detach().to(at::kDouble);
+  }
+  double t3 = now_s();
+  I.synchronize_gradients();
+  all_reduce_now(I.grid.z_data(), loss_sum);  // the losses of the other sequences
+  double t4 = now_s();
+  s.grad_norm = I.clip_gradients();
+  I.adam->step();
+  double t5 = now_s();
+  s.grad_sync_s = t4 - t3;
+  s.optimizer_s = t5 - t4;
+  s.batch_s = t5 - t_start;
+  s.loss = loss_sum.item<double>();
+  return s;
+}
+
+}  // namespace axonn::runtime

@@ -1,0 +1,148 @@
+// axrun: train the model of a plan under mpirun/srun.
+//
+//   mpirun -np 8 axrun --plan plan.json [--steps 20] [--data FILE] [--seed 1]
+//          [--threads 1] [--lr 1e-3] [--measure axrun_measure.json]
+//
+// Rank 0 prints a progress line per step and writes the measurement JSON (per-step
+// batch time and the time of each phase). Input errors (bad plan, world size, data
+// file) are found on every rank before training; the job then exits with code 2 and
+// one message. A failure during training ends every rank through MPI_Abort.
+#include <ATen/Parallel.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "axonn/common/error.hpp"
+#include "axonn/gpt/gpt.hpp"
+#include "axonn/plan/plan.hpp"
+#include "axonn/runtime/data.hpp"
+#include "axonn/runtime/launch.hpp"
+#include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/trainer.hpp"
+
+using namespace axonn;
+
+namespace {
+
+struct Args {
+  std::string plan_path, data, measure = "axrun_measure.json";
+  int64_t steps = 20;
+  uint64_t seed = 1;
+  int threads = 1;
+  double lr = 1e-3;
+};
+
+// Fault injection for tests (docs/runtime.md): AXONN_FAIL_RANK and AXONN_FAIL_STEP make
+// that rank throw at that step.
+void maybe_inject_failure(int rank, int64_t step) {
+  const char* r = std::getenv("AXONN_FAIL_RANK");
+  const char* s = std::getenv("AXONN_FAIL_STEP");
+  if (r && s && std::atoi(r) == rank && std::atoll(s) == step)
+    throw std::runtime_error("injected failure (AXONN_FAIL_RANK/AXONN_FAIL_STEP)");
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << text;
+    if (!out.flush()) throw Error("axrun", "cannot write", tmp, "a writable path");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("axrun", "cannot rename", tmp, "a writable directory");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  runtime::MpiEnvironment env(&argc, &argv);
+  auto world = runtime::MpiCommunicator::world();
+  const int rank = world->rank();
+
+  Args a;
+  CLI::App app{"axrun: train the model of an axplan plan with 4D tensor + data parallelism"};
+  app.add_option("--plan", a.plan_path, "plan JSON written by axplan plan")->required();
+  app.add_option("--steps", a.steps, "training steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--data", a.data, "train a byte-level LM on this text file (default: synthetic tokens)");
+  app.add_option("--seed", a.seed, "seed of the weights and the data")->capture_default_str();
+  app.add_option("--threads", a.threads, "LibTorch threads per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr", a.lr, "Adam learning rate")->capture_default_str();
+  app.add_option("--measure", a.measure, "measurement JSON written by rank 0")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = 0;
+    if (rank == 0) code = app.exit(e);
+    else code = e.get_exit_code() == 0 ? 0 : kExitUsage;
+    return code == 0 ? 0 : kExitUsage;
+  }
+  at::set_num_threads(a.threads);
+
+  // Setup: every rank validates the same inputs; one agreed outcome, no hang.
+  std::string setup_error;
+  plan::Plan plan;
+  std::unique_ptr<runtime::TokenSource> source;
+  gpt::GptConfig cfg;
+  try {
+    runtime::detect_launch(std::getenv);
+    plan = plan::load_plan(a.plan_path);
+    if (plan.grid.total() != world->size())
+      throw Error("axrun", fmt::format("plan {} needs {} ranks ({}) but the job has {}", a.plan_path, plan.grid.total(),
+                                       plan.grid.to_string(), world->size()),
+                  "MPI world size", fmt::format("mpirun -np {}", plan.grid.total()));
+    if (plan.grid.ginter != 1)
+      throw Error("axrun", "pipeline parallelism (ginter > 1) is not implemented in the runtime yet",
+                  a.plan_path + ": /grid/ginter", "1");
+    cfg = gpt::GptConfig::from(plan.model);
+    source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
+  } catch (const std::exception& e) {
+    setup_error = e.what();
+  }
+  int failed = setup_error.empty() ? 0 : 1, any_failed = 0, first_failed = 0;
+  MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any_failed) {
+    int mine = failed ? rank : world->size();
+    MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (rank == first_failed) std::cerr << "axrun: " << setup_error << "\n";
+    return kExitUsage;
+  }
+
+  try {
+    runtime::ProcessGrid grid(*world, plan.grid, plan.placement_order);
+    gpt::SerialGpt init(cfg, a.seed);  // every rank builds the serial weights, then keeps its shards
+    gpt::ParallelGpt model(cfg, grid, init.named_parameters());
+    runtime::Trainer trainer(grid, model, plan, runtime::TrainerOptions{a.lr, 1.0});
+    if (rank == 0)
+      fmt::print("axrun: {} on {} ranks, grid {}, {} sequences x {} tokens per step, {} micro-batch(es); {} thread(s) "
+                 "per rank; synchronous collectives\n",
+                 plan.model.name, world->size(), plan.grid.to_string(), plan.batch.seqs, cfg.seq_len,
+                 plan.microbatches(), a.threads);
+    nlohmann::json steps = nlohmann::json::array();
+    for (int64_t step = 0; step < a.steps; ++step) {
+      maybe_inject_failure(rank, step);
+      runtime::StepStats s = trainer.step(source->batch(step));
+      steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
+                       {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
+                       {"optimizer_s", s.optimizer_s}});
+      if (rank == 0)
+        fmt::print("step {:>4}/{}  loss {:.4f}  batch {:.4f} s  (forward {:.4f}  backward {:.4f}  sync {:.4f}  "
+                   "optimizer {:.4f})\n",
+                   step + 1, a.steps, s.loss, s.batch_s, s.forward_s, s.backward_s, s.grad_sync_s, s.optimizer_s);
+    }
+    if (rank == 0) {
+      nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world->size()},
+                          {"grid", {{"gx", plan.grid.gx}, {"gy", plan.grid.gy}, {"gz", plan.grid.gz},
+                                    {"gdata", plan.grid.gdata}, {"ginter", plan.grid.ginter}}},
+                          {"threads_per_rank", a.threads}, {"data", a.data.empty() ? "synthetic" : a.data},
+                          {"steps", steps}};
+      write_atomically(a.measure, m.dump(2) + "\n");
+    }
+  } catch (const std::exception& e) {
+    runtime::abort_job(e.what(), 3);
+  }
+  return 0;
+}
