@@ -52,7 +52,7 @@ at::Tensor shard_of(const at::Tensor& full_in, const ShardSpec& s, const topo::G
   const int64_t ga = g.size(s.axis_a), ia = c[static_cast<int>(s.axis_a)];
   if (s.kind == ShardSpec::Kind::Vector) {
     const int64_t len = full.size(0) / ga;
-    return full.narrow(0, ia * len, len).contiguous();
+    return full.narrow(0, ia * len, len).clone();  // never a view of the serial tensor
   }
   const int64_t gb = g.size(s.axis_b), ib = c[static_cast<int>(s.axis_b)];
   const int64_t rows = full.size(0) / ga, cols = full.size(1) / gb;

@@ -17,6 +17,30 @@ double now_s() {
 
 }  // namespace
 
+void synchronize_gradients(ProcessGrid& grid, std::vector<Parameter>& params) {
+  for (auto& p : params) {
+    at::Tensor grad = p.tensor.mutable_grad();
+    if (!grad.defined()) continue;
+    all_reduce_now(p.spec.replicated_over_z() ? grid.z_data() : grid.data(), grad);
+  }
+}
+
+double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm) {
+  at::Tensor sq = at::zeros({1}, at::kDouble);
+  for (auto& p : params) {
+    at::Tensor grad = p.tensor.grad();
+    if (!grad.defined()) continue;
+    sq += grad.to(at::kDouble).pow(2).sum() / static_cast<double>(p.spec.replication(grid.grid()));
+  }
+  all_reduce_now(grid.model(), sq);
+  const double norm = std::sqrt(sq.item<double>());
+  const double coef = max_norm / (norm + 1e-6);  // as torch::nn::utils::clip_grad_norm_
+  if (max_norm > 0 && coef < 1.0)
+    for (auto& p : params)
+      if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
+  return norm;
+}
+
 struct Trainer::Impl {
   ProcessGrid& grid;
   ParallelModel& model;
@@ -31,32 +55,6 @@ struct Trainer::Impl {
     adam = std::make_unique<torch::optim::Adam>(tensors, torch::optim::AdamOptions(options.learning_rate));
   }
 
-  void synchronize_gradients() {
-    for (auto& p : model.parameters()) {
-      at::Tensor grad = p.tensor.mutable_grad();
-      if (!grad.defined()) continue;
-      all_reduce_now(p.spec.replicated_over_z() ? grid.z_data() : grid.data(), grad);
-    }
-  }
-
-  double clip_gradients() {
-    at::Tensor sq = at::zeros({1}, at::kDouble);
-    const auto& g = grid.grid();
-    for (auto& p : model.parameters()) {
-      at::Tensor grad = p.tensor.grad();
-      if (!grad.defined()) continue;
-      sq += grad.to(at::kDouble).pow(2).sum() / static_cast<double>(p.spec.replication(g));
-    }
-    all_reduce_now(grid.model(), sq);
-    const double norm = std::sqrt(sq.item<double>());
-    if (options.max_grad_norm > 0) {
-      const double coef = options.max_grad_norm / (norm + 1e-6);
-      if (coef < 1.0)
-        for (auto& p : model.parameters())
-          if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
-    }
-    return norm;
-  }
 };
 
 Trainer::Trainer(ProcessGrid& grid, ParallelModel& model, const plan::Plan& plan, TrainerOptions options)
@@ -88,10 +86,10 @@ StepStats Trainer::step(const at::Tensor& global_batch) {
     loss_sum += loss.detach().to(at::kDouble);
   }
   double t3 = now_s();
-  I.synchronize_gradients();
+  synchronize_gradients(I.grid, I.model.parameters());
   all_reduce_now(I.grid.z_data(), loss_sum);  // the losses of the other sequences
   double t4 = now_s();
-  s.grad_norm = I.clip_gradients();
+  s.grad_norm = clip_gradients(I.grid, I.model.parameters(), I.options.max_grad_norm);
   I.adam->step();
   double t5 = now_s();
   s.grad_sync_s = t4 - t3;

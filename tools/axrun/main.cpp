@@ -94,10 +94,10 @@ int main(int argc, char** argv) {
       throw Error("axrun", fmt::format("plan {} needs {} ranks ({}) but the job has {}", a.plan_path, plan.grid.total(),
                                        plan.grid.to_string(), world->size()),
                   "MPI world size", fmt::format("mpirun -np {}", plan.grid.total()));
+    cfg = gpt::GptConfig::from(plan.model);
     if (plan.grid.ginter != 1)
       throw Error("axrun", "pipeline parallelism (ginter > 1) is not implemented in the runtime yet",
                   a.plan_path + ": /grid/ginter", "1");
-    cfg = gpt::GptConfig::from(plan.model);
     source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
   } catch (const std::exception& e) {
     setup_error = e.what();

@@ -23,6 +23,12 @@
 
 namespace axonn::runtime {
 
+// Sums every gradient over the ranks that hold a copy of its parameter (above).
+void synchronize_gradients(ProcessGrid& grid, std::vector<Parameter>& params);
+// Scales the gradients so their global norm is at most `max_norm` (<= 0: never);
+// returns the norm before scaling. Collective over grid.model().
+double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm);
+
 struct TrainerOptions {
   double learning_rate = 1e-3;
   double max_grad_norm = 1.0;  // <= 0: no clipping

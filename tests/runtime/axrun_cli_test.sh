@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# axplan -> plan -> mpirun axrun end to end, and axrun's handling of bad input and of
+# a failing rank. Usage: axrun_cli_test.sh AXPLAN AXRUN "MPIRUN [FLAGS...]"
+set -uo pipefail
+AXPLAN=$1 AXRUN=$2
+read -r -a MPIRUN <<<"$3"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fails=0 passes=0
+check() {  # check NAME EXPECTED_RC PATTERN -- command...
+  local name=$1 want=$2 pattern=$3
+  shift 4
+  local start=$SECONDS
+  timeout 120 "$@" >"$T/out" 2>&1
+  local rc=$?
+  local took=$((SECONDS - start))
+  if [[ "$want" == nonzero ]]; then [[ $rc -ne 0 && $rc -ne 124 ]] && ok=1 || ok=0
+  else [[ $rc -eq $want ]] && ok=1 || ok=0; fi
+  if ((ok)) && ! grep -qE -- "$pattern" "$T/out"; then ok=0; fi
+  if ((ok)); then
+    passes=$((passes + 1)); echo "PASS $name (rc $rc, ${took}s)"
+  else
+    fails=$((fails + 1)); echo "FAIL $name (rc $rc, wanted $want and /$pattern/, ${took}s)"; sed 's/^/    /' "$T/out" | tail -20
+  fi
+}
+
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 2,1,2,1,1 --output "$T/p4.json" >/dev/null
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 2 --batch-seqs 4 --grid 1,2,1,1,1 --output "$T/p2.json" >/dev/null
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 8 --batch-seqs 8 --grid 8,1,1,1,1 --output "$T/p8.json" >/dev/null
+"$AXPLAN" plan --model bert-large --topology perlmutter --gpus 2 --batch-seqs 2 --grid 1,2,1,1,1 --output "$T/bert.json" >/dev/null
+sed -e 's/"gx": 8,/"gx": 1,/' -e 's/"gy": 1,/"gy": 8,/' "$T/p8.json" >"$T/bad_heads.json"
+
+check "train 3 steps on 4 ranks" 0 "step +3/3 +loss" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" --steps 3 --measure "$T/m.json"
+if grep -q '"forward_s"' "$T/m.json" 2>/dev/null && [ "$(grep -c '"step":' "$T/m.json")" -eq 3 ]; then
+  passes=$((passes + 1)); echo "PASS measurement JSON has 3 steps with phase times"
+else
+  fails=$((fails + 1)); echo "FAIL measurement JSON"; cat "$T/m.json" 2>/dev/null | head -20
+fi
+check "byte-level LM on a text file" 0 "step +2/2" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --steps 2 \
+  --data /usr/share/common-licenses/GPL-3 --measure "$T/m2.json"
+check "world size differs from the plan" 2 "needs 4 ranks .* but the job has 2" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p4.json"
+check "plan for a model the runtime cannot run" 2 "family \"explicit\"" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/bert.json"
+check "grid does not divide the model" 2 "heads=4 is not divisible by gy=8" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/bad_heads.json"
+check "missing data file" 2 "cannot open data file: $T/nope.txt" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --data "$T/nope.txt"
+check "missing plan file" 2 "cannot open file" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/none.json"
+check "one rank fails: every rank ends, with the message" nonzero "rank 1 .*injected failure" -- \
+  "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=1 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/p4.json" --steps 50 --measure "$T/m3.json"
+
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

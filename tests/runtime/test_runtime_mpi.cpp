@@ -1,0 +1,281 @@
+// The runtime against serial LibTorch, under real mpirun (tests/CMakeLists.txt runs
+// this binary with 1, 2, 4 and 8 ranks). Every grid (Gx, Gy, Gz, Gdata) whose product
+// is the world size and that divides the model is checked; grids that do not divide
+// are listed with the reason. Comparisons use EXPECT (not ASSERT) so that every rank
+// reaches every collective even when a check fails.
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/gpt/gpt.hpp"
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/planner.hpp"
+#include "axonn/runtime/data.hpp"
+#include "axonn/runtime/launch.hpp"
+#include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/tensor_parallel.hpp"
+#include "axonn/runtime/trainer.hpp"
+
+using namespace axonn;
+using runtime::ProcessGrid;
+using topo::Axis;
+
+namespace {
+
+runtime::MpiCommunicator* g_world = nullptr;
+
+// ||a - b|| / ||b|| (0 when both are 0).
+double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const double num = (a.to(at::kDouble) - b.to(at::kDouble)).norm().item<double>();
+  const double den = b.to(at::kDouble).norm().item<double>();
+  return den == 0 ? num : num / den;
+}
+
+// The grids with Ginter = 1 for the world size, and why the others were left out.
+std::vector<topo::Grid> grids_for(const model::ModelDescription& m, int64_t seqs, std::vector<std::string>* skipped) {
+  std::vector<topo::Grid> out;
+  for (const auto& g : planner::enumerate_grids(g_world->size())) {
+    if (g.ginter != 1) continue;
+    std::optional<std::string> why;
+    if (seqs % g.gdata != 0) why = "batch not divisible by gdata";
+    else why = plan::divisibility_problem(m, g, seqs, seqs / g.gdata);
+    if (why) skipped->push_back(g.to_string() + ": " + *why);
+    else out.push_back(g);
+  }
+  return out;
+}
+
+void report_skipped(const std::vector<std::string>& skipped) {
+  if (g_world->rank() == 0)
+    for (const auto& s : skipped) std::cout << "[ skipped  ] grid " << s << "\n";
+}
+
+}  // namespace
+
+TEST(Launch, DetectsOpenMpiSlurmAndNothing) {
+  std::map<std::string, std::string> env = {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
+                                            {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}};
+  auto get = [&](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto l = runtime::detect_launch(get);
+  EXPECT_EQ(l.launcher, "openmpi");
+  EXPECT_EQ(l.rank, 3);
+  EXPECT_EQ(l.size, 8);
+  EXPECT_EQ(l.local_rank, 1);
+  env = {{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}};
+  EXPECT_EQ(runtime::detect_launch(get).launcher, "slurm");
+  env = {};
+  EXPECT_EQ(runtime::detect_launch(get).launcher, "none");
+  env = {{"SLURM_PROCID", "x"}, {"SLURM_NTASKS", "6"}};
+  EXPECT_THROW(runtime::detect_launch(get), Error);
+}
+
+TEST(Comm, CollectivesAreExact) {
+  runtime::Communicator& w = *g_world;
+  const int p = w.size(), r = w.rank();
+  at::Tensor t = at::full({5}, static_cast<float>(r + 1));
+  w.all_reduce(t)->wait();
+  EXPECT_TRUE(t.equal(at::full({5}, static_cast<float>(p * (p + 1) / 2))));
+  t = at::full({1}, static_cast<float>(r));
+  w.all_reduce(t, runtime::ReduceOp::Max)->wait();
+  EXPECT_EQ(t.item<float>(), static_cast<float>(p - 1));
+  at::Tensor gathered = at::empty({2 * p}, at::kLong);
+  w.all_gather(at::tensor({int64_t(r), int64_t(10 * r)}, at::kLong), gathered)->wait();
+  for (int i = 0; i < p; ++i) {
+    EXPECT_EQ(gathered[2 * i].item<int64_t>(), i);
+    EXPECT_EQ(gathered[2 * i + 1].item<int64_t>(), 10 * i);
+  }
+  at::Tensor in = at::arange(3 * p, at::kFloat), out = at::empty({3}, at::kFloat);
+  w.reduce_scatter(in, out)->wait();
+  EXPECT_TRUE(out.equal(at::arange(3 * r, 3 * r + 3, at::kFloat) * p));
+  at::Tensor msg = at::full({4}, static_cast<float>(r)), got = at::empty({4});
+  auto h = w.recv(got, (r + p - 1) % p, 7);
+  w.send(msg, (r + 1) % p, 7)->wait();
+  h->wait();
+  EXPECT_TRUE(got.equal(at::full({4}, static_cast<float>((r + p - 1) % p))));
+  auto half = w.split(r % 2, r, "half");
+  EXPECT_EQ(half->size(), (p + 1 - r % 2) / 2);
+}
+
+TEST(Grid, RefusesAGridOfTheWrongSize) {
+  try {
+    ProcessGrid g(*g_world, topo::Grid{1, 1, 1, g_world->size() + 1, 1}, topo::default_order());
+    ADD_FAILURE() << "expected axonn::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("but the job has " + std::to_string(g_world->size())), std::string::npos) << e.what();
+  }
+}
+
+TEST(Grid, GroupsFollowTheRankLayout) {
+  for (const auto& g : planner::enumerate_grids(g_world->size())) {
+    ProcessGrid pg(*g_world, g, topo::default_order());
+    for (int i = 0; i < topo::kNumAxes; ++i) {
+      auto a = static_cast<Axis>(i);
+      EXPECT_EQ(pg.axis(a).size(), g.size(a));
+      EXPECT_EQ(pg.axis(a).rank(), pg.coord(a));
+      // the world rank of every member, gathered over the group, is the layout's group
+      at::Tensor ranks = at::empty({g.size(a)}, at::kLong);
+      pg.axis(a).all_gather(at::tensor({int64_t(g_world->rank())}, at::kLong), ranks)->wait();
+      auto want = pg.layout().group_ranks(g_world->rank(), a);
+      for (int64_t j = 0; j < g.size(a); ++j) EXPECT_EQ(ranks[j].item<int64_t>(), want[j]);
+    }
+    EXPECT_EQ(pg.z_data().size(), g.gz * g.gdata);
+    EXPECT_EQ(pg.model().size(), g.gx * g.gy * g.gz * g.ginter);
+  }
+}
+
+// One normal and one transposed layer, every grid: output, input gradient, weight and
+// bias gradients against serial LibTorch.
+TEST(Linear, MatchesSerialOnEveryGrid) {
+  const int64_t m = 16, k = 16, n = 32;
+  auto gen = at::detail::createCPUGenerator(11);
+  at::Tensor I = at::randn({m, k}, gen), W = at::randn({k, n}, gen), b = at::randn({n}, gen),
+             R = at::randn({m, n}, gen);
+  for (bool transposed : {false, true}) {
+    at::Tensor Is = I.clone().set_requires_grad(true), Ws = W.clone().set_requires_grad(true),
+               bs = b.clone().set_requires_grad(true);
+    at::Tensor Os = at::matmul(Is, Ws) + bs;
+    (Os * R).sum().backward();
+    for (const auto& g : planner::enumerate_grids(g_world->size())) {
+      if (g.ginter != 1 || m % (g.gz * g.gdata) != 0 || k % g.gx || k % g.gy || n % g.gx || n % g.gy) continue;
+      ProcessGrid pg(*g_world, g, topo::default_order());
+      const Axis a = transposed ? Axis::Y : Axis::X, bx = transposed ? Axis::X : Axis::Y;
+      const int64_t rows = m / (g.gz * g.gdata);
+      const int64_t row0 = (pg.coord(Axis::Data) * g.gz + pg.coord(Axis::Z)) * rows;
+      const int64_t kl = k / g.size(a), nl = n / g.size(bx);
+      at::Tensor Il = I.narrow(0, row0, rows).narrow(1, pg.coord(a) * kl, kl).clone().set_requires_grad(true);
+      const auto coords = pg.layout().coords_of(g_world->rank());
+      auto wspec = runtime::ShardSpec::matrix(transposed);
+      auto bspec = runtime::ShardSpec::vector(bx);
+      at::Tensor Wl = runtime::shard_of(W, wspec, g, coords).set_requires_grad(true);
+      at::Tensor bl = runtime::shard_of(b, bspec, g, coords).set_requires_grad(true);
+      at::Tensor Ol = runtime::tp_linear(pg, Il, Wl, bl, runtime::LinearShape{k, n, transposed});
+      at::Tensor Rl = R.narrow(0, row0, rows).narrow(1, pg.coord(bx) * nl, nl);
+      (Ol * Rl).sum().backward();
+      std::vector<runtime::Parameter> params{{"w", Wl, wspec}, {"b", bl, bspec}};
+      runtime::synchronize_gradients(pg, params);
+      const std::string where = g.to_string() + (transposed ? " transposed" : " normal");
+      EXPECT_LT(relative_error(Ol, Os.narrow(0, row0, rows).narrow(1, pg.coord(bx) * nl, nl)), 1e-5) << where;
+      EXPECT_LT(relative_error(Il.grad(), Is.grad().narrow(0, row0, rows).narrow(1, pg.coord(a) * kl, kl)), 1e-5)
+          << where;
+      EXPECT_LT(relative_error(Wl.grad(), runtime::shard_of(Ws.grad(), wspec, g, coords)), 1e-5) << where;
+      EXPECT_LT(relative_error(bl.grad(), runtime::shard_of(bs.grad(), bspec, g, coords)), 1e-5) << where;
+      // and the full weight gathers back to the serial one
+      EXPECT_TRUE(runtime::unshard(pg, Wl.detach(), wspec, {k, n}).equal(W)) << where;
+    }
+  }
+}
+
+namespace {
+struct GptCase {
+  model::ModelDescription desc = model::load_model("gpt-tiny");
+  gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+  int64_t seqs = 8;
+};
+}  // namespace
+
+// The whole GPT: loss and every parameter's gradient, every grid.
+TEST(Gpt, LossAndEveryGradientMatchSerialOnEveryGrid) {
+  GptCase c;
+  gpt::SerialGpt serial(c.cfg, 5);
+  auto source = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 3);
+  at::Tensor batch = source->batch(0);
+  at::Tensor serial_loss = serial.loss(batch);
+  serial_loss.backward();
+  std::vector<std::string> skipped;
+  for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
+    ProcessGrid pg(*g_world, g, topo::default_order());
+    gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters());
+    const int64_t mb = c.seqs / g.gdata;
+    at::Tensor tokens = runtime::local_microbatch(batch, g, pg.layout().coords_of(g_world->rank()), mb, 0);
+    at::Tensor loss = par.loss(tokens, static_cast<double>(c.seqs * c.cfg.seq_len));
+    loss.backward();
+    runtime::synchronize_gradients(pg, par.parameters());
+    at::Tensor total = loss.detach().clone().view({1});
+    runtime::all_reduce_now(pg.z_data(), total);
+    EXPECT_LT(relative_error(total, serial_loss.detach().view({1})), 1e-5) << g.to_string();
+    auto grads = par.gather(true);
+    auto weights = par.gather(false);
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const auto& [name, ref] = serial.named_parameters()[i];
+      EXPECT_EQ(grads[i].first, name);
+      EXPECT_TRUE(weights[i].second.equal(ref.detach())) << g.to_string() << " weights of " << name;
+      EXPECT_LT(relative_error(grads[i].second, ref.grad()), 1e-5) << g.to_string() << " gradient of " << name;
+    }
+  }
+  report_skipped(skipped);
+}
+
+// 20 Adam steps with clipping: the parallel loss curve follows the serial one.
+TEST(Gpt, TwentyTrainingStepsFollowTheSerialLossCurve) {
+  GptCase c;
+  const int steps = 20;
+  const double lr = 3e-3, clip = 0.5;  // a small clip so that clipping is active
+  auto source = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 9);
+  gpt::SerialGpt serial(c.cfg, 2);
+  std::vector<at::Tensor> sp;
+  for (auto& [n, t] : serial.named_parameters()) sp.push_back(t);
+  torch::optim::Adam adam(sp, torch::optim::AdamOptions(lr));
+  std::vector<double> serial_losses;
+  gpt::SerialGpt initial(c.cfg, 2);
+  for (int s = 0; s < steps; ++s) {
+    adam.zero_grad();
+    at::Tensor l = serial.loss(source->batch(s));
+    l.backward();
+    torch::nn::utils::clip_grad_norm_(sp, clip);
+    adam.step();
+    serial_losses.push_back(l.item<double>());
+  }
+  std::vector<std::string> skipped;
+  for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
+    ProcessGrid pg(*g_world, g, topo::default_order());
+    gpt::ParallelGpt par(c.cfg, pg, initial.named_parameters());
+    plan::Plan p;
+    p.model = c.desc;
+    p.grid = g;
+    p.gpus = g.total();
+    // two micro-batches where the batch allows it, to exercise gradient accumulation
+    const int64_t per_group = c.seqs / g.gdata;
+    p.batch = {c.seqs, (per_group / 2) % g.gz == 0 && per_group >= 2 ? per_group / 2 : per_group};
+    runtime::Trainer trainer(pg, par, p, runtime::TrainerOptions{lr, clip});
+    double worst = 0;
+    for (int s = 0; s < steps; ++s) worst = std::max(worst, std::abs(trainer.step(source->batch(s)).loss - serial_losses[s]));
+    EXPECT_LT(worst, 1e-4) << g.to_string() << " micro-batch " << p.batch.microbatch_seqs;
+  }
+  // the optimizer moved the weights (so equal curves are not two idle optimizers)
+  EXPECT_FALSE(serial.named_parameters()[1].second.equal(initial.named_parameters()[1].second));
+  report_skipped(skipped);
+}
+
+// Ranks other than 0 print only their failures, tagged with the rank.
+class FailurePrinter : public ::testing::EmptyTestEventListener {
+ public:
+  explicit FailurePrinter(int rank) : rank_(rank) {}
+  void OnTestPartResult(const ::testing::TestPartResult& r) override {
+    if (r.failed())
+      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
+                   r.line_number(), r.summary());
+  }
+
+ private:
+  int rank_;
+};
+
+int main(int argc, char** argv) {
+  runtime::MpiEnvironment env(&argc, &argv);
+  at::set_num_threads(1);
+  auto world = runtime::MpiCommunicator::world();
+  g_world = world.get();
+  ::testing::InitGoogleTest(&argc, argv);
+  if (world->rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+    listeners.Append(new FailurePrinter(world->rank()));
+  }
+  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
+  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return any;
+}
