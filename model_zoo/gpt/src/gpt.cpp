@@ -37,12 +37,12 @@ at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads) {
   return at::matmul(scores.softmax(-1), v).transpose(1, 2).reshape({b, s, width});
 }
 
-at::Tensor position_encoding(int64_t seq_len, int64_t hidden) {
+at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dtype) {
   at::Tensor pos = at::arange(seq_len, at::kDouble).unsqueeze(1);
   at::Tensor i = at::arange(hidden, at::kLong);
   at::Tensor freq = at::pow(10000.0, -(i - i.remainder(2)).to(at::kDouble) / static_cast<double>(hidden));
   at::Tensor angle = pos * freq.unsqueeze(0);
-  return at::where(i.remainder(2).eq(0).unsqueeze(0), angle.sin(), angle.cos()).to(at::kFloat);
+  return at::where(i.remainder(2).eq(0).unsqueeze(0), angle.sin(), angle.cos()).to(dtype);
 }
 
 std::vector<ParameterLayout> parameter_layout(const GptConfig& c) {
@@ -95,7 +95,7 @@ SerialGpt::SerialGpt(const GptConfig& c, uint64_t seed) : c_(c) {
       t = at::ones(l.shape);
     else
       t = at::zeros(l.shape);
-    params_.emplace_back(l.name, t.to(at::kFloat).set_requires_grad(true));
+    params_.emplace_back(l.name, t.to(c.dtype).set_requires_grad(true));
   }
 }
 
@@ -105,7 +105,7 @@ at::Tensor SerialGpt::loss(const at::Tensor& tokens) {
   const int64_t S = tokens.size(1) - 1, B = tokens.size(0), H = c_.hidden;
   at::Tensor input = tokens.narrow(1, 0, S), target = tokens.narrow(1, 1, S);
   at::Tensor h = p("embedding.weight").index_select(0, input.reshape({-1})).view({B, S, H}) +
-                 position_encoding(S, H).unsqueeze(0);
+                 position_encoding(S, H, c_.dtype).unsqueeze(0);
   auto ln = [&](const at::Tensor& x, const std::string& n) {
     return at::layer_norm(x, {H}, p(n + ".weight"), p(n + ".bias"), c_.layer_norm_eps);
   };
@@ -130,7 +130,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const N
     params_.push_back({l.name, shard.set_requires_grad(true), l.spec});
   }
   const int64_t hx = c.hidden / grid.grid().gx;
-  positions_ = position_encoding(c.seq_len, c.hidden).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
+  positions_ = position_encoding(c.seq_len, c.hidden, c.dtype).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
 }
 
 const at::Tensor& ParallelGpt::p(const std::string& name) const {
