@@ -165,21 +165,31 @@ at::Tensor tp_linear(ProcessGrid& g, const at::Tensor& input, const at::Tensor& 
                      const LinearShape& s) {
   const int64_t ga = s.transposed ? g.grid().gy : g.grid().gx;
   const int64_t gb = s.transposed ? g.grid().gx : g.grid().gy;
+  // Fast paths: when a group has one member its collective is a no-op, and LibTorch's
+  // own (fused) kernels compute the same function.
+  if (ga == 1 && gb == 1 && g.grid().gz == 1) {
+    at::Tensor out = at::matmul(input, weight_shard.view({s.k, s.n}));
+    return bias.defined() ? out + bias : out;
+  }
   at::Tensor out = LinearFn::apply(input.contiguous(), weight_shard, to_handle(&g), s.k / ga, s.n / gb, s.transposed);
   return bias.defined() ? out + bias : out;
 }
 
 at::Tensor tp_embedding(ProcessGrid& g, const at::Tensor& tokens, const at::Tensor& weight_shard, int64_t vocab,
                         int64_t hidden) {
+  if (g.grid().gy == 1 && g.grid().gz == 1)
+    return at::embedding(weight_shard.view({vocab, hidden / g.grid().gx}), tokens);
   return EmbeddingFn::apply(tokens, weight_shard, to_handle(&g), vocab / g.grid().gy, hidden / g.grid().gx);
 }
 
 at::Tensor tp_layer_norm(ProcessGrid& g, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps) {
+  if (g.grid().gx == 1) return at::layer_norm(x, {hidden}, gamma, beta, eps);
   return LayerNormFn::apply(x, gamma, beta, to_handle(&g), hidden, eps);
 }
 
 at::Tensor tp_cross_entropy(ProcessGrid& g, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab) {
+  if (g.grid().gy == 1) return at::cross_entropy_loss(logits, targets, {}, at::Reduction::None);
   return CrossEntropyFn::apply(logits.contiguous(), targets, to_handle(&g), vocab / g.grid().gy);
 }
 

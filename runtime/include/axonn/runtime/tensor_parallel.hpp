@@ -9,6 +9,9 @@
 //   layer norm         [rows, hidden/Gx], statistics all-reduced over X (exact)
 //   vocab-parallel CE  logits [rows, vocab/Gy] -> per-row loss, reductions over Y (exact)
 //
+// Where every group an operator uses has one member, it calls LibTorch's own kernel
+// (matmul, embedding, layer_norm, cross_entropy): the same function, fused.
+//
 // Gradient convention: a tensor replicated over a group carries the full gradient on
 // every member; a weight shard receives its gradient summed over Z (reduce-scatter).
 // Parameters replicated over Z (biases, layer-norm weights) still need a sum over Z,
