@@ -20,12 +20,17 @@ std::string rank_and_host() {
   return "rank " + std::to_string(rank) + " on host " + host;
 }
 
-void mpi_check_failed(int code, const char* call, const char* file, int line) {
+void check_failed(const std::string& call, const std::string& reason, const char* file, int line) {
+  throw Error("comm", call + " failed: " + reason, rank_and_host() + " (" + file + ":" + std::to_string(line) + ")",
+              "success");
+}
+
+void check_result(int mpi_code, const char* call, const char* file, int line) {
+  if (mpi_code == MPI_SUCCESS) return;
   char reason[MPI_MAX_ERROR_STRING] = "";
   int len = 0;
-  MPI_Error_string(code, reason, &len);
-  std::string where = rank_and_host() + " (" + file + ":" + std::to_string(line) + ")";
-  throw Error("comm", std::string(call) + " failed: " + reason, where, "MPI_SUCCESS");
+  MPI_Error_string(mpi_code, reason, &len);
+  check_failed(call, reason, file, line);
 }
 
 void abort_job(const std::string& message, int exit_code) {
@@ -42,9 +47,9 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
-  AXONN_MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided_));
+  AXONN_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided_));
   finalize_ = true;
-  AXONN_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  AXONN_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 }
 
 MpiEnvironment::~MpiEnvironment() {
@@ -80,12 +85,12 @@ class MpiWork final : public Work {
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    AXONN_MPI_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    AXONN_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
   }
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
     int done = 0;
-    AXONN_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    AXONN_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
     return done != 0;
   }
   MPI_Request* request() { return &request_; }
@@ -100,9 +105,9 @@ class MpiWork final : public Work {
 
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::string name)
     : comm_(comm), owned_(owned), name_(std::move(name)) {
-  AXONN_MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
-  AXONN_MPI_CHECK(MPI_Comm_size(comm_, &size_));
-  AXONN_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  AXONN_CHECK(MPI_Comm_rank(comm_, &rank_));
+  AXONN_CHECK(MPI_Comm_size(comm_, &size_));
+  AXONN_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -118,7 +123,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
 WorkHandle MpiCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
   require_contiguous_cpu(t, "all_reduce");
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "all_reduce");
-  AXONN_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t),
+  AXONN_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t),
                                  op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, w->request()));
   return w;
 }
@@ -128,7 +133,7 @@ WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(out, "all_gather output");
   AXONN_ASSERT(out.numel() == in.numel() * size_);
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather");
-  AXONN_MPI_CHECK(MPI_Iallgather(in.data_ptr(), static_cast<int>(in.numel()), mpi_type(in), out.data_ptr(),
+  AXONN_CHECK(MPI_Iallgather(in.data_ptr(), static_cast<int>(in.numel()), mpi_type(in), out.data_ptr(),
                                  static_cast<int>(in.numel()), mpi_type(out), comm_, w->request()));
   return w;
 }
@@ -138,7 +143,7 @@ WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(out, "reduce_scatter output");
   AXONN_ASSERT(in.numel() == out.numel() * size_);
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter");
-  AXONN_MPI_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
+  AXONN_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
                                             mpi_type(in), MPI_SUM, comm_, w->request()));
   return w;
 }
@@ -146,22 +151,22 @@ WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
 WorkHandle MpiCommunicator::send(at::Tensor t, int peer, int tag) {
   require_contiguous_cpu(t, "send");
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "send");
-  AXONN_MPI_CHECK(MPI_Isend(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
+  AXONN_CHECK(MPI_Isend(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
   return w;
 }
 
 WorkHandle MpiCommunicator::recv(at::Tensor t, int peer, int tag) {
   require_contiguous_cpu(t, "recv");
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "recv");
-  AXONN_MPI_CHECK(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
+  AXONN_CHECK(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
   return w;
 }
 
-void MpiCommunicator::barrier() { AXONN_MPI_CHECK(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() { AXONN_CHECK(MPI_Barrier(comm_)); }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
   MPI_Comm sub = MPI_COMM_NULL;
-  AXONN_MPI_CHECK(MPI_Comm_split(comm_, color, key, &sub));
+  AXONN_CHECK(MPI_Comm_split(comm_, color, key, &sub));
   return std::make_unique<MpiCommunicator>(sub, true, name);
 }
 

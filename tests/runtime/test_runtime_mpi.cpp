@@ -14,6 +14,7 @@
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/nccl_communicator.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 #include "axonn/runtime/trainer.hpp"
 
@@ -99,6 +100,34 @@ TEST(Comm, CollectivesAreExact) {
   auto half = w.split(r % 2, r, "half");
   EXPECT_EQ(half->size(), (p + 1 - r % 2) / 2);
 }
+
+#if AXONN_HAVE_NCCL
+// Without a GPU the NCCL backend refuses with a message on every rank (no hang, no
+// crash); with one, an all-reduce over device memory is exact.
+TEST(Nccl, AllReduceOnGpuOrCleanRefusalWithout) {
+  if (runtime::cuda_device_count() == 0) {
+    try {
+      runtime::NcclCommunicator nccl(*g_world, 0);
+      ADD_FAILURE() << "expected axonn::Error without a GPU";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  runtime::NcclCommunicator nccl(*g_world, g_world->rank());
+  std::vector<float> host(4, static_cast<float>(g_world->rank() + 1));
+  void* dev = nullptr;
+  AXONN_CHECK(cudaMalloc(&dev, host.size() * sizeof(float)));
+  AXONN_CHECK(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
+  nccl.all_reduce(at::from_blob(dev, {4}, at::kFloat), runtime::ReduceOp::Sum)->wait();
+  AXONN_CHECK(cudaMemcpy(host.data(), dev, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
+  AXONN_CHECK(cudaFree(dev));
+  const int p = g_world->size();
+  for (float v : host) EXPECT_EQ(v, static_cast<float>(p * (p + 1) / 2));
+}
+#else
+TEST(Nccl, NotBuilt) { GTEST_SKIP() << "NCCL was not found under /usr/local/cuda when this was built"; }
+#endif
 
 TEST(Grid, RefusesAGridOfTheWrongSize) {
   try {

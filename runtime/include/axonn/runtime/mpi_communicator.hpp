@@ -1,5 +1,5 @@
-// The MPI backend of Communicator, the MPI environment, and the one checking macro
-// every MPI call goes through.
+// The MPI backend of Communicator and the MPI environment. Every MPI call goes
+// through AXONN_CHECK (axonn/runtime/check.hpp).
 //
 // Example:
 //   axonn::runtime::MpiEnvironment env(argc, argv);       // MPI_Init_thread ... MPI_Finalize
@@ -15,26 +15,13 @@
 
 #include <string>
 
+#include "axonn/runtime/check.hpp"
 #include "axonn/runtime/communicator.hpp"
 
 namespace axonn::runtime {
 
-// Throws axonn::Error naming the call, MPI's reason, the rank and the host.
-void mpi_check_failed(int code, const char* call, const char* file, int line);
-
-}  // namespace axonn::runtime
-
-#define AXONN_MPI_CHECK(call)                                                     \
-  do {                                                                            \
-    int axonn_mpi_rc_ = (call);                                                   \
-    if (axonn_mpi_rc_ != MPI_SUCCESS)                                             \
-      ::axonn::runtime::mpi_check_failed(axonn_mpi_rc_, #call, __FILE__, __LINE__); \
-  } while (0)
-
-namespace axonn::runtime {
-
 // RAII for MPI_Init_thread / MPI_Finalize. Errors on MPI_COMM_WORLD return codes
-// (MPI_ERRORS_RETURN) so that AXONN_MPI_CHECK can report them.
+// (MPI_ERRORS_RETURN) so that AXONN_CHECK can report them.
 class MpiEnvironment {
  public:
   MpiEnvironment(int* argc, char*** argv);
@@ -47,9 +34,6 @@ class MpiEnvironment {
   int provided_ = 0;
   bool finalize_ = false;
 };
-
-// "rank 3 on host n1" for messages; works before and after MPI_Init.
-std::string rank_and_host();
 
 // Prints "axonn: rank R on host H: <message>" to stderr and ends every rank with
 // MPI_Abort(MPI_COMM_WORLD, exit_code). Never returns.

@@ -1,0 +1,171 @@
+// The NCCL backend; see axonn/runtime/nccl_communicator.hpp. Compiled only when
+// AXONN_HAVE_NCCL (CMake found NCCL and the CUDA runtime under /usr/local/cuda).
+#include "axonn/runtime/nccl_communicator.hpp"
+
+#if AXONN_HAVE_NCCL
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::runtime {
+
+void check_result(ncclResult_t code, const char* call, const char* file, int line) {
+  if (code != ncclSuccess) check_failed(call, ncclGetErrorString(code), file, line);
+}
+
+void check_result(cudaError_t code, const char* call, const char* file, int line) {
+  if (code != cudaSuccess) check_failed(call, cudaGetErrorString(code), file, line);
+}
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return n;
+}
+
+namespace {
+
+ncclDataType_t nccl_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return ncclFloat32;
+    case at::kDouble: return ncclFloat64;
+    case at::kHalf: return ncclFloat16;
+    case at::kBFloat16: return ncclBfloat16;
+    case at::kLong: return ncclInt64;
+    case at::kInt: return ncclInt32;
+    default:
+      throw Error("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()), rank_and_host(),
+                  "a floating-point or integer tensor for the NCCL backend");
+  }
+}
+
+void* device_pointer(const at::Tensor& t, const char* what) {
+  cudaPointerAttributes attr{};
+  if (!t.is_contiguous() || cudaPointerGetAttributes(&attr, t.data_ptr()) != cudaSuccess ||
+      attr.type != cudaMemoryTypeDevice) {
+    (void)cudaGetLastError();
+    throw Error("comm", std::string(what) + " is not a contiguous tensor in device memory", rank_and_host(),
+                "device memory for the NCCL backend");
+  }
+  return t.data_ptr();
+}
+
+// Completion of the operations enqueued so far on a stream; keeps their tensors alive.
+class NcclWork final : public Work {
+ public:
+  NcclWork(cudaStream_t stream, std::initializer_list<at::Tensor> keep) : keep_(keep) {
+    AXONN_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    AXONN_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~NcclWork() override {
+    if (event_) {
+      cudaEventSynchronize(event_);  // the buffers must outlive the operation
+      cudaEventDestroy(event_);
+    }
+  }
+  void wait() override { AXONN_CHECK(cudaEventSynchronize(event_)); }
+  bool test() override {
+    cudaError_t rc = cudaEventQuery(event_);
+    if (rc == cudaErrorNotReady) return false;
+    AXONN_CHECK(rc);
+    return true;
+  }
+
+ private:
+  std::vector<at::Tensor> keep_;
+  cudaEvent_t event_ = nullptr;
+};
+
+}  // namespace
+
+NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int local_rank) : name_(bootstrap.name() + ".nccl") {
+  // Agree on whether every rank has a GPU before any rank waits in an NCCL call.
+  const int devices = cuda_device_count();
+  int missing = devices == 0 ? 1 : 0, any_missing = 0;
+  AXONN_CHECK(MPI_Allreduce(&missing, &any_missing, 1, MPI_INT, MPI_MAX, bootstrap.handle()));
+  if (any_missing)
+    throw Error("comm", devices == 0 ? "no CUDA device on this rank" : "a rank of the group has no CUDA device",
+                rank_and_host(), "one GPU per rank for the NCCL backend (use the MPI backend on CPU)");
+  device_ = local_rank % devices;
+  AXONN_CHECK(cudaSetDevice(device_));
+  ncclUniqueId id{};
+  if (bootstrap.rank() == 0) AXONN_CHECK(ncclGetUniqueId(&id));
+  AXONN_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap.handle()));
+  AXONN_CHECK(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()));
+  AXONN_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  rank_ = bootstrap.rank();
+  size_ = bootstrap.size();
+}
+
+NcclCommunicator::NcclCommunicator(ncclComm_t comm, int device, std::string name)
+    : comm_(comm), device_(device), name_(std::move(name)) {
+  AXONN_CHECK(cudaSetDevice(device_));
+  AXONN_CHECK(ncclCommUserRank(comm_, &rank_));
+  AXONN_CHECK(ncclCommCount(comm_, &size_));
+  AXONN_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  if (comm_) ncclCommDestroy(comm_);
+}
+
+WorkHandle NcclCommunicator::record(std::initializer_list<at::Tensor> keep) {
+  return std::make_unique<NcclWork>(stream_, keep);
+}
+
+WorkHandle NcclCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
+  void* p = device_pointer(t, "all_reduce");
+  AXONN_CHECK(ncclAllReduce(p, p, static_cast<size_t>(t.numel()), nccl_type(t), op == ReduceOp::Sum ? ncclSum : ncclMax,
+                            comm_, stream_));
+  return record({t});
+}
+
+WorkHandle NcclCommunicator::all_gather(at::Tensor in, at::Tensor out) {
+  AXONN_ASSERT(out.numel() == in.numel() * size_);
+  AXONN_CHECK(ncclAllGather(device_pointer(in, "all_gather input"), device_pointer(out, "all_gather output"),
+                            static_cast<size_t>(in.numel()), nccl_type(in), comm_, stream_));
+  return record({in, out});
+}
+
+WorkHandle NcclCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
+  AXONN_ASSERT(in.numel() == out.numel() * size_);
+  AXONN_CHECK(ncclReduceScatter(device_pointer(in, "reduce_scatter input"), device_pointer(out, "reduce_scatter output"),
+                                static_cast<size_t>(out.numel()), nccl_type(in), ncclSum, comm_, stream_));
+  return record({in, out});
+}
+
+WorkHandle NcclCommunicator::send(at::Tensor t, int peer, int /*tag: NCCL orders messages per peer*/) {
+  AXONN_CHECK(ncclSend(device_pointer(t, "send"), static_cast<size_t>(t.numel()), nccl_type(t), peer, comm_, stream_));
+  return record({t});
+}
+
+WorkHandle NcclCommunicator::recv(at::Tensor t, int peer, int /*tag*/) {
+  AXONN_CHECK(ncclRecv(device_pointer(t, "recv"), static_cast<size_t>(t.numel()), nccl_type(t), peer, comm_, stream_));
+  return record({t});
+}
+
+void NcclCommunicator::barrier() {
+  void* flag = nullptr;
+  AXONN_CHECK(cudaMalloc(&flag, sizeof(float)));
+  ncclResult_t rc = ncclAllReduce(flag, flag, 1, ncclFloat32, ncclSum, comm_, stream_);
+  cudaError_t sync = cudaStreamSynchronize(stream_);
+  cudaFree(flag);
+  AXONN_CHECK(rc);
+  AXONN_CHECK(sync);
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::split(int color, int key, const std::string& name) {
+  ncclComm_t sub = nullptr;
+  AXONN_CHECK(ncclCommSplit(comm_, color, key, &sub, nullptr));
+  return std::unique_ptr<Communicator>(new NcclCommunicator(sub, device_, name));
+}
+
+}  // namespace axonn::runtime
+
+#endif  // AXONN_HAVE_NCCL
