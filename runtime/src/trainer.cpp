@@ -17,14 +17,6 @@ double now_s() {
 
 }  // namespace
 
-void synchronize_gradients(ProcessGrid& grid, std::vector<Parameter>& params) {
-  for (auto& p : params) {
-    at::Tensor grad = p.tensor.mutable_grad();
-    if (!grad.defined()) continue;
-    all_reduce_now(p.spec.replicated_over_z() ? grid.z_data() : grid.data(), grad);
-  }
-}
-
 double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm) {
   at::Tensor sq = at::zeros({1}, at::kDouble);
   for (auto& p : params) {
@@ -65,6 +57,8 @@ Trainer::~Trainer() = default;
 StepStats Trainer::step(const at::Tensor& global_batch) {
   auto& I = *impl_;
   StepStats s;
+  CommEngine& e = I.model.engine();
+  if (e.tracer()) e.tracer()->begin_step();
   const double t_start = now_s();
   I.adam->zero_grad();
   const auto& g = I.grid.grid();
@@ -72,30 +66,33 @@ StepStats Trainer::step(const at::Tensor& global_batch) {
   const double global_tokens = static_cast<double>(global_batch.size(0) * seq_len);
   const int64_t micro_seqs = I.plan.batch.microbatch_seqs;
   const int64_t micros = global_batch.size(0) / g.gdata / micro_seqs;
+  const auto coords = I.grid.layout().coords_of(I.grid.world().rank());
   at::Tensor loss_sum = at::zeros({1}, at::kDouble);
   for (int64_t i = 0; i < micros; ++i) {
-    at::Tensor tokens = local_microbatch(global_batch, g, I.grid.layout().coords_of(I.grid.world().rank()),
-                                         micro_seqs, i);
-    double t0 = now_s();
+    e.begin_microbatch(i == micros - 1);
+    at::Tensor tokens = local_microbatch(global_batch, g, coords, micro_seqs, i);
+    const double t0 = now_s();
     at::Tensor loss = I.model.loss(tokens, global_tokens);
-    double t1 = now_s();
+    const double t1 = now_s();
+    e.set_phase(Phase::Backward);
     loss.backward();
-    double t2 = now_s();
+    const double t2 = now_s();
+    e.finish_backward();  // after the last micro-batch: the data-parallel reductions too
+    const double t3 = now_s();
     s.forward_s += t1 - t0;
     s.backward_s += t2 - t1;
+    s.grad_sync_s += t3 - t2;
     loss_sum += loss.detach().to(at::kDouble);
   }
-  double t3 = now_s();
-  synchronize_gradients(I.grid, I.model.parameters());
-  all_reduce_now(I.grid.z_data(), loss_sum);  // the losses of the other sequences
-  double t4 = now_s();
+  const double t4 = now_s();
+  e.all_reduce(I.grid.z_data(), loss_sum, "ar_z_data");  // the losses of the other sequences
   s.grad_norm = clip_gradients(I.grid, I.model.parameters(), I.options.max_grad_norm);
   I.adam->step();
-  double t5 = now_s();
-  s.grad_sync_s = t4 - t3;
+  const double t5 = now_s();
   s.optimizer_s = t5 - t4;
   s.batch_s = t5 - t_start;
   s.loss = loss_sum.item<double>();
+  if (e.tracer()) s.breakdown = e.tracer()->end_step();
   return s;
 }
 

@@ -179,13 +179,19 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
       const auto coords = pg.layout().coords_of(g_world->rank());
       auto wspec = runtime::ShardSpec::matrix(transposed);
       auto bspec = runtime::ShardSpec::vector(bx);
-      at::Tensor Wl = runtime::shard_of(W, wspec, g, coords).set_requires_grad(true);
-      at::Tensor bl = runtime::shard_of(b, bspec, g, coords).set_requires_grad(true);
-      at::Tensor Ol = runtime::tp_linear(pg, Il, Wl, bl, runtime::LinearShape{k, n, transposed});
+      std::vector<runtime::Parameter> params{
+          {"w", runtime::shard_of(W, wspec, g, coords).set_requires_grad(true), wspec},
+          {"b", runtime::shard_of(b, bspec, g, coords).set_requires_grad(true), bspec}};
+      at::Tensor &Wl = params[0].tensor, &bl = params[1].tensor;
+      runtime::CommEngine engine(pg, plan::OverlapSettings::synchronous(), false, nullptr);
+      const int64_t id = engine.add_layer(&Wl, -1, "w");
+      engine.set_parameters(&params);
+      engine.begin_microbatch(true);
+      at::Tensor Ol = runtime::tp_linear(engine, id, Il, bl, runtime::LinearShape{k, n, transposed});
       at::Tensor Rl = R.narrow(0, row0, rows).narrow(1, pg.coord(bx) * nl, nl);
+      engine.set_phase(runtime::Phase::Backward);
       (Ol * Rl).sum().backward();
-      std::vector<runtime::Parameter> params{{"w", Wl, wspec}, {"b", bl, bspec}};
-      runtime::synchronize_gradients(pg, params);
+      engine.finish_backward();
       const std::string where = g.to_string() + (transposed ? " transposed" : " normal");
       EXPECT_LT(relative_error(Ol, Os.narrow(0, row0, rows).narrow(1, pg.coord(bx) * nl, nl)), 1e-5) << where;
       EXPECT_LT(relative_error(Il.grad(), Is.grad().narrow(0, row0, rows).narrow(1, pg.coord(a) * kl, kl)), 1e-5)
@@ -199,6 +205,24 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
 }
 
 namespace {
+
+// One micro-batch forward and backward with the gradients synchronised; returns the
+// loss summed over the ranks (the mean loss of the batch).
+at::Tensor loss_and_gradients(gpt::ParallelGpt& par, ProcessGrid& pg, const at::Tensor& batch, int64_t seqs,
+                              int64_t seq_len) {
+  auto& e = par.engine();
+  e.begin_microbatch(true);
+  at::Tensor tokens = runtime::local_microbatch(batch, pg.grid(), pg.layout().coords_of(g_world->rank()),
+                                                seqs / pg.grid().gdata, 0);
+  at::Tensor loss = par.loss(tokens, static_cast<double>(seqs * seq_len));
+  e.set_phase(runtime::Phase::Backward);
+  loss.backward();
+  e.finish_backward();
+  at::Tensor total = loss.detach().clone().view({1});
+  runtime::all_reduce_now(pg.z_data(), total);
+  return total;
+}
+
 struct GptCase {
   model::ModelDescription desc = model::load_model("gpt-tiny");
   gpt::GptConfig cfg = gpt::GptConfig::from(desc);
@@ -218,13 +242,7 @@ TEST(Gpt, LossAndEveryGradientMatchSerialOnEveryGrid) {
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
     gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters());
-    const int64_t mb = c.seqs / g.gdata;
-    at::Tensor tokens = runtime::local_microbatch(batch, g, pg.layout().coords_of(g_world->rank()), mb, 0);
-    at::Tensor loss = par.loss(tokens, static_cast<double>(c.seqs * c.cfg.seq_len));
-    loss.backward();
-    runtime::synchronize_gradients(pg, par.parameters());
-    at::Tensor total = loss.detach().clone().view({1});
-    runtime::all_reduce_now(pg.z_data(), total);
+    at::Tensor total = loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
     EXPECT_LT(relative_error(total, serial_loss.detach().view({1})), 1e-5) << g.to_string();
     auto grads = par.gather(true);
     auto weights = par.gather(false);
@@ -251,15 +269,52 @@ TEST(Gpt, DoublePrecisionAgreesToRounding) {
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
     gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters());
-    at::Tensor tokens = runtime::local_microbatch(batch, g, pg.layout().coords_of(g_world->rank()), c.seqs / g.gdata, 0);
-    at::Tensor loss = par.loss(tokens, static_cast<double>(c.seqs * c.cfg.seq_len));
-    loss.backward();
-    runtime::synchronize_gradients(pg, par.parameters());
+    loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
     auto grads = par.gather(true);
     double worst = 0;
     for (size_t i = 0; i < grads.size(); ++i)
       worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
     EXPECT_LT(worst, 1e-12) << g.to_string();
+  }
+}
+
+// Every combination of the four overlap switches (with activation checkpointing, so
+// that the cache matters), and all of them without checkpointing: the same loss and
+// gradients as serial LibTorch, hence as the synchronous path, on every grid.
+TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
+  GptCase c;
+  gpt::SerialGpt serial(c.cfg, 6);
+  at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 5)->batch(0);
+  at::Tensor serial_loss = serial.loss(batch);
+  serial_loss.backward();
+  std::vector<gpt::ParallelOptions> variants;
+  for (int bits = 0; bits < 16; ++bits) {
+    gpt::ParallelOptions o;
+    o.activation_checkpointing = true;
+    o.overlap.async_input_grad_all_reduce = bits & 1;
+    o.overlap.async_weight_grad_reduce_scatter = bits & 2;
+    o.overlap.prefetch_all_gather = bits & 4;
+    o.overlap.cache_all_gather_layers = (bits & 8) ? 3 : 0;
+    o.overlap.bucketed_data_parallel_all_reduce = bits & 2;  // both ways, with and without async RS
+    o.overlap.bucket_bytes = 40000;                          // several buckets for gpt-tiny
+    variants.push_back(o);
+  }
+  gpt::ParallelOptions no_checkpointing;
+  no_checkpointing.overlap = plan::OverlapSettings{};  // everything on
+  no_checkpointing.overlap.bucket_bytes = 40000;
+  variants.push_back(no_checkpointing);
+  std::vector<std::string> skipped;
+  for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
+    ProcessGrid pg(*g_world, g, topo::default_order());
+    for (size_t v = 0; v < variants.size(); ++v) {
+      gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters(), variants[v]);
+      at::Tensor total = loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
+      double worst = relative_error(total, serial_loss.detach().view({1}));
+      auto grads = par.gather(true);
+      for (size_t i = 0; i < grads.size(); ++i)
+        worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
+      EXPECT_LT(worst, 1e-5) << g.to_string() << " variant " << v;
+    }
   }
 }
 
@@ -286,7 +341,12 @@ TEST(Gpt, TwentyTrainingStepsFollowTheSerialLossCurve) {
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
-    gpt::ParallelGpt par(c.cfg, pg, initial.named_parameters());
+    gpt::ParallelOptions options;  // the plan's defaults: every optimization on, checkpointing, a cache
+    options.activation_checkpointing = true;
+    options.overlap = plan::OverlapSettings{};
+    options.overlap.cache_all_gather_layers = 2;
+    options.overlap.bucket_bytes = 40000;
+    gpt::ParallelGpt par(c.cfg, pg, initial.named_parameters(), options);
     plan::Plan p;
     p.model = c.desc;
     p.grid = g;

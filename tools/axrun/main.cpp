@@ -1,15 +1,22 @@
 // axrun: train the model of a plan under mpirun/srun.
 //
 //   mpirun -np 8 axrun --plan plan.json [--steps 20] [--data FILE] [--seed 1]
-//          [--threads 1] [--lr 1e-3] [--measure axrun_measure.json]
+//          [--threads 1] [--lr 1e-3] [--measure axrun_measure.json] [--trace DIR]
+//          [--overlap-level 0-4] [--async-input-grad-all-reduce on|off]
+//          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
+//          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
 //
-// Rank 0 prints a progress line per step and writes the measurement JSON (per-step
-// batch time and the time of each phase). Input errors (bad plan, world size, data
+// The overlap switches and activation checkpointing come from the plan; the flags
+// override them (--overlap-level first, then the individual switches). Rank 0 prints
+// a progress line per step and writes the measurement JSON (per-step batch time, the
+// time of each phase, the communication breakdown by kind); --trace DIR writes one
+// Chrome trace per rank (DIR/rank<R>.json). Input errors (bad plan, world size, data
 // file) are found on every rank before training; the job then exits with code 2 and
 // one message. A failure during training ends every rank through MPI_Abort.
 #include <ATen/Parallel.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -30,7 +37,10 @@ using namespace axonn;
 namespace {
 
 struct Args {
-  std::string plan_path, data, measure = "axrun_measure.json";
+  std::string plan_path, data, measure = "axrun_measure.json", trace_dir;
+  int overlap_level = -1;  // -1: the plan's switches
+  int64_t cache_layers = -1;
+  std::string async_ar, async_rs, prefetch, bucketed, checkpointing;  // empty, on or off
   int64_t steps = 20;
   uint64_t seed = 1;
   int threads = 1;
@@ -72,6 +82,18 @@ int main(int argc, char** argv) {
   app.add_option("--threads", a.threads, "LibTorch threads per rank")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--lr", a.lr, "Adam learning rate")->capture_default_str();
   app.add_option("--measure", a.measure, "measurement JSON written by rank 0")->capture_default_str();
+  app.add_option("--trace", a.trace_dir, "write a Chrome trace per rank into this directory");
+  app.add_option("--overlap-level", a.overlap_level, "0 none .. 4 all four optimizations (overrides the plan)")
+      ->check(CLI::Range(0, 4));
+  const auto on_off = CLI::IsMember({"on", "off"});
+  app.add_option("--async-input-grad-all-reduce", a.async_ar, "optimization 1")->check(on_off);
+  app.add_option("--async-weight-grad-reduce-scatter", a.async_rs, "optimization 2")->check(on_off);
+  app.add_option("--prefetch-all-gather", a.prefetch, "optimization 3")->check(on_off);
+  app.add_option("--cache-layers", a.cache_layers, "optimization 4: layers keeping gathered weights")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--bucketed-data-parallel", a.bucketed, "data-parallel all-reduce in buckets during backward")
+      ->check(on_off);
+  app.add_option("--checkpointing", a.checkpointing, "activation checkpointing per block")->check(on_off);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -113,25 +135,54 @@ int main(int argc, char** argv) {
 
   try {
     runtime::ProcessGrid grid(*world, plan.grid, plan.placement_order);
+    gpt::ParallelOptions options;
+    options.overlap = plan.overlap;
+    options.activation_checkpointing = plan.activation_checkpointing;
+    if (a.overlap_level >= 0) {
+      const int64_t bucket = options.overlap.bucket_bytes;
+      options.overlap = plan::OverlapSettings::level(a.overlap_level, plan.overlap.cache_all_gather_layers);
+      options.overlap.bucket_bytes = bucket;
+    }
+    auto set = [](const std::string& v, bool& field) {
+      if (!v.empty()) field = v == "on";
+    };
+    set(a.async_ar, options.overlap.async_input_grad_all_reduce);
+    set(a.async_rs, options.overlap.async_weight_grad_reduce_scatter);
+    set(a.prefetch, options.overlap.prefetch_all_gather);
+    set(a.bucketed, options.overlap.bucketed_data_parallel_all_reduce);
+    set(a.checkpointing, options.activation_checkpointing);
+    if (a.cache_layers >= 0) options.overlap.cache_all_gather_layers = a.cache_layers;
+    runtime::Tracer tracer(!a.trace_dir.empty());
+    options.tracer = &tracer;
     gpt::SerialGpt init(cfg, a.seed);  // every rank builds the serial weights, then keeps its shards
-    gpt::ParallelGpt model(cfg, grid, init.named_parameters());
+    gpt::ParallelGpt model(cfg, grid, init.named_parameters(), options);
     runtime::Trainer trainer(grid, model, plan, runtime::TrainerOptions{a.lr, 1.0});
     if (rank == 0)
       fmt::print("axrun: {} on {} ranks, grid {}, {} sequences x {} tokens per step, {} micro-batch(es); {} thread(s) "
-                 "per rank; synchronous collectives\n",
+                 "per rank; overlap: async dI all-reduce {}, async dW reduce-scatter {}, all-gather prefetch {}, "
+                 "cache {} layers, bucketed data all-reduce {}; checkpointing {}\n",
                  plan.model.name, world->size(), plan.grid.to_string(), plan.batch.seqs, cfg.seq_len,
-                 plan.microbatches(), a.threads);
+                 plan.microbatches(), a.threads, options.overlap.async_input_grad_all_reduce,
+                 options.overlap.async_weight_grad_reduce_scatter, options.overlap.prefetch_all_gather,
+                 options.overlap.cache_all_gather_layers, options.overlap.bucketed_data_parallel_all_reduce,
+                 options.activation_checkpointing);
     nlohmann::json steps = nlohmann::json::array();
     for (int64_t step = 0; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
       runtime::StepStats s = trainer.step(source->batch(step));
       steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
                        {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
-                       {"optimizer_s", s.optimizer_s}});
+                       {"optimizer_s", s.optimizer_s}, {"breakdown", s.breakdown.to_json()}});
+      const auto& b = s.breakdown;
       if (rank == 0)
         fmt::print("step {:>4}/{}  loss {:.4f}  batch {:.4f} s  (forward {:.4f}  backward {:.4f}  sync {:.4f}  "
-                   "optimizer {:.4f})\n",
-                   step + 1, a.steps, s.loss, s.batch_s, s.forward_s, s.backward_s, s.grad_sync_s, s.optimizer_s);
+                   "optimizer {:.4f}; communication {:.4f} s, {:.0f}% exposed)\n",
+                   step + 1, a.steps, s.loss, s.batch_s, s.forward_s, s.backward_s, s.grad_sync_s, s.optimizer_s,
+                   b.comm_s, b.comm_s > 0 ? 100.0 * b.exposed_comm_s / b.comm_s : 0.0);
+    }
+    if (!a.trace_dir.empty()) {
+      std::filesystem::create_directories(a.trace_dir);
+      tracer.write_chrome_trace(a.trace_dir + "/rank" + std::to_string(rank) + ".json", rank);
     }
     if (rank == 0) {
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world->size()},

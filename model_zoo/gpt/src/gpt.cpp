@@ -122,13 +122,60 @@ at::Tensor SerialGpt::loss(const at::Tensor& tokens) {
   return at::cross_entropy_loss(logits.reshape({-1, c_.vocab}), target.reshape({-1}));
 }
 
-ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial)
-    : c_(c), grid_(grid), layout_(parameter_layout(c)) {
+namespace {
+
+// Activation checkpointing of one block: the forward pass keeps only the block's input;
+// the backward pass recomputes the block with autograd on and back-propagates through
+// it (reentrant backward), which also accumulates the block's parameter gradients.
+struct BlockCheckpointFn : public torch::autograd::Function<BlockCheckpointFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor h, int64_t model, int64_t block,
+                            int64_t seqs) {
+    auto& m = *reinterpret_cast<ParallelGpt*>(static_cast<intptr_t>(model));
+    ctx->saved_data["model"] = model;
+    ctx->saved_data["block"] = block;
+    ctx->saved_data["seqs"] = seqs;
+    ctx->save_for_backward({h});
+    return m.block_forward(block, h, seqs);  // autograd is off inside forward()
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
+                                               torch::autograd::tensor_list grads) {
+    auto& m = *reinterpret_cast<ParallelGpt*>(static_cast<intptr_t>(ctx->saved_data["model"].toInt()));
+    at::Tensor h = ctx->get_saved_variables()[0].detach().requires_grad_(true);
+    at::Tensor out;
+    m.engine().set_phase(runtime::Phase::Recompute);
+    {
+      torch::AutoGradMode enable(true);
+      out = m.block_forward(ctx->saved_data["block"].toInt(), h, ctx->saved_data["seqs"].toInt());
+    }
+    m.engine().set_phase(runtime::Phase::Backward);
+    torch::autograd::backward({out}, {grads[0]});
+    return {h.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial,
+                         const ParallelOptions& options)
+    : c_(c),
+      grid_(grid),
+      layout_(parameter_layout(c)),
+      engine_(grid, options.overlap, options.activation_checkpointing, options.tracer) {
   const auto coords = grid.layout().coords_of(grid.world().rank());
   for (const auto& l : layout_) {
     at::Tensor shard = runtime::shard_of(find(serial, l.name), l.spec, grid.grid(), coords);
     params_.push_back({l.name, shard.set_requires_grad(true), l.spec});
   }
+  // Z-sharded weights in forward (topological) order; blocks are recomputed as a unit.
+  for (auto& prm : params_) {
+    if (prm.spec.kind != ShardSpec::Kind::Matrix) continue;
+    int64_t block = -1;
+    if (prm.name.rfind("block", 0) == 0) block = std::stoll(prm.name.substr(5, prm.name.find('.') - 5));
+    const std::string name = prm.name.substr(0, prm.name.rfind('.'));
+    layer_id_[prm.name] = engine_.add_layer(&prm.tensor, block, name, prm.name != "embedding.weight");
+  }
+  engine_.set_parameters(&params_);
   const int64_t hx = c.hidden / grid.grid().gx;
   positions_ = position_encoding(c.seq_len, c.hidden, c.dtype).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
 }
@@ -139,31 +186,37 @@ const at::Tensor& ParallelGpt::p(const std::string& name) const {
   throw Error("gpt", "no parameter named " + name, "parallel model", "a complete GPT state");
 }
 
+at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t seqs) {
+  auto& e = engine_;
+  const int64_t H = c_.hidden;
+  const int64_t heads_local = c_.heads / grid_.grid().gy;
+  auto ln = [&](const at::Tensor& x, const std::string& n) {
+    return runtime::tp_layer_norm(e, x, p(n + ".weight"), p(n + ".bias"), H, c_.layer_norm_eps);
+  };
+  auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed) {
+    return runtime::tp_linear(e, layer_id_.at(n + ".weight"), x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
+  };
+  const std::string pre = "block" + std::to_string(b) + ".";
+  at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
+  at::Tensor ctx = causal_attention(qkv.view({seqs, qkv.size(0) / seqs, -1}), heads_local).reshape({qkv.size(0), -1});
+  at::Tensor h = h_in + linear(ctx, pre + "attn_out", H, H, true);
+  return h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
+}
+
 at::Tensor ParallelGpt::loss(const at::Tensor& tokens, double global_tokens) {
-  auto& g = grid_;
+  auto& e = engine_;
   const int64_t S = tokens.size(1) - 1, B = tokens.size(0), H = c_.hidden;
-  const int64_t heads_local = c_.heads / g.grid().gy;
   at::Tensor input = tokens.narrow(1, 0, S).reshape({-1}), target = tokens.narrow(1, 1, S).reshape({-1});
   // h: [B*S, H/Gx], replicated over Y
-  at::Tensor h = runtime::tp_embedding(g, input, p("embedding.weight"), c_.vocab, H) +
+  at::Tensor h = runtime::tp_embedding(e, layer_id_.at("embedding.weight"), input, c_.vocab, H) +
                  positions_.narrow(0, 0, S).repeat({B, 1});
-  auto ln = [&](const at::Tensor& x, const std::string& n) {
-    return runtime::tp_layer_norm(g, x, p(n + ".weight"), p(n + ".bias"), H, c_.layer_norm_eps);
-  };
-  auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed,
-                    bool bias = true) {
-    return runtime::tp_linear(g, x, p(n + ".weight"), bias ? p(n + ".bias") : at::Tensor(),
-                              runtime::LinearShape{k, nn, transposed});
-  };
-  for (int64_t b = 0; b < c_.layers; ++b) {
-    const std::string pre = "block" + std::to_string(b) + ".";
-    at::Tensor qkv = linear(ln(h, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [B*S, 3H/Gy]
-    at::Tensor ctx = causal_attention(qkv.view({B, S, -1}), heads_local).reshape({B * S, -1});
-    h = h + linear(ctx, pre + "attn_out", H, H, true);
-    h = h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
-  }
-  at::Tensor logits = linear(ln(h, "ln_f"), "lm_head", H, c_.vocab, false, false);  // [B*S, V/Gy]
-  return runtime::tp_cross_entropy(g, logits, target, c_.vocab).sum() / global_tokens;
+  for (int64_t b = 0; b < c_.layers; ++b)
+    h = e.checkpointing() ? BlockCheckpointFn::apply(h, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)), b, B)
+                          : block_forward(b, h, B);
+  at::Tensor hf = runtime::tp_layer_norm(e, h, p("ln_f.weight"), p("ln_f.bias"), H, c_.layer_norm_eps);
+  at::Tensor logits = runtime::tp_linear(e, layer_id_.at("lm_head.weight"), hf, at::Tensor(),
+                                         runtime::LinearShape{H, c_.vocab, false});  // [B*S, V/Gy]
+  return runtime::tp_cross_entropy(e, logits, target, c_.vocab).sum() / global_tokens;
 }
 
 NamedTensors ParallelGpt::gather(bool gradients) {

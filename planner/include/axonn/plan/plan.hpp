@@ -48,6 +48,20 @@ struct OverlapSettings {
   int64_t cache_all_gather_layers = 0;           // 4: first N layers keep gathered weights
   bool bucketed_data_parallel_all_reduce = true; // gradient all-reduce in buckets during backward
   int64_t bucket_bytes = 25 * 1000 * 1000;       // bucket size for the above, bytes
+
+  // Every switch off: issue each collective and wait for it at once.
+  static OverlapSettings synchronous() { return level(0, 0); }
+  // Cumulative levels (bench_overlap, axrun --overlap-level): 0 none; 1 + async dI
+  // all-reduce; 2 + async dW reduce-scatter and bucketed data-parallel all-reduce;
+  // 3 + all-gather prefetch; 4 + all-gather cache of `cache_layers` layers.
+  static OverlapSettings level(int level, int64_t cache_layers) {
+    OverlapSettings o;
+    o.async_input_grad_all_reduce = level >= 1;
+    o.async_weight_grad_reduce_scatter = o.bucketed_data_parallel_all_reduce = level >= 2;
+    o.prefetch_all_gather = level >= 3;
+    o.cache_all_gather_layers = level >= 4 ? cache_layers : 0;
+    return o;
+  }
 };
 
 // Element sizes (bytes) and the optimizer's memory per parameter.

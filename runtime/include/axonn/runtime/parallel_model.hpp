@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "axonn/runtime/comm_engine.hpp"
 #include "axonn/runtime/sharding.hpp"
 
 namespace axonn::runtime {
@@ -19,6 +20,8 @@ class ParallelModel {
   // the sum of its tokens' losses divided by `global_tokens`, the token count of the
   // whole step, so that summing over Z, data and micro-batches gives the mean.
   virtual at::Tensor loss(const at::Tensor& tokens, double global_tokens) = 0;
+  // The scheduler of the model's collectives (gradient synchronisation included).
+  virtual CommEngine& engine() = 0;
 };
 
 }  // namespace axonn::runtime

@@ -17,13 +17,17 @@
 // Parameters replicated over Z (biases, layer-norm weights) still need a sum over Z,
 // done with the data-parallel reduction (Trainer).
 //
+// Every collective goes through the model's CommEngine, which applies the overlap
+// optimizations and traces them; weights are referred to by their engine layer id.
+//
 // Example:
-//   auto out = tp_linear(grid, x, w_shard, bias, LinearShape{1024, 4096, false});
+//   int64_t id = engine.add_layer(&w_shard, /*block=*/0, "fc1");
+//   auto out = tp_linear(engine, id, x, bias, LinearShape{1024, 4096, false});
 #pragma once
 
 #include <ATen/ATen.h>
 
-#include "axonn/runtime/process_grid.hpp"
+#include "axonn/runtime/comm_engine.hpp"
 
 namespace axonn::runtime {
 
@@ -34,21 +38,17 @@ struct LinearShape {
 };
 
 // O = I*W (+ bias). `bias` may be undefined; it holds the local output columns.
-at::Tensor tp_linear(ProcessGrid& g, const at::Tensor& input, const at::Tensor& weight_shard,
-                     const at::Tensor& bias, const LinearShape& shape);
+at::Tensor tp_linear(CommEngine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
+                     const LinearShape& shape);
 
-// Rows of the vocab x hidden table for `tokens` (int64, [rows]).
-at::Tensor tp_embedding(ProcessGrid& g, const at::Tensor& tokens, const at::Tensor& weight_shard, int64_t vocab,
-                        int64_t hidden);
+// Rows of the vocab x hidden table (engine layer `layer`) for `tokens` (int64, [rows]).
+at::Tensor tp_embedding(CommEngine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden);
 
 // Layer norm over the full hidden width when each rank holds hidden/Gx columns.
-at::Tensor tp_layer_norm(ProcessGrid& g, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
+at::Tensor tp_layer_norm(CommEngine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps);
 
 // Cross-entropy per row when each rank holds vocab/Gy logit columns; [rows].
-at::Tensor tp_cross_entropy(ProcessGrid& g, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab);
-
-// The full weight block of a shard: all-gather over Z (the shard itself when Gz = 1).
-at::Tensor gather_weight_block(ProcessGrid& g, const at::Tensor& weight_shard);
+at::Tensor tp_cross_entropy(CommEngine& e, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab);
 
 }  // namespace axonn::runtime

@@ -2,11 +2,12 @@
 // backward, gradients accumulated), gradient synchronisation, distributed gradient
 // clipping and Adam, with the time of each phase measured.
 //
-// Gradient synchronisation (docs/runtime.md): weight shards (already summed over Z by
-// the backward reduce-scatter) are all-reduced over the data group; parameters
-// replicated over Z (biases, layer norms) over the Z x data group. The global gradient
-// norm counts every element once: each rank's sum of squares divided by the number of
-// ranks of its model replica holding that element, all-reduced over the replica.
+// Gradient synchronisation is the model's CommEngine's (docs/runtime.md): weight shards,
+// summed over Z by the backward reduce-scatter, are all-reduced over the data group
+// (in buckets during the backward pass when the plan says so); parameters replicated
+// over Z (biases, layer norms) over the Z x data group. The global gradient norm
+// counts every element once: each rank's sum of squares divided by the number of ranks
+// of its model replica holding that element, all-reduced over the replica.
 //
 // Example:
 //   Trainer t(grid, model, plan, TrainerOptions{});
@@ -20,11 +21,10 @@
 #include "axonn/plan/plan.hpp"
 #include "axonn/runtime/parallel_model.hpp"
 #include "axonn/runtime/process_grid.hpp"
+#include "axonn/runtime/trace.hpp"
 
 namespace axonn::runtime {
 
-// Sums every gradient over the ranks that hold a copy of its parameter (above).
-void synchronize_gradients(ProcessGrid& grid, std::vector<Parameter>& params);
 // Scales the gradients so their global norm is at most `max_norm` (<= 0: never);
 // returns the norm before scaling. Collective over grid.model().
 double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm);
@@ -39,6 +39,7 @@ struct StepStats {
   double loss = 0;
   double grad_norm = 0;  // before clipping
   double forward_s = 0, backward_s = 0, grad_sync_s = 0, optimizer_s = 0, batch_s = 0;
+  OverlapBreakdown breakdown;  // filled when the model's engine has a tracer
 };
 
 class Trainer {

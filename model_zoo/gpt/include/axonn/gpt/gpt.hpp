@@ -17,6 +17,7 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,12 +66,25 @@ class SerialGpt {
   NamedTensors params_;
 };
 
+// How the parallel model schedules its work: the plan's overlap switches and
+// activation checkpointing (default: the synchronous path, no recompute).
+struct ParallelOptions {
+  plan::OverlapSettings overlap = plan::OverlapSettings::synchronous();
+  bool activation_checkpointing = false;
+  runtime::Tracer* tracer = nullptr;  // optional timers and trace
+};
+
 class ParallelGpt final : public runtime::ParallelModel {
  public:
   // Takes this rank's shards of `serial` (full-shape weights by name).
-  ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial);
+  ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial,
+              const ParallelOptions& options = {});
   std::vector<runtime::Parameter>& parameters() override { return params_; }
   at::Tensor loss(const at::Tensor& tokens, double global_tokens) override;
+  runtime::CommEngine& engine() override { return engine_; }
+  // One transformer block on h [rows, hidden/Gx] (used by the forward pass and by
+  // the recompute of activation checkpointing).
+  at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
   // Full-shape parameters (or their gradients) gathered from every rank of the replica.
   NamedTensors gather(bool gradients);
 
@@ -81,6 +95,8 @@ class ParallelGpt final : public runtime::ParallelModel {
   std::vector<runtime::Parameter> params_;
   std::vector<ParameterLayout> layout_;
   at::Tensor positions_;  // [seq_len, hidden/Gx], this rank's columns
+  runtime::CommEngine engine_;
+  std::map<std::string, int64_t> layer_id_;  // weight name -> engine layer id
 };
 
 }  // namespace axonn::gpt

@@ -1,0 +1,89 @@
+// Timers and traces; see axonn/runtime/trace.hpp.
+#include "axonn/runtime/trace.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::runtime {
+
+nlohmann::json OverlapBreakdown::to_json() const {
+  nlohmann::json kinds = nlohmann::json::object();
+  for (const auto& [k, s] : by_kind) kinds[k] = {{"busy_s", s.busy_s}, {"exposed_s", s.exposed_s}, {"count", s.count}};
+  return {{"batch_s", batch_s},
+          {"comm_s", comm_s},
+          {"exposed_comm_s", exposed_comm_s},
+          {"overlapped_s", overlapped_s},
+          {"non_overlapped_compute_s", non_overlapped_compute_s},
+          {"by_kind", kinds}};
+}
+
+double Tracer::now() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void Tracer::compute(const std::string& name, double t0, double t1) {
+  if (keep_events_) events_.push_back({name, false, t0, t1});
+}
+
+void Tracer::comm(const std::string& kind, double t0, double t1, double exposed_s) {
+  step_comm_.emplace_back(t0, t1);
+  auto& k = step_kinds_[kind];
+  k.busy_s += t1 - t0;
+  k.exposed_s += exposed_s;
+  k.count += 1;
+  if (keep_events_) events_.push_back({kind, true, t0, t1});
+}
+
+void Tracer::begin_step() {
+  step_start_ = now();
+  step_comm_.clear();
+  step_kinds_.clear();
+}
+
+OverlapBreakdown Tracer::end_step() {
+  OverlapBreakdown b;
+  b.batch_s = now() - step_start_;
+  b.by_kind = step_kinds_;
+  // union of the communication spans
+  auto spans = step_comm_;
+  std::sort(spans.begin(), spans.end());
+  double cur0 = 0, cur1 = -1;
+  for (const auto& [t0, t1] : spans) {
+    if (t0 > cur1) {
+      if (cur1 > cur0) b.comm_s += cur1 - cur0;
+      cur0 = t0;
+      cur1 = t1;
+    } else {
+      cur1 = std::max(cur1, t1);
+    }
+  }
+  if (cur1 > cur0) b.comm_s += cur1 - cur0;
+  for (const auto& [k, s] : step_kinds_) b.exposed_comm_s += s.exposed_s;
+  b.overlapped_s = std::max(0.0, b.comm_s - b.exposed_comm_s);
+  b.non_overlapped_compute_s = std::max(0.0, b.batch_s - b.comm_s);
+  return b;
+}
+
+void Tracer::write_chrome_trace(const std::string& path, int rank) const {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 1}, {"args", {{"name", "compute"}}}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 2}, {"args", {{"name", "communication"}}}});
+  const double origin = events_.empty() ? 0.0 : events_.front().t0;
+  for (const auto& e : events_)
+    events.push_back({{"name", e.name}, {"cat", e.comm ? "comm" : "compute"}, {"ph", "X"}, {"pid", rank},
+                      {"tid", e.comm ? 2 : 1}, {"ts", (e.t0 - origin) * 1e6}, {"dur", (e.t1 - e.t0) * 1e6}});
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    if (!out.flush()) throw Error("trace", "cannot write", tmp, "a writable directory");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("trace", "cannot rename", tmp, "a writable directory");
+}
+
+}  // namespace axonn::runtime
