@@ -112,17 +112,27 @@ at::Tensor CommEngine::weight_block(int64_t id) {
   if (phase_ == Phase::Forward && layers_[id].cacheable) cache_[id] = block;
   if (overlap_.prefetch_all_gather) {
     const int64_t next = next_to_prefetch(id);
-    const bool in_cache = phase_ == Phase::Recompute && cache_.count(next);
-    if (next >= 0 && !prefetched_.count(next) && !in_cache) {
-      at::Tensor s = layers_[next].shard->detach().contiguous();
-      Prefetch p;
-      p.block = at::empty({s.numel() * grid_.z().size()}, s.options());
-      p.issued_at = tracer_ ? tracer_->now() : 0;
-      p.work = grid_.z().all_gather(s, p.block);
-      prefetched_.emplace(next, std::move(p));
-    }
+    if (next >= 0 && !(phase_ == Phase::Recompute && cache_.count(next))) prefetch(next);
   }
   return block;
+}
+
+void CommEngine::prefetch(int64_t id) {
+  if (grid_.z().size() == 1 || prefetched_.count(id)) return;
+  at::Tensor s = layers_[id].shard->detach().contiguous();
+  Prefetch p;
+  p.block = at::empty({s.numel() * grid_.z().size()}, s.options());
+  p.issued_at = tracer_ ? tracer_->now() : 0;
+  p.work = grid_.z().all_gather(s, p.block);
+  prefetched_.emplace(id, std::move(p));
+}
+
+void CommEngine::set_phase(Phase p) {
+  const bool entering_backward = phase_ == Phase::Forward && p == Phase::Backward;
+  phase_ = p;
+  if (!entering_backward || !overlap_.prefetch_all_gather || layers_.empty()) return;
+  const auto& last = layers_.back();
+  if (last.weight_in_backward && (!checkpointing_ || last.block < 0)) prefetch(static_cast<int64_t>(layers_.size()) - 1);
 }
 
 // ---- weight gradients: reduce-scatter (2), data-parallel buckets -------------------
@@ -225,6 +235,7 @@ void CommEngine::poll() {
 void CommEngine::begin_microbatch(bool last) {
   last_microbatch_ = last;
   phase_ = Phase::Forward;
+  if (overlap_.prefetch_all_gather && !layers_.empty()) prefetch(0);  // the first layer's weight
   if (last)
     for (size_t i = 0; i < data_reduced_.size(); ++i) data_reduced_[i] = false;
 }

@@ -103,6 +103,28 @@ class MpiWork final : public Work {
 
 }  // namespace
 
+MpiProgressThread::MpiProgressThread(std::chrono::microseconds interval) {
+  int level = 0;
+  AXONN_CHECK(MPI_Query_thread(&level));
+  if (level < MPI_THREAD_MULTIPLE) return;
+  AXONN_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+  thread_ = std::thread([this, interval] {
+    while (!stop_.load(std::memory_order_relaxed)) {
+      int flag = 0;
+      MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE);  // runs MPI's progress engine
+      std::this_thread::sleep_for(interval);
+    }
+  });
+}
+
+MpiProgressThread::~MpiProgressThread() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+}
+
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::string name)
     : comm_(comm), owned_(owned), name_(std::move(name)) {
   AXONN_CHECK(MPI_Comm_rank(comm_, &rank_));

@@ -67,7 +67,9 @@ class CommEngine {
   void set_parameters(std::vector<Parameter>* params);
 
   Phase phase() const { return phase_; }
-  void set_phase(Phase p) { phase_ = p; }
+  // Entering the backward pass (from the forward) also prefetches the last layer's
+  // weight when its backward re-gathers it (optimization 3).
+  void set_phase(Phase p);
 
   // The Z-gathered weight block of layer `id` (the shard itself when Gz = 1).
   at::Tensor weight_block(int64_t id);
@@ -100,6 +102,7 @@ class CommEngine {
   void add_to_bucket(int64_t id);
   void flush_bucket();
   int64_t next_to_prefetch(int64_t id) const;
+  void prefetch(int64_t id);
 
   ProcessGrid& grid_;
   plan::OverlapSettings overlap_;

@@ -13,7 +13,10 @@
 
 #include <mpi.h>
 
+#include <atomic>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "axonn/runtime/check.hpp"
 #include "axonn/runtime/communicator.hpp"
@@ -38,6 +41,25 @@ class MpiEnvironment {
 // Prints "axonn: rank R on host H: <message>" to stderr and ends every rank with
 // MPI_Abort(MPI_COMM_WORLD, exit_code). Never returns.
 [[noreturn]] void abort_job(const std::string& message, int exit_code);
+
+// Drives MPI progress from a background thread: Open MPI advances non-blocking
+// collectives only inside MPI calls, so without it a collective issued before a long
+// computation mostly runs in the wait() after it. The thread calls MPI_Iprobe on a
+// private communicator every `interval` (needs MPI_THREAD_MULTIPLE; otherwise it
+// does nothing and active() is false). Stops and joins on destruction.
+class MpiProgressThread {
+ public:
+  explicit MpiProgressThread(std::chrono::microseconds interval);
+  ~MpiProgressThread();
+  MpiProgressThread(const MpiProgressThread&) = delete;
+  MpiProgressThread& operator=(const MpiProgressThread&) = delete;
+  bool active() const { return thread_.joinable(); }
+
+ private:
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
 
 class MpiCommunicator final : public Communicator {
  public:

@@ -1,0 +1,121 @@
+// bench_overlap: batch time at overlap levels 0-4, measured in one run.
+//
+//   mpirun -np 8 bench_overlap --grid 2,2,2,1 [--model gpt-bench] [--seqs 8] [--steps 10]
+//
+// Level 0: every collective synchronous; 1: + async dI all-reduce; 2: + async dW
+// reduce-scatter and bucketed data-parallel all-reduce; 3: + all-gather prefetch;
+// 4: + all-gather cache of every block layer (plan::OverlapSettings::level). Activation
+// checkpointing is on at every level (the paper's setting). The levels take turns
+// step by step, each on its own copy of the model, so that drift in the machine's
+// speed hits all of them alike. Per level: median batch time of the slowest rank, its
+// ratio to level 0, communication time and the exposed (non-overlapped) fraction.
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/gpt/gpt.hpp"
+#include "axonn/runtime/data.hpp"
+#include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/trainer.hpp"
+
+using namespace axonn;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  runtime::MpiEnvironment env(&argc, &argv);
+  auto world = runtime::MpiCommunicator::world();
+  std::string model_name = "gpt-bench", grid_text = "2,2,2,1";
+  int64_t seqs = 8;
+  int steps = 10, warmup = 2;
+  std::string progress = "thread";
+  int progress_us = 50;
+  CLI::App app{"bench_overlap: batch time at overlap levels 0-4"};
+  app.add_option("--model", model_name, "model description")->capture_default_str();
+  app.add_option("--grid", grid_text, "gx,gy,gz,gdata")->capture_default_str();
+  app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
+  app.add_option("--steps", steps, "measured steps per level")->capture_default_str();
+  app.add_option("--warmup", warmup, "unmeasured steps per level first")->capture_default_str();
+  app.add_option("--progress", progress, "who drives MPI progress: a background thread, or polls at layer boundaries")
+      ->check(CLI::IsMember({"thread", "poll"}))
+      ->capture_default_str();
+  app.add_option("--progress-interval-us", progress_us, "the progress thread's sleep between polls")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  std::unique_ptr<runtime::MpiProgressThread> progress_thread;
+  if (progress == "thread")
+    progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(progress_us));
+  at::set_num_threads(1);
+  try {
+    std::vector<int64_t> v;
+    std::stringstream ss(grid_text);
+    for (std::string item; std::getline(ss, item, ',');) v.push_back(std::stoll(item));
+    if (v.size() != 4) throw Error("bench", "bad grid", "--grid " + grid_text, "gx,gy,gz,gdata");
+    topo::Grid grid{v[0], v[1], v[2], v[3], 1};
+    auto desc = model::load_model(model_name);
+    gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+    plan::Plan plan;
+    plan.model = desc;
+    plan.grid = grid;
+    plan.gpus = grid.total();
+    plan.batch = {seqs, seqs / grid.gdata};
+    runtime::ProcessGrid pg(*world, grid, topo::default_order());
+    auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
+    gpt::SerialGpt weights(cfg, 1);
+    constexpr int kLevels = 5;
+    std::vector<std::unique_ptr<runtime::Tracer>> tracers;
+    std::vector<std::unique_ptr<gpt::ParallelGpt>> models;
+    std::vector<std::unique_ptr<runtime::Trainer>> trainers;
+    for (int level = 0; level < kLevels; ++level) {
+      tracers.push_back(std::make_unique<runtime::Tracer>(false));
+      gpt::ParallelOptions o;
+      o.activation_checkpointing = true;
+      o.overlap = plan::OverlapSettings::level(level, 4 * cfg.layers);
+      o.tracer = tracers.back().get();
+      models.push_back(std::make_unique<gpt::ParallelGpt>(cfg, pg, weights.named_parameters(), o));
+      trainers.push_back(std::make_unique<runtime::Trainer>(pg, *models.back(), plan, runtime::TrainerOptions{}));
+    }
+    std::vector<std::vector<double>> batch(kLevels), comm(kLevels), exposed(kLevels);
+    for (int s = 0; s < warmup + steps; ++s)
+      for (int level = 0; level < kLevels; ++level) {
+        runtime::StepStats st = trainers[level]->step(source->batch(s));
+        at::Tensor t = at::tensor({st.batch_s, st.breakdown.comm_s, st.breakdown.exposed_comm_s}, at::kDouble);
+        runtime::all_reduce_now(*world, t, runtime::ReduceOp::Max);  // the slowest rank
+        if (s < warmup) continue;
+        batch[level].push_back(t[0].item<double>());
+        comm[level].push_back(t[1].item<double>());
+        exposed[level].push_back(t[2].item<double>());
+      }
+    if (world->rank() == 0) {
+      fmt::print("bench_overlap: {} ({} layers, hidden {}), {} sequences x {} tokens, {} ranks, grid {}, "
+                 "checkpointing on, progress {}, median of {} steps per level (slowest rank)\n",
+                 desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world->size(), grid.to_string(),
+                 progress_thread && progress_thread->active() ? fmt::format("thread every {} us", progress_us)
+                                                              : std::string("polled at layer boundaries"),
+                 steps);
+      fmt::print("{:>5}  {:>12}  {:>10}  {:>10}  {:>12}  {:>14}\n", "level", "batch (ms)", "vs level 0", "comm (ms)",
+                 "exposed (ms)", "exposed/comm");
+      const double base = median(batch[0]);
+      for (int level = 0; level < kLevels; ++level) {
+        const double b = median(batch[level]), c = median(comm[level]), x = median(exposed[level]);
+        fmt::print("{:>5}  {:>12.2f}  {:>10.3f}  {:>10.2f}  {:>12.2f}  {:>13.0f}%\n", level, b * 1e3, b / base, c * 1e3,
+                   x * 1e3, c > 0 ? 100.0 * x / c : 0.0);
+      }
+    }
+  } catch (const std::exception& e) {
+    runtime::abort_job(e.what(), 2);
+  }
+  return 0;
+}
