@@ -36,6 +36,15 @@ if grep -q '"forward_s"' "$T/m.json" 2>/dev/null && [ "$(grep -c '"step":' "$T/m
 else
   fails=$((fails + 1)); echo "FAIL measurement JSON"; cat "$T/m.json" 2>/dev/null | head -20
 fi
+check "overlap flags and a trace per rank" 0 "communication .* exposed" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" \
+  --steps 2 --overlap-level 4 --cache-layers 4 --checkpointing on --trace "$T/trace" --measure "$T/mt.json"
+if [ -f "$T/trace/rank3.json" ] && grep -q '"ag_z"' "$T/trace/rank0.json" && grep -q '"rs_z"' "$T/trace/rank0.json" \
+   && grep -q '"exposed_comm_s"' "$T/mt.json"; then
+  passes=$((passes + 1)); echo "PASS traces name all-gathers and reduce-scatters; the measurement has the breakdown"
+else
+  fails=$((fails + 1)); echo "FAIL traces"; ls "$T/trace" 2>&1
+fi
+check "bad overlap flag" 2 "" -- "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/p4.json" --prefetch-all-gather maybe
 check "byte-level LM on a text file" 0 "step +2/2" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --steps 2 \
   --data /usr/share/common-licenses/GPL-3 --measure "$T/m2.json"
 check "world size differs from the plan" 2 "needs 4 ranks .* but the job has 2" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p4.json"
