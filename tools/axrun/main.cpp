@@ -5,6 +5,7 @@
 //          [--overlap-level 0-4] [--async-input-grad-all-reduce on|off]
 //          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
+//          [--progress thread|poll]
 //
 // The overlap switches and activation checkpointing come from the plan; the flags
 // override them (--overlap-level first, then the individual switches). Rank 0 prints
@@ -41,6 +42,7 @@ struct Args {
   int overlap_level = -1;  // -1: the plan's switches
   int64_t cache_layers = -1;
   std::string async_ar, async_rs, prefetch, bucketed, checkpointing;  // empty, on or off
+  std::string progress = "thread";
   int64_t steps = 20;
   uint64_t seed = 1;
   int threads = 1;
@@ -94,6 +96,9 @@ int main(int argc, char** argv) {
   app.add_option("--bucketed-data-parallel", a.bucketed, "data-parallel all-reduce in buckets during backward")
       ->check(on_off);
   app.add_option("--checkpointing", a.checkpointing, "activation checkpointing per block")->check(on_off);
+  app.add_option("--progress", a.progress, "who drives MPI progress: a background thread, or polls at layer boundaries")
+      ->check(CLI::IsMember({"thread", "poll"}))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -152,6 +157,8 @@ int main(int argc, char** argv) {
     set(a.bucketed, options.overlap.bucketed_data_parallel_all_reduce);
     set(a.checkpointing, options.activation_checkpointing);
     if (a.cache_layers >= 0) options.overlap.cache_all_gather_layers = a.cache_layers;
+    std::unique_ptr<runtime::MpiProgressThread> progress;
+    if (a.progress == "thread") progress = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(50));
     runtime::Tracer tracer(!a.trace_dir.empty());
     options.tracer = &tracer;
     gpt::SerialGpt init(cfg, a.seed);  // every rank builds the serial weights, then keeps its shards
