@@ -16,11 +16,16 @@ CommEngine::CommEngine(ProcessGrid& grid, const plan::OverlapSettings& overlap, 
     : grid_(grid), overlap_(overlap), checkpointing_(checkpointing), tracer_(tracer) {}
 
 CommEngine::~CommEngine() {
-  // Outstanding operations must complete before their buffers go away.
-  for (auto& [id, p] : prefetched_)
-    if (p.work) p.work->wait();
-  for (auto& p : pending_rs_) p->work->wait();
-  for (auto& p : pending_data_) p->work->wait();
+  // Outstanding operations must complete before their buffers go away. A failure here
+  // cannot be reported from a destructor; axrun ends the job (MPI_Abort) before
+  // unwinding reaches this point.
+  try {
+    for (auto& [id, p] : prefetched_)
+      if (p.work) p.work->wait();
+    for (auto& p : pending_rs_) p->work->wait();
+    for (auto& p : pending_data_) p->work->wait();
+  } catch (...) {
+  }
 }
 
 int64_t CommEngine::add_layer(at::Tensor* shard, int64_t block, const std::string& name, bool weight_in_backward) {

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "axonn/common/error.hpp"
 
@@ -74,6 +75,9 @@ void require_contiguous_cpu(const at::Tensor& t, const char* what) {
   if (!t.is_contiguous() || !t.device().is_cpu())
     throw Error("comm", std::string(what) + " tensor is not a contiguous CPU tensor", rank_and_host(),
                 "a contiguous CPU tensor for the MPI backend");
+  if (t.numel() > std::numeric_limits<int>::max())
+    throw Error("comm", std::string(what) + " tensor of " + std::to_string(t.numel()) + " elements", rank_and_host(),
+                "at most 2^31-1 elements per MPI call");
 }
 
 class MpiWork final : public Work {

@@ -95,6 +95,7 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int local_rank) :
   AXONN_CHECK(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, bootstrap.handle()));
   AXONN_CHECK(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()));
   AXONN_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  AXONN_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
   rank_ = bootstrap.rank();
   size_ = bootstrap.size();
 }
@@ -105,14 +106,22 @@ NcclCommunicator::NcclCommunicator(ncclComm_t comm, int device, std::string name
   AXONN_CHECK(ncclCommUserRank(comm_, &rank_));
   AXONN_CHECK(ncclCommCount(comm_, &size_));
   AXONN_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  AXONN_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
 }
 
 NcclCommunicator::~NcclCommunicator() {
+  if (ready_) cudaEventDestroy(ready_);
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
   if (comm_) ncclCommDestroy(comm_);
+}
+
+void NcclCommunicator::after_default_stream() {
+  // The data was produced by work on the legacy default stream: order the collective after it.
+  AXONN_CHECK(cudaEventRecord(ready_, cudaStreamLegacy));
+  AXONN_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
 }
 
 WorkHandle NcclCommunicator::record(std::initializer_list<at::Tensor> keep) {
@@ -121,6 +130,7 @@ WorkHandle NcclCommunicator::record(std::initializer_list<at::Tensor> keep) {
 
 WorkHandle NcclCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
   void* p = device_pointer(t, "all_reduce");
+  after_default_stream();
   AXONN_CHECK(ncclAllReduce(p, p, static_cast<size_t>(t.numel()), nccl_type(t), op == ReduceOp::Sum ? ncclSum : ncclMax,
                             comm_, stream_));
   return record({t});
@@ -128,6 +138,7 @@ WorkHandle NcclCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
 
 WorkHandle NcclCommunicator::all_gather(at::Tensor in, at::Tensor out) {
   AXONN_ASSERT(out.numel() == in.numel() * size_);
+  after_default_stream();
   AXONN_CHECK(ncclAllGather(device_pointer(in, "all_gather input"), device_pointer(out, "all_gather output"),
                             static_cast<size_t>(in.numel()), nccl_type(in), comm_, stream_));
   return record({in, out});
@@ -135,17 +146,20 @@ WorkHandle NcclCommunicator::all_gather(at::Tensor in, at::Tensor out) {
 
 WorkHandle NcclCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   AXONN_ASSERT(in.numel() == out.numel() * size_);
+  after_default_stream();
   AXONN_CHECK(ncclReduceScatter(device_pointer(in, "reduce_scatter input"), device_pointer(out, "reduce_scatter output"),
                                 static_cast<size_t>(out.numel()), nccl_type(in), ncclSum, comm_, stream_));
   return record({in, out});
 }
 
 WorkHandle NcclCommunicator::send(at::Tensor t, int peer, int /*tag: NCCL orders messages per peer*/) {
+  after_default_stream();
   AXONN_CHECK(ncclSend(device_pointer(t, "send"), static_cast<size_t>(t.numel()), nccl_type(t), peer, comm_, stream_));
   return record({t});
 }
 
 WorkHandle NcclCommunicator::recv(at::Tensor t, int peer, int /*tag*/) {
+  after_default_stream();
   AXONN_CHECK(ncclRecv(device_pointer(t, "recv"), static_cast<size_t>(t.numel()), nccl_type(t), peer, comm_, stream_));
   return record({t});
 }

@@ -295,7 +295,7 @@ TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
     o.overlap.async_weight_grad_reduce_scatter = bits & 2;
     o.overlap.prefetch_all_gather = bits & 4;
     o.overlap.cache_all_gather_layers = (bits & 8) ? 3 : 0;
-    o.overlap.bucketed_data_parallel_all_reduce = bits & 2;  // both ways, with and without async RS
+    o.overlap.bucketed_data_parallel_all_reduce = ((bits >> 1) ^ bits) & 1;  // on and off with each RS mode
     o.overlap.bucket_bytes = 40000;                          // several buckets for gpt-tiny
     variants.push_back(o);
   }
@@ -315,6 +315,42 @@ TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
         worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
       EXPECT_LT(worst, 1e-5) << g.to_string() << " variant " << v;
     }
+  }
+}
+
+// Gradient accumulation over two micro-batches with every optimization on (async
+// reduce-scatters, buckets issued in the last micro-batch only): every gradient equals
+// the serial full-batch gradient.
+TEST(Overlap, TwoMicroBatchesAccumulateTheSerialGradients) {
+  GptCase c;
+  gpt::SerialGpt serial(c.cfg, 12);
+  at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 13)->batch(0);
+  serial.loss(batch).backward();
+  gpt::ParallelOptions o;
+  o.activation_checkpointing = true;
+  o.overlap = plan::OverlapSettings{};
+  o.overlap.cache_all_gather_layers = 2;
+  o.overlap.bucket_bytes = 40000;
+  std::vector<std::string> skipped;
+  for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
+    const int64_t per_group = c.seqs / g.gdata;
+    if (per_group < 2 || (per_group / 2) % g.gz != 0) continue;
+    ProcessGrid pg(*g_world, g, topo::default_order());
+    gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters(), o);
+    auto& e = par.engine();
+    for (int64_t i = 0; i < 2; ++i) {
+      e.begin_microbatch(i == 1);
+      at::Tensor tokens = runtime::local_microbatch(batch, g, pg.layout().coords_of(g_world->rank()), per_group / 2, i);
+      at::Tensor loss = par.loss(tokens, static_cast<double>(c.seqs * c.cfg.seq_len));
+      e.set_phase(runtime::Phase::Backward);
+      loss.backward();
+      e.finish_backward();
+    }
+    auto grads = par.gather(true);
+    double worst = 0;
+    for (size_t i = 0; i < grads.size(); ++i)
+      worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
+    EXPECT_LT(worst, 1e-5) << g.to_string();
   }
 }
 

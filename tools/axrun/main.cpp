@@ -174,6 +174,9 @@ int main(int argc, char** argv) {
                  options.overlap.cache_all_gather_layers, options.overlap.bucketed_data_parallel_all_reduce,
                  options.activation_checkpointing);
     nlohmann::json steps = nlohmann::json::array();
+    // Caught here, while the model and its collectives in flight are still alive: ending
+    // the job must not wait for them (another rank may never complete them).
+    try {
     for (int64_t step = 0; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
       runtime::StepStats s = trainer.step(source->batch(step));
@@ -186,6 +189,9 @@ int main(int argc, char** argv) {
                    "optimizer {:.4f}; communication {:.4f} s, {:.0f}% exposed)\n",
                    step + 1, a.steps, s.loss, s.batch_s, s.forward_s, s.backward_s, s.grad_sync_s, s.optimizer_s,
                    b.comm_s, b.comm_s > 0 ? 100.0 * b.exposed_comm_s / b.comm_s : 0.0);
+    }
+    } catch (const std::exception& e) {
+      runtime::abort_job(e.what(), 3);
     }
     if (!a.trace_dir.empty()) {
       std::filesystem::create_directories(a.trace_dir);

@@ -18,7 +18,10 @@
 // Progress: MPI's non-blocking collectives advance only inside MPI calls, so the engine
 // polls (test()) every pending operation at each layer boundary. Completions are
 // consumed strictly in issue order so that every rank issues the same collectives in
-// the same order.
+// the same order on each communicator. (Across communicators the order of a data
+// bucket relative to other collectives depends on timing: fine for MPI, but a
+// backend like NCCL that needs one global order would have to issue buckets only at
+// fixed points.)
 //
 // With every switch off the engine is the synchronous path: issue and wait at once.
 //

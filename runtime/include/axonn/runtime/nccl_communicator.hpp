@@ -1,7 +1,8 @@
 // The NCCL backend of Communicator, built only when NCCL is found (AXONN_HAVE_NCCL).
 // Tensors passed to it must live in device memory of this rank's GPU (their data_ptr()
 // is used as a raw device pointer); collectives run on the communicator's own CUDA
-// stream, and a Work waits for an event recorded after the operation.
+// stream, ordered after the work already queued on the legacy default stream (which
+// produced the data), and a Work waits for an event recorded after the operation.
 //
 // Example:
 //   NcclCommunicator nccl(*mpi_world, local_rank);   // collective over the MPI communicator
@@ -50,8 +51,10 @@ class NcclCommunicator final : public Communicator {
  private:
   NcclCommunicator(ncclComm_t comm, int device, std::string name);  // adopts a split
   WorkHandle record(std::initializer_list<at::Tensor> keep);
+  void after_default_stream();
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
   int device_ = 0, rank_ = 0, size_ = 1;
   std::string name_;
 };

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The emulated cluster, 2 nodes x 2 ranks (network namespaces, veth + bridge, tc):
+# the MPI tests of collectives, process groups and a tensor-parallel layer pass across
+# the emulated nodes, and nothing is left behind. Exit 77 (skipped) without root/netns.
+set -uo pipefail
+CLUSTER=$1 TESTS=$2
+if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
+  echo "skipped: needs root and ip netns"; exit 77
+fi
+before=$(ip -o link | grep -c ' ax[0-9]' || true)
+timeout 240 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- \
+  "$TESTS" --gtest_filter='Comm.*:Grid.*:Linear.*'
+rc=$?
+after=$(ip -o link | grep -c ' ax[0-9]' || true)
+if [ $rc -ne 0 ]; then echo "FAIL: tests across emulated nodes (rc $rc)"; exit 1; fi
+if [ "$after" -ne "$before" ]; then echo "FAIL: $((after - before)) links left behind"; exit 1; fi
+echo "1 passed, 0 failed"

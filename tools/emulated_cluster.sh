@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# An emulated multi-node cluster on one machine: N "nodes" are Linux network
+# namespaces, each joined by a veth link to a bridge, each node's link rate-limited
+# (and optionally delayed) with tc; an MPI job runs GPUS_PER_NODE ranks in every node.
+# Ranks of one node talk through shared memory, ranks of different nodes through TCP
+# over the limited links, so placement matters for real.
+#
+#   tools/emulated_cluster.sh --nodes 2 --gpus-per-node 2 --rate 400mbit [--delay 1ms] \
+#       -- PROGRAM [ARGS...]
+#
+# runs `mpirun -np NODES*GPUS_PER_NODE PROGRAM ARGS` with ranks filling node 0 first.
+# Everything it creates is removed on exit (trap), whatever happens. Needs root,
+# `ip netns`, tc and Open MPI. Addresses: 198.18.77.0/24 (RFC 2544 benchmarking range), inside the
+# namespaces this script creates; the bridge (host side) is 198.18.77.254.
+set -euo pipefail
+
+nodes=2 gpn=2 rate="" delay="" mpirun_extra=()
+usage() { echo "usage: $0 --nodes N --gpus-per-node G --rate RATE [--delay D] [--mpirun-arg ARG]... -- PROGRAM [ARGS...]" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --nodes) nodes=$2; shift 2 ;;
+    --gpus-per-node) gpn=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --delay) delay=$2; shift 2 ;;
+    --mpirun-arg) mpirun_extra+=("$2"); shift 2 ;;
+    --) shift; break ;;
+    *) usage ;;
+  esac
+done
+[ $# -ge 1 ] && [ -n "$rate" ] || usage
+[[ "$nodes" =~ ^[1-9][0-9]*$ && "$nodes" -le 32 && "$gpn" =~ ^[1-9][0-9]*$ ]] || { echo "emulated_cluster: --nodes 1..32 and --gpus-per-node >= 1" >&2; exit 2; }
+if [ "$(id -u)" -ne 0 ]; then echo "emulated_cluster: needs root (ip netns, tc)" >&2; exit 2; fi
+command -v ip >/dev/null && ip netns list >/dev/null 2>&1 || { echo "emulated_cluster: ip netns is unavailable" >&2; exit 2; }
+command -v tc >/dev/null || { echo "emulated_cluster: tc is unavailable" >&2; exit 2; }
+MPIRUN=$(command -v mpirun) || { echo "emulated_cluster: mpirun not found" >&2; exit 2; }
+
+id=$$
+tag="ax${id}"
+work=$(mktemp -d "/tmp/axonn_cluster_${id}_XXXX")
+bridge="${tag}br"
+cleanup() {
+  for ((i = 0; i < nodes; i++)); do
+    # daemons left in a namespace would keep it (and its link) alive
+    pids=$(ip netns pids "${tag}n$i" 2>/dev/null || true)
+    [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    ip link del "${tag}h$i" 2>/dev/null || true  # the host end; its peer goes with it
+    ip netns del "${tag}n$i" 2>/dev/null || true
+  done
+  ip link del "$bridge" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+ip link add "$bridge" type bridge
+ip addr add 198.18.77.254/24 dev "$bridge"
+ip link set "$bridge" up
+hosts=""
+for ((i = 0; i < nodes; i++)); do
+  ns="${tag}n$i" addr="198.18.77.$((i + 1))"
+  ip netns add "$ns"
+  ip link add "${tag}h$i" type veth peer name "${tag}v$i"
+  ip link set "${tag}h$i" master "$bridge" up
+  ip link set "${tag}v$i" netns "$ns"
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec "$ns" ip link set "${tag}v$i" name eth0
+  ip netns exec "$ns" ip addr add "$addr/24" dev eth0
+  ip netns exec "$ns" ip link set eth0 up
+  # the node's injection bandwidth (and optional latency), on its egress
+  if [ -n "$delay" ]; then
+    ip netns exec "$ns" tc qdisc add dev eth0 root handle 1: netem delay "$delay"
+    ip netns exec "$ns" tc qdisc add dev eth0 parent 1: handle 2: tbf rate "$rate" burst 256kb latency 100ms
+  else
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms
+  fi
+  mkdir -p "$work/shm$i"
+  hosts+="$addr slots=$gpn"$'\n'
+  echo "$addr $ns $work/shm$i" >>"$work/nodes"
+done
+printf '%s' "$hosts" >"$work/hostfile"
+
+# Open MPI's launch agent: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace,
+# with its own shared-memory backing directory (ranks of different nodes must not
+# meet in /dev/shm).
+cat >"$work/agent" <<AGENT
+#!/usr/bin/env bash
+host=\$1; shift
+while read -r addr ns shm; do
+  if [ "\$addr" = "\$host" ]; then
+    exec ip netns exec "\$ns" env OMPI_MCA_btl_vader_backing_directory="\$shm" sh -c "\$*"
+  fi
+done <"$work/nodes"
+echo "emulated_cluster agent: unknown host \$host" >&2; exit 1
+AGENT
+chmod +x "$work/agent"
+
+"$MPIRUN" --allow-run-as-root --oversubscribe -np $((nodes * gpn)) --hostfile "$work/hostfile" --map-by slot \
+  --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 \
+  --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.77.0/24 --mca oob_tcp_if_include 198.18.77.0/24 \
+  "${mpirun_extra[@]}" "$@"
