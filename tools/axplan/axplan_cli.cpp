@@ -13,6 +13,7 @@
 #include "axonn/plan/plan.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
+#include "calibrate.hpp"
 #include "report.hpp"
 
 namespace axonn::tools {
@@ -242,6 +243,14 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   bench->add_option("--batch-seqs", bench_batch, "global batch in sequences")->capture_default_str()->check(CLI::PositiveNumber);
   bench->add_option("--repeat", bench_repeat, "runs to take the median of")->capture_default_str()->check(CLI::PositiveNumber);
 
+  CalibrateOptions cal;
+  auto* calibrate = app.add_subcommand("calibrate", "measure collectives under mpirun and write a topology file");
+  calibrate->add_option("--gpus-per-node", cal.gpus_per_node, "ranks per node")->required()->check(CLI::PositiveNumber);
+  calibrate->add_option("--base", cal.base, "topology giving memory and peak FLOP/s")->capture_default_str();
+  calibrate->add_option("--name", cal.name, "name of the measured cluster")->capture_default_str();
+  calibrate->add_option("--output,-o", cal.output, "topology file to write")->capture_default_str();
+  calibrate->add_option("--repeats", cal.repeats, "timed repetitions per size")->capture_default_str()->check(CLI::PositiveNumber);
+
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());
   try {
@@ -258,6 +267,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   try {
     if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
     if (plan->parsed()) return cmd_plan(plan_args, grid, output, out);
+    if (calibrate->parsed()) return run_calibrate(cal, out, err);
     return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, out);
   } catch (const Error& e) {
     err << "axplan: " << e.what() << "\n";

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# axplan calibrate: bad input (no mpirun, ranks that do not fill nodes) exits 2 with a
+# message; on the emulated 2 x 2 cluster at 400 Mbit/s (50 MB/s) it recovers the
+# inter-node rate within 15%. Usage: calibrate_test.sh AXPLAN CLUSTER_SCRIPT MPIRUN
+set -uo pipefail
+AXPLAN=$1 CLUSTER=$2 MPIRUN_BIN=$3
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fails=0 passes=0
+ok() { passes=$((passes + 1)); echo "PASS $1"; }
+bad() { fails=$((fails + 1)); echo "FAIL $1"; sed 's/^/    /' "$T/out" | tail -15; }
+
+timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "without mpirun: exit 2" || bad "without mpirun (rc $rc)"
+timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" calibrate --gpus-per-node 3 -o "$T/b.json" >"$T/out" 2>&1; rc=$?
+grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
+
+if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
+  timeout 240 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- "$AXPLAN" calibrate --gpus-per-node 2 \
+    -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
+  bw=$(grep -o '"inter_node_bandwidth_bytes_per_s": [0-9.e+]*' "$T/emu.json" 2>/dev/null | awk '{print $2}')
+  if [ $rc -eq 0 ] && [ -n "$bw" ] && awk -v b="$bw" 'BEGIN { exit !(b > 0.85 * 50e6 && b < 1.15 * 50e6) }'; then
+    ok "emulated cluster: inter-node bandwidth $bw bytes/s vs 50e6 configured"
+  else
+    bad "emulated cluster (rc $rc, inter-node $bw bytes/s vs 50e6)"
+  fi
+else
+  echo "skipped the emulated cluster part: needs root and ip netns"
+fi
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]

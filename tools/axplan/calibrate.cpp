@@ -1,0 +1,159 @@
+// axplan calibrate; see calibrate.hpp.
+#include "calibrate.hpp"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/planner/bandwidth_fit.hpp"
+#include "axonn/topology/topology_io.hpp"
+
+namespace axonn::tools {
+namespace {
+
+// MPI calls here are few and outside the runtime; a failure ends the calibration.
+void check(int rc, const char* call) {
+  if (rc != MPI_SUCCESS) throw Error("calibrate", std::string(call) + " failed", "MPI", "MPI_SUCCESS");
+}
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+enum class Op { AllGather, ReduceScatter, AllReduce };
+
+// The slowest member's median time of `op` over `comm` with a full buffer of `bytes`.
+double time_collective(MPI_Comm comm, Op op, double bytes, int repeats) {
+  int p = 0;
+  check(MPI_Comm_size(comm, &p), "MPI_Comm_size");
+  const int count = std::max(1, static_cast<int>(bytes / 4 / p));  // floats per member chunk
+  std::vector<float> full(static_cast<size_t>(count) * p, 1.0f), chunk(static_cast<size_t>(count), 1.0f);
+  std::vector<int> counts(static_cast<size_t>(p), count);  // MPI_Reduce_scatter has a ring algorithm
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 1; ++r) {
+    check(MPI_Barrier(comm), "MPI_Barrier");
+    const double t0 = now();
+    if (op == Op::AllGather)
+      check(MPI_Allgather(chunk.data(), count, MPI_FLOAT, full.data(), count, MPI_FLOAT, comm), "MPI_Allgather");
+    else if (op == Op::ReduceScatter)
+      check(MPI_Reduce_scatter(full.data(), chunk.data(), counts.data(), MPI_FLOAT, MPI_SUM, comm),
+            "MPI_Reduce_scatter");
+    else
+      check(MPI_Allreduce(MPI_IN_PLACE, full.data(), count * p, MPI_FLOAT, MPI_SUM, comm), "MPI_Allreduce");
+    double t = now() - t0, slowest = 0;
+    check(MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+    if (r > 0) times.push_back(slowest);  // the first is a warm-up
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    // The model is of ring collectives: ask Open MPI's tuned component for its ring
+    // algorithms (unless the user chose others).
+    setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
+    setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", 0);
+    setenv("OMPI_MCA_coll_tuned_allgather_algorithm", "4", 0);
+    setenv("OMPI_MCA_coll_tuned_reduce_scatter_algorithm", "3", 0);
+    check(MPI_Init(nullptr, nullptr), "MPI_Init");
+  }
+  int rank = 0, world = 1;
+  check(MPI_Comm_rank(MPI_COMM_WORLD, &rank), "MPI_Comm_rank");
+  check(MPI_Comm_size(MPI_COMM_WORLD, &world), "MPI_Comm_size");
+  auto finish = [&](int code) {
+    MPI_Finalize();
+    return code;
+  };
+  try {
+    if (world < 2) throw Error("calibrate", "only 1 rank", "MPI world", "at least 2 ranks: run under mpirun -np N");
+    if (o.gpus_per_node < 1 || world % o.gpus_per_node != 0)
+      throw Error("calibrate", fmt::format("{} ranks do not fill nodes of {} GPUs", world, o.gpus_per_node),
+                  "--gpus-per-node", "a divisor of the number of ranks");
+    topo::Topology t = topo::load_topology(o.base);
+    const int gpn = o.gpus_per_node;
+    // (ip, p) -> samples; inside one node or across nodes
+    struct Group {
+      bool inside_node;
+      std::vector<planner::CollectiveSample> samples;
+    };
+    std::map<std::pair<int, int>, Group> groups;
+    for (int p = 2; p <= world; ++p) {
+      if (world % p != 0) continue;
+      for (int ip = 1; ip * p <= world; ++ip) {
+        if (world % (ip * p) != 0) continue;
+        // members: base + ip*j, base = block start + offset within the stride
+        const int block = rank / (ip * p), offset = rank % ip;
+        MPI_Comm comm = MPI_COMM_NULL;
+        check(MPI_Comm_split(MPI_COMM_WORLD, block * ip + offset, rank, &comm), "MPI_Comm_split");
+        Group& g = groups[{ip, p}];
+        g.inside_node = ip * p <= gpn && gpn % (ip * p) == 0;
+        for (double bytes : o.sizes_bytes) {
+          g.samples.push_back(planner::all_gather_sample(p, bytes, time_collective(comm, Op::AllGather, bytes, o.repeats)));
+          g.samples.push_back(
+              planner::all_gather_sample(p, bytes, time_collective(comm, Op::ReduceScatter, bytes, o.repeats)));
+          g.samples.push_back(planner::all_reduce_sample(p, bytes, time_collective(comm, Op::AllReduce, bytes, o.repeats)));
+        }
+        check(MPI_Comm_free(&comm), "MPI_Comm_free");
+      }
+    }
+    if (rank == 0) {
+      topo::Topology c = t;
+      c.name = o.name;
+      c.description = fmt::format("measured by axplan calibrate on {} ranks ({} per node); memory and peak FLOP/s from '{}'",
+                                  world, gpn, o.base);
+      c.gpus_per_node = gpn;
+      c.num_nodes = world / gpn;
+      c.intra_node_table.clear();
+      std::vector<double> alphas;
+      fmt::print(out, "{:>4} {:>4}  {:>12}  {:>14}  {:>10}  {:>6}  {}\n", "ip", "p", "where", "beta (GB/s)",
+                 "alpha (us)", "R^2", "max rel. err");
+      double inter = 0, intra_fallback = 0;
+      for (const auto& [key, g] : groups) {
+        auto f = planner::fit_latency_bandwidth(g.samples);
+        alphas.push_back(f.alpha_s);
+        fmt::print(out, "{:>4} {:>4}  {:>12}  {:>14.3f}  {:>10.1f}  {:>6.3f}  {:.1f}%\n", key.first, key.second,
+                   g.inside_node ? "intra-node" : "across nodes", f.beta_bytes_per_s / 1e9, f.alpha_s * 1e6, f.r2,
+                   100 * f.max_relative_error);
+        if (g.inside_node) {
+          c.intra_node_table.push_back({key.first, key.second, f.beta_bytes_per_s});
+          if (key.first == 1 && key.second == 2) intra_fallback = f.beta_bytes_per_s;
+        } else if (key.first == 1 && key.second == world) {
+          inter = f.beta_bytes_per_s;
+        }
+      }
+      if (inter == 0) throw Error("calibrate", "no ring spans the nodes", "--gpus-per-node", "more than one node");
+      c.inter_node_bandwidth_bytes_per_s = inter;
+      if (intra_fallback > 0) c.intra_node_bandwidth_bytes_per_s = intra_fallback;
+      std::sort(alphas.begin(), alphas.end());
+      c.collective_latency_s = alphas[alphas.size() / 2];
+      const std::string tmp = o.output + ".tmp";
+      {
+        std::ofstream f(tmp);
+        f << topo::topology_to_json(c).dump(2) << "\n";
+        if (!f.flush()) throw Error("calibrate", "cannot write", tmp, "a writable path");
+      }
+      if (std::rename(tmp.c_str(), o.output.c_str()) != 0)
+        throw Error("calibrate", "cannot rename", tmp, "a writable directory");
+      fmt::print(out, "inter-node bandwidth {:.3f} GB/s (ring over all {} ranks), latency {:.1f} us; wrote {}\n",
+                 inter / 1e9, world, c.collective_latency_s * 1e6, o.output);
+    }
+  } catch (const Error& e) {
+    if (rank == 0) err << "axplan: " << e.what() << "\n";
+    return finish(kExitUsage);
+  }
+  return finish(0);
+}
+
+}  // namespace axonn::tools
