@@ -15,8 +15,14 @@ timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" ca
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
 
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
-  timeout 240 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- "$AXPLAN" calibrate --gpus-per-node 2 \
-    -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
+  # One launch in about a dozen has hung on this machine (tracked in the issue notes):
+  # a bounded retry, reported, instead of a 240 s stall.
+  for attempt in 1 2; do
+    timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- "$AXPLAN" calibrate --gpus-per-node 2 \
+      --repeats 5 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
+    [ $rc -ne 124 ] && break
+    echo "emulated cluster run timed out (attempt $attempt)"
+  done
   bw=$(grep -o '"inter_node_bandwidth_bytes_per_s": [0-9.e+]*' "$T/emu.json" 2>/dev/null | awk '{print $2}')
   if [ $rc -eq 0 ] && [ -n "$bw" ] && awk -v b="$bw" 'BEGIN { exit !(b > 0.85 * 50e6 && b < 1.15 * 50e6) }'; then
     ok "emulated cluster: inter-node bandwidth $bw bytes/s vs 50e6 configured"

@@ -8,9 +8,13 @@ if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
   echo "skipped: needs root and ip netns"; exit 77
 fi
 before=$(ip -o link | grep -c ' ax[0-9]' || true)
-timeout 240 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- \
-  "$TESTS" --gtest_filter='Comm.*:Grid.*:Linear.*'
-rc=$?
+for attempt in 1 2; do  # a bounded retry of an occasional launch hang (see calibrate_test.sh)
+  timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- \
+    "$TESTS" --gtest_filter='Comm.*:Grid.*:Linear.*'
+  rc=$?
+  [ $rc -ne 124 ] && break
+  echo "emulated cluster run timed out (attempt $attempt)"
+done
 after=$(ip -o link | grep -c ' ax[0-9]' || true)
 if [ $rc -ne 0 ]; then echo "FAIL: tests across emulated nodes (rc $rc)"; exit 1; fi
 if [ "$after" -ne "$before" ]; then echo "FAIL: $((after - before)) links left behind"; exit 1; fi
