@@ -22,7 +22,7 @@ struct CalibrateOptions {
   std::string base = "perlmutter";
   std::string name = "calibrated";
   std::string output = "calibrated_topology.json";
-  std::vector<double> sizes_bytes = {262144, 1048576, 4194304};
+  std::vector<double> sizes_bytes = {1048576, 4194304, 16777216};  // full buffers, bytes
   int repeats = 3;
 };
 
