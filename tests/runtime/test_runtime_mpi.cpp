@@ -223,6 +223,15 @@ at::Tensor loss_and_gradients(gpt::ParallelGpt& par, ProcessGrid& pg, const at::
   return total;
 }
 
+// The largest relative error over every parameter's gathered gradient.
+double worst_gradient_error(gpt::ParallelGpt& par, gpt::SerialGpt& serial) {
+  auto grads = par.gather(true);
+  double worst = 0;
+  for (size_t i = 0; i < grads.size(); ++i)
+    worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
+  return worst;
+}
+
 struct GptCase {
   model::ModelDescription desc = model::load_model("gpt-tiny");
   gpt::GptConfig cfg = gpt::GptConfig::from(desc);
@@ -270,11 +279,7 @@ TEST(Gpt, DoublePrecisionAgreesToRounding) {
     ProcessGrid pg(*g_world, g, topo::default_order());
     gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters());
     loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
-    auto grads = par.gather(true);
-    double worst = 0;
-    for (size_t i = 0; i < grads.size(); ++i)
-      worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
-    EXPECT_LT(worst, 1e-12) << g.to_string();
+    EXPECT_LT(worst_gradient_error(par, serial), 1e-12) << g.to_string();
   }
 }
 
@@ -310,9 +315,7 @@ TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
       gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters(), variants[v]);
       at::Tensor total = loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
       double worst = relative_error(total, serial_loss.detach().view({1}));
-      auto grads = par.gather(true);
-      for (size_t i = 0; i < grads.size(); ++i)
-        worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
+      worst = std::max(worst, worst_gradient_error(par, serial));
       EXPECT_LT(worst, 1e-5) << g.to_string() << " variant " << v;
     }
   }
@@ -346,11 +349,7 @@ TEST(Overlap, TwoMicroBatchesAccumulateTheSerialGradients) {
       loss.backward();
       e.finish_backward();
     }
-    auto grads = par.gather(true);
-    double worst = 0;
-    for (size_t i = 0; i < grads.size(); ++i)
-      worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
-    EXPECT_LT(worst, 1e-5) << g.to_string();
+    EXPECT_LT(worst_gradient_error(par, serial), 1e-5) << g.to_string();
   }
 }
 

@@ -12,7 +12,6 @@
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -22,6 +21,7 @@
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/trainer.hpp"
+#include "bench_common.hpp"
 
 using namespace axonn;
 
@@ -59,18 +59,10 @@ int main(int argc, char** argv) {
     progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(progress_us));
   at::set_num_threads(1);
   try {
-    std::vector<int64_t> v;
-    std::stringstream ss(grid_text);
-    for (std::string item; std::getline(ss, item, ',');) v.push_back(std::stoll(item));
-    if (v.size() != 4) throw Error("bench", "bad grid", "--grid " + grid_text, "gx,gy,gz,gdata");
-    topo::Grid grid{v[0], v[1], v[2], v[3], 1};
+    topo::Grid grid = tools::parse_bench_grid(grid_text, world->size());
     auto desc = model::load_model(model_name);
     gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-    plan::Plan plan;
-    plan.model = desc;
-    plan.grid = grid;
-    plan.gpus = grid.total();
-    plan.batch = {seqs, seqs / grid.gdata};
+    plan::Plan plan = tools::bench_plan(desc, grid, seqs);
     runtime::ProcessGrid pg(*world, grid, topo::default_order());
     auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
     gpt::SerialGpt weights(cfg, 1);

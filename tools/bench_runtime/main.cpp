@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -22,6 +21,7 @@
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/trainer.hpp"
+#include "bench_common.hpp"
 
 using namespace axonn;
 
@@ -33,18 +33,6 @@ double median(std::vector<double> v) {
 }
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-topo::Grid parse_grid(const std::string& text, int world) {
-  std::vector<int64_t> v;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) v.push_back(std::stoll(item));
-  if (v.size() != 4) throw Error("bench", "bad grid", "--grid " + text, "gx,gy,gz,gdata");
-  topo::Grid g{v[0], v[1], v[2], v[3], 1};
-  if (g.total() != world)
-    throw Error("bench", "grid product " + std::to_string(g.total()), "--grid " + text,
-                "the number of ranks, " + std::to_string(world));
-  return g;
-}
 
 }  // namespace
 
@@ -67,12 +55,9 @@ int main(int argc, char** argv) {
   try {
     auto desc = model::load_model(model_name);
     gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-    topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, world->size(), 1} : parse_grid(grid_text, world->size());
-    plan::Plan plan;
-    plan.model = desc;
-    plan.grid = grid;
-    plan.gpus = grid.total();
-    plan.batch = {seqs, seqs / grid.gdata};
+    topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, world->size(), 1}
+                                        : tools::parse_bench_grid(grid_text, world->size());
+    plan::Plan plan = tools::bench_plan(desc, grid, seqs);
     runtime::ProcessGrid pg(*world, grid, topo::default_order());
     auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
     gpt::SerialGpt serial(cfg, 1);
