@@ -35,4 +35,19 @@ AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo
   return bw;
 }
 
+double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                              bool placement_aware, double ring_bw) {
+  const auto& p2p = t.point_to_point;
+  if (p2p.intra_node_bytes_per_s <= 0 || p2p.inter_node_bytes_per_s <= 0) return ring_bw;
+  if (!placement_aware) return p2p.inter_node_bytes_per_s;
+  int64_t ip = 1;
+  for (topo::Axis a : order) {
+    if (a == topo::Axis::Pipe) break;
+    ip *= g.size(a);
+  }
+  const int64_t span = ip * g.ginter, gpn = t.gpus_per_node;
+  if (span <= gpn && gpn % span == 0) return p2p.intra_node_bytes_per_s;
+  return p2p.inter_node_bytes_per_s / static_cast<double>(std::min(gpn, ip));
+}
+
 }  // namespace axonn::planner

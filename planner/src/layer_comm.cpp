@@ -5,37 +5,45 @@
 
 namespace axonn::planner {
 
-plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
-                               const LayerCommSettings& s) {
-  plan::CommBreakdown c;
+LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+                                   const LayerCommSettings& s) {
+  LayerCollectives c;
   if (l.kind == model::LayerKind::Attention) return c;
   using topo::Axis;
   // "a" splits W's rows (and reduces the forward output), "b" splits W's columns
   // (and reduces the backward input gradient). Normal: a = X, b = Y; transposed: swapped.
-  const Axis a = l.transposed ? Axis::Y : Axis::X;
-  const Axis b = l.transposed ? Axis::X : Axis::Y;
-  const double ga = static_cast<double>(g.size(a)), gb = static_cast<double>(g.size(b));
+  c.a = l.transposed ? Axis::Y : Axis::X;
+  c.b = l.transposed ? Axis::X : Axis::Y;
+  const double ga = static_cast<double>(g.size(c.a)), gb = static_cast<double>(g.size(c.b));
   const double gz = static_cast<double>(g.gz);
   const double k = static_cast<double>(l.k), n = static_cast<double>(l.n);
   const double m = static_cast<double>(s.tokens), w = static_cast<double>(s.element_bytes);
-  const double mb = static_cast<double>(s.microbatches);
   const auto bw_of = [&](Axis x) { return bw[static_cast<int>(x)]; };
 
   const double weight_block_bytes = w * k * n / (ga * gb);
-  c.ag_z = mb * static_cast<double>(s.all_gathers) *
-           ring_all_gather_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);
-  c.rs_z = mb * ring_reduce_scatter_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);
+  c.all_gather_s = ring_all_gather_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);
+  c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);
+  c.forward_all_reduce_s = ring_all_reduce_s(g.size(c.a), w * m * n / (gb * gz), bw_of(c.a), s.latency_s);
+  c.input_grad_all_reduce_s =
+      s.input_gradient ? ring_all_reduce_s(g.size(c.b), w * m * k / (ga * gz), bw_of(c.b), s.latency_s) : 0.0;
+  c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * k * n / (ga * gb * gz);
+  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, bw_of(Axis::Data), s.latency_s);
+  return c;
+}
 
-  const double fwd = mb * static_cast<double>(s.forward_all_reduces) *
-                     ring_all_reduce_s(g.size(a), w * m * n / (gb * gz), bw_of(a), s.latency_s);
-  const double bwd = s.input_gradient
-                         ? mb * ring_all_reduce_s(g.size(b), w * m * k / (ga * gz), bw_of(b), s.latency_s)
-                         : 0.0;
-  (a == Axis::X ? c.ar_x : c.ar_y) += fwd;
-  (b == Axis::X ? c.ar_x : c.ar_y) += bwd;
-
-  c.ar_data = ring_all_reduce_s(g.gdata, static_cast<double>(s.grad_reduce_bytes) * k * n / (ga * gb * gz),
-                                bw_of(Axis::Data), s.latency_s);
+plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+                               const LayerCommSettings& s) {
+  plan::CommBreakdown c;
+  if (l.kind == model::LayerKind::Attention) return c;
+  const LayerCollectives one = layer_collectives(l, g, bw, s);
+  const double mb = static_cast<double>(s.microbatches);
+  c.ag_z = mb * static_cast<double>(s.all_gathers) * one.all_gather_s;
+  c.rs_z = mb * one.reduce_scatter_s;
+  const double fwd = mb * static_cast<double>(s.forward_all_reduces) * one.forward_all_reduce_s;
+  const double bwd = mb * one.input_grad_all_reduce_s;
+  (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
+  (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
+  c.ar_data = one.data_all_reduce_s;
   return c;
 }
 

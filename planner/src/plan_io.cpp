@@ -95,6 +95,11 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"memory_bytes_per_gpu", pr.memory_bytes_per_gpu},
                        {"rank", pr.rank},
                        {"candidates_ranked", pr.candidates_ranked}};
+    if (pr.batch_s > 0) {
+      j["prediction"]["batch_s"] = pr.batch_s;
+      j["prediction"]["compute_s"] = pr.compute_s;
+      j["prediction"]["exposed_comm_s"] = pr.exposed_comm_s;
+    }
   }
   return j;
 }
@@ -166,6 +171,9 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     pd.memory_bytes_per_gpu = pr.non_negative_int("memory_bytes_per_gpu");
     pd.rank = pr.positive_int("rank");
     pd.candidates_ranked = pr.positive_int("candidates_ranked");
+    pd.batch_s = pr.non_negative_number_or("batch_s", 0.0);
+    pd.compute_s = pr.non_negative_number_or("compute_s", 0.0);
+    pd.exposed_comm_s = pr.non_negative_number_or("exposed_comm_s", 0.0);
     pr.finish();
     p.prediction = pd;
   }

@@ -9,7 +9,9 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/batch_time.hpp"
 #include "axonn/planner/collectives.hpp"
+#include "axonn/planner/compute_model.hpp"
 #include "axonn/planner/layer_comm.hpp"
 
 namespace axonn::planner {
@@ -123,12 +125,40 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
   ms.overlap = o.overlap;
   ms.precision = o.precision;
 
+  StageSchedule schedule;
+  schedule.activation_checkpointing = o.activation_checkpointing;
+  schedule.overlap = o.overlap;
+  schedule.microbatches = g.ginter == 1 ? e.microbatches : 1;
+  double slowest_mb_s = 0, slowest_p2p_s = 0, slowest_tail_s = 0;
+
   const int64_t units_per_stage = m.num_units / g.ginter;
   size_t first = 0;
   for (int64_t stage = 0; stage < g.ginter; ++stage) {
     size_t last = first;
     while (last < m.layers.size() && m.layers[last].unit < (stage + 1) * units_per_stage) ++last;
     plan::CommBreakdown c;
+    std::vector<LayerTimes> timeline;
+    for (size_t i = first; i < last && !paper; ++i) {
+      const auto& l = m.layers[i];
+      LayerCommSettings s = ls;
+      s.input_gradient = l.kind != model::LayerKind::Embedding;
+      const LayerCollectives one = layer_collectives(l, g, bw, s);
+      LayerTimes lt;
+      lt.forward_s = matmuls_s(t, forward_matmuls(l, g, mb, m.seq_len));
+      lt.backward_input_s = s.input_gradient ? matmuls_s(t, backward_input_matmuls(l, g, mb, m.seq_len)) : 0.0;
+      lt.backward_weight_s = matmuls_s(t, backward_weight_matmuls(l, g, mb, m.seq_len));
+      lt.all_gather_s = one.all_gather_s;
+      lt.forward_all_reduce_s = one.forward_all_reduce_s;
+      lt.input_grad_all_reduce_s = one.input_grad_all_reduce_s;
+      lt.reduce_scatter_s = one.reduce_scatter_s;
+      lt.data_all_reduce_s = one.data_all_reduce_s;
+      lt.data_bytes = one.data_bytes;
+      lt.recomputed = l.recomputed;
+      lt.cached = cached[i];
+      lt.gather_in_backward = l.kind != model::LayerKind::Embedding;
+      lt.unit = l.unit;
+      timeline.push_back(lt);
+    }
     for (size_t i = first; i < last; ++i) {
       const auto& l = m.layers[i];
       if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
@@ -150,14 +180,33 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
                            static_cast<double>(m.hidden) / static_cast<double>(g.gx * g.gz);
       const int64_t sends = e.microbatches * ((stage < g.ginter - 1) + (stage > 0));
       c.p2p_pipe = static_cast<double>(sends) *
-                   point_to_point_s(bytes, bw[static_cast<int>(topo::Axis::Pipe)], ls.latency_s);
+                   point_to_point_s(bytes,
+                                    pipeline_p2p_bandwidth(t, g, o.order, o.placement_aware && !paper,
+                                                           bw[static_cast<int>(topo::Axis::Pipe)]),
+                                    ls.latency_s);
     }
     if (c.total() > e.comm.total() || stage == 0) e.comm = c;
+    if (!paper) {
+      const StageTime st = stage_time(timeline, schedule);
+      const double p2p_mb = g.ginter > 1 ? c.p2p_pipe / static_cast<double>(e.microbatches) : 0.0;
+      if (stage == 0 || st.batch_s + p2p_mb > slowest_mb_s + slowest_p2p_s) {
+        slowest_mb_s = st.batch_s;
+        slowest_p2p_s = p2p_mb;
+        slowest_tail_s = st.data_tail_s;
+        e.compute_s = st.compute_s * (g.ginter == 1 ? 1.0 : static_cast<double>(e.microbatches));
+      }
+    }
     MemoryBreakdown mem = stage_memory(m, first, last, g, ms, cached);
     if (mem.total_bytes() > e.memory.total_bytes()) e.memory = mem;
     first = last;
   }
   e.comm_s = e.comm.total();
+  if (!paper) {
+    e.batch_s = g.ginter == 1 ? slowest_mb_s
+                              : pipeline_batch_s(slowest_mb_s - slowest_tail_s, slowest_p2p_s, e.microbatches,
+                                                 g.ginter, slowest_tail_s);
+    e.exposed_comm_s = e.batch_s - e.compute_s;
+  }
   e.feasible = true;
   if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
     return reject(e, Rejection::Memory,
@@ -174,8 +223,9 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
     Evaluation e = evaluate(m, t, g, o);
     (e.feasible ? r.feasible : r.rejected).push_back(std::move(e));
   }
-  auto key = [](const Evaluation& e) {
-    return std::make_tuple(e.comm_s, e.memory.total_bytes(), e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
+  const bool by_batch = o.comm_model == CommModel::Full;
+  auto key = [&](const Evaluation& e) {
+    return std::make_tuple(by_batch ? e.batch_s : e.comm_s, e.memory.total_bytes(), e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
                            e.grid.ginter);
   };
   std::sort(r.feasible.begin(), r.feasible.end(),

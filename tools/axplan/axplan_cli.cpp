@@ -171,6 +171,9 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   pr.placement_aware = l.options.placement_aware;
   pr.comm_s = chosen->comm_s;
   pr.comm_breakdown_s = chosen->comm;
+  pr.batch_s = chosen->batch_s;
+  pr.compute_s = chosen->compute_s;
+  pr.exposed_comm_s = chosen->exposed_comm_s;
   pr.memory_bytes_per_gpu = static_cast<int64_t>(chosen->memory.total_bytes());
   pr.rank = (chosen - r.feasible.data()) + 1;
   pr.candidates_ranked = static_cast<int64_t>(r.feasible.size());
@@ -178,6 +181,9 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   plan::save_plan(p, output);
   fmt::print(out, "wrote {}: {} on {} GPUs of {}, grid {}, {} micro-batch(es) of {} sequences\n", output,
              l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(), p.batch.microbatch_seqs);
+  if (pr.batch_s > 0)
+    fmt::print(out, "predicted batch time {:.4f} s per step: compute {:.4f} s, exposed communication {:.4f} s\n",
+               pr.batch_s, pr.compute_s, pr.exposed_comm_s);
   fmt::print(out, "predicted communication {:.4f} s per step (rank {} of {}), memory {:.2f} GiB per GPU\n", pr.comm_s,
              pr.rank, pr.candidates_ranked, static_cast<double>(pr.memory_bytes_per_gpu) / (1024.0 * 1024 * 1024));
   return 0;
@@ -221,7 +227,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string format = "table";
   size_t top = 10;
   bool show_rejected = false;
-  auto* rank = app.add_subcommand("rank", "rank every grid by predicted communication time");
+  auto* rank = app.add_subcommand("rank", "rank every grid by predicted batch time (paper model: communication time)");
   add_common(rank, rank_args);
   rank->add_option("--top", top, "how many candidates to show (0 = all)")->capture_default_str();
   rank->add_option("--format", format, "output format")->check(CLI::IsMember({"table", "json", "csv"}))->capture_default_str();

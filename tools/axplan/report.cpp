@@ -22,6 +22,11 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
     j["microbatch_seqs"] = e.microbatch_seqs;
     j["microbatches"] = e.microbatches;
     j["comm_s"] = e.comm_s;
+    if (e.batch_s > 0) {
+      j["batch_s"] = e.batch_s;
+      j["compute_s"] = e.compute_s;
+      j["exposed_comm_s"] = e.exposed_comm_s;
+    }
     j["comm_breakdown_s"] = {{"ag_z", c.ag_z}, {"rs_z", c.rs_z}, {"ar_x", c.ar_x},
                              {"ar_y", c.ar_y}, {"ar_data", c.ar_data}, {"p2p_pipe", c.p2p_pipe}};
     j["memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.total_bytes());
@@ -62,12 +67,13 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
     return;
   }
   if (f == Format::Csv) {
-    out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
+    out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,batch_s,compute_s,exposed_comm_s,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
            "p2p_pipe_s,memory_bytes_per_gpu,rejected_because\n";
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
-      fmt::print(out, "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\"\n", rank,
-                 e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.comm_s, b.ag_z,
+      fmt::print(out, "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\"\n",
+                 rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
+                 e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
                  b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because);
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
@@ -79,15 +85,23 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
              c.topology, c.batch_seqs, c.seq_len, planner::comm_model_name(c.comm_model),
              c.placement_aware ? "placement-aware" : "placement-agnostic", c.order);
   fmt::print(out, "{} feasible, {} rejected; showing {}\n\n", r.feasible.size(), r.rejected.size(), n);
+  const bool full = c.comm_model == planner::CommModel::Full;
+  if (full)
+    out << "batch = predicted batch time = compute + exposed communication (and pipeline bubble); comm = all\n"
+           "communication, hidden or not, split by collective (seconds per step)\n\n";
   const std::string header = fmt::format(
-      "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>9}", "rank", "gx",
-      "gy", "gz", "gdata", "ginter", "mb", "comm (s)", "ag_z", "rs_z", "ar_x", "ar_y", "ar_data", "p2p", "mem (GiB)");
+      "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>9}", "rank", "gx",
+      "gy", "gz", "gdata", "ginter", "mb",
+      full ? fmt::format("{:>9}  {:>9}  {:>9}  ", "batch (s)", "compute", "exposed") : "", "comm (s)", "ag_z",
+      "rs_z", "ar_x", "ar_y", "ar_data", "p2p", "mem (GiB)");
   out << header << "\n" << std::string(header.size(), '-') << "\n";
   for (size_t i = 0; i < n; ++i) {
     const auto& e = r.feasible[i];
     const auto& b = e.comm;
-    fmt::print(out, "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}  {:>9.2f}\n",
-               i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.comm_s,
+    fmt::print(out, "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}  {:>9.2f}\n",
+               i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs,
+               full ? fmt::format("{:>9.4f}  {:>9.4f}  {:>9.4f}  ", e.batch_s, e.compute_s, e.exposed_comm_s) : "",
+               e.comm_s,
                b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes() / kGiB);
   }
   if (show_rejected && !r.rejected.empty()) {

@@ -44,6 +44,24 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
     r.fail(key, "wrong type (found " + intra.dump() + ")",
            "a number (bytes/s) or an object {\"fallback\": ..., \"table\": [...]}");
   }
+  if (r.has("compute")) {
+    ObjectReader cr = r.object("compute");
+    t.compute.matmul_flops_per_s = cr.positive_number("matmul_flops_per_s");
+    t.compute.matmul_overhead_s = cr.non_negative_number_or("matmul_overhead_s", 0.0);
+    if (cr.has("matmul_table"))
+      for (auto& e : cr.object_array("matmul_table")) {
+        t.compute.matmul_table.push_back(MatmulTiming{e.positive_int("m"), e.positive_int("k"), e.positive_int("n"),
+                                                      e.positive_int_or("batch", 1), e.positive_number("seconds")});
+        e.finish();
+      }
+    cr.finish();
+  }
+  if (r.has("point_to_point_bytes_per_s")) {
+    ObjectReader pr = r.object("point_to_point_bytes_per_s");
+    t.point_to_point.intra_node_bytes_per_s = pr.positive_number("intra_node");
+    t.point_to_point.inter_node_bytes_per_s = pr.positive_number("inter_node");
+    pr.finish();
+  }
   r.finish();
   return t;
 }
@@ -67,6 +85,17 @@ nlohmann::json topology_to_json(const Topology& t) {
   }
   j["inter_node_bandwidth_bytes_per_s"] = t.inter_node_bandwidth_bytes_per_s;
   j["collective_latency_s"] = t.collective_latency_s;
+  if (t.compute.matmul_flops_per_s > 0) {
+    nlohmann::json table = nlohmann::json::array();
+    for (const auto& e : t.compute.matmul_table)
+      table.push_back({{"m", e.m}, {"k", e.k}, {"n", e.n}, {"batch", e.batch}, {"seconds", e.seconds}});
+    j["compute"] = {{"matmul_flops_per_s", t.compute.matmul_flops_per_s},
+                    {"matmul_overhead_s", t.compute.matmul_overhead_s},
+                    {"matmul_table", table}};
+  }
+  if (t.point_to_point.intra_node_bytes_per_s > 0 && t.point_to_point.inter_node_bytes_per_s > 0)
+    j["point_to_point_bytes_per_s"] = {{"intra_node", t.point_to_point.intra_node_bytes_per_s},
+                                       {"inter_node", t.point_to_point.inter_node_bytes_per_s}};
   return j;
 }
 

@@ -81,6 +81,10 @@ struct Prediction {
   bool placement_aware = true;
   double comm_s = 0;            // per step, per GPU, bottleneck pipeline stage
   CommBreakdown comm_breakdown_s;
+  // Full model only (absent/0 in paper mode), seconds per step (docs/model.md section 8):
+  double batch_s = 0;           // predicted batch time
+  double compute_s = 0;         // matmul time of the slowest stage
+  double exposed_comm_s = 0;    // batch_s - compute_s
   int64_t memory_bytes_per_gpu = 0;
   int64_t rank = 0;             // 1 = best of the candidates ranked
   int64_t candidates_ranked = 0;

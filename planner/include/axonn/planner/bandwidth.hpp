@@ -37,4 +37,12 @@ AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::G
                                           const topo::PlacementOrder& order, BandwidthRule rule);
 AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo::Grid& g);
 
+// Bandwidth of one pipeline send between adjacent stages, bytes/s. With measured
+// point-to-point bandwidths (calibrate): intra_node if the pipeline group stays in a
+// node, else inter_node shared by the min(gpus_per_node, ip) pairs crossing the link
+// at once (inter_node alone when placement-agnostic). Without them: `ring_bw`, the
+// pipeline group's ring bandwidth.
+double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                              bool placement_aware, double ring_bw);
+
 }  // namespace axonn::planner

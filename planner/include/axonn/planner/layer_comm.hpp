@@ -38,6 +38,20 @@ struct LayerCommSettings {
   double latency_s = 0;             // alpha per ring step
 };
 
+// One occurrence of each collective of a layer for one micro-batch, seconds (the
+// timeline of batch_time.hpp), and the bytes of its data-parallel gradient shard.
+struct LayerCollectives {
+  double all_gather_s = 0;             // Z, weight block
+  double reduce_scatter_s = 0;         // Z, weight-gradient block
+  double forward_all_reduce_s = 0;     // over a (X for normal layers)
+  double input_grad_all_reduce_s = 0;  // over b (Y for normal layers); 0 without input gradient
+  double data_all_reduce_s = 0;        // over data, per step
+  double data_bytes = 0;
+  topo::Axis a = topo::Axis::X, b = topo::Axis::Y;
+};
+LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+                                   const LayerCommSettings& s);
+
 // Seconds per step, by collective. Attention layers cost nothing.
 plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                const LayerCommSettings& s);

@@ -50,7 +50,11 @@ struct Evaluation {
   int64_t microbatch_seqs = 0;
   int64_t microbatches = 0;
   plan::CommBreakdown comm;        // seconds per step, bottleneck stage
-  double comm_s = 0;
+  double comm_s = 0;               // all communication of that stage, hidden or not
+  // Full model only (0 in paper mode), seconds per step (docs/model.md section 8):
+  double batch_s = 0;              // predicted batch time
+  double compute_s = 0;            // matmuls of the slowest stage
+  double exposed_comm_s = 0;       // batch_s - compute_s: communication and bubble not hidden
   MemoryBreakdown memory;          // the stage needing the most memory
 };
 
@@ -65,11 +69,12 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
                     const PlannerOptions& o);
 
 struct Ranking {
-  std::vector<Evaluation> feasible;  // best (least comm_s) first
+  std::vector<Evaluation> feasible;  // best first: least batch_s (full), least comm_s (paper)
   std::vector<Evaluation> rejected;  // in enumeration order
 };
 
-// Enumerates, evaluates and sorts. With --comm-model paper only Ginter = 1 is enumerated.
+// Enumerates, evaluates and sorts (full: by batch time; paper: by communication time).
+// With --comm-model paper only Ginter = 1 is enumerated.
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
 
 // Why nothing is feasible, in words (e.g. "smallest memory per GPU is 71.2 GiB > 40.0 GiB").

@@ -25,6 +25,28 @@ struct IntraBandwidthEntry {
   double bytes_per_s = 0;
 };
 
+// One measured local matrix multiply: `batch` products of an (m x k) by a (k x n)
+// matrix took `seconds` (median, with every rank of the node busy at once).
+struct MatmulTiming {
+  int64_t m = 0, k = 0, n = 0, batch = 1;
+  double seconds = 0;
+};
+
+// What one GPU (here: one rank) computes per second, as `axplan calibrate` measures it.
+// Absent from a file: every matmul runs at peak_flops_per_s with no fixed cost.
+struct ComputeThroughput {
+  double matmul_flops_per_s = 0;           // fitted sustained rate; 0 = peak_flops_per_s
+  double matmul_overhead_s = 0;            // fitted fixed cost of one matmul call, seconds
+  std::vector<MatmulTiming> matmul_table;  // measured shapes, used where they match exactly
+};
+
+// Point-to-point (send/receive) bandwidth between two GPUs, bytes/s; 0 = not measured
+// (the pipeline then uses the ring bandwidth of its group).
+struct PointToPointBandwidth {
+  double intra_node_bytes_per_s = 0;
+  double inter_node_bytes_per_s = 0;
+};
+
 struct Topology {
   std::string name;
   std::string description;
@@ -36,6 +58,8 @@ struct Topology {
   std::vector<IntraBandwidthEntry> intra_node_table;
   double inter_node_bandwidth_bytes_per_s = 0;  // between one pair of nodes, bidirectional
   double collective_latency_s = 0;              // alpha per ring step; 0 = paper's Assumption 3
+  ComputeThroughput compute;                    // optional "compute" object
+  PointToPointBandwidth point_to_point;         // optional "point_to_point_bytes_per_s"
 
   int64_t total_gpus() const { return gpus_per_node * num_nodes; }
 

@@ -1,0 +1,49 @@
+// Compute time of one layer on one GPU (docs/model.md section 7): the local matrix
+// multiplies a layer runs for one micro-batch, and what each costs on a topology.
+//
+// A normal layer O = I*W (W is k x n) on a (Gx, Gy, Gz) grid multiplies, per GPU,
+// I's block of (rows/Gz) x (k/Gx) by W's gathered block (k/Gx) x (n/Gy):
+//   forward   (m, k, n) = (rows/Gz, k/Gx, n/Gy)        O  = I  W
+//   backward  (m, n, k)                                dI = dO W^T
+//             (k, m, n)                                dW = I^T dO
+// A transposed layer swaps Gx and Gy. Attention runs, for (seqs/Gz) * (heads/Gy) heads,
+// S = Q K^T (s x d x s) and C = P V (s x s x d) forward, and four such products backward.
+// Embeddings are lookups: no matmul.
+//
+// Example (gpt-bench fc1, k = 256, n = 1024, 16 sequences of 128 tokens, grid 2,2,2):
+//   forward_matmuls(fc1, {2,2,2,1,1}, 16, 128)  ->  {m = 1024, k = 128, n = 512}
+//   matmul_s(c, peak, {1024, 128, 512}) = overhead + 2*1024*128*512 / rate  (or the table's entry)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "axonn/model/model_description.hpp"
+#include "axonn/topology/grid.hpp"
+#include "axonn/topology/topology.hpp"
+
+namespace axonn::planner {
+
+// `batch` products of an (m x k) by a (k x n) matrix.
+struct MatmulShape {
+  int64_t m = 0, k = 0, n = 0, batch = 1;
+  double flops() const { return 2.0 * static_cast<double>(batch) * static_cast<double>(m) * static_cast<double>(k) *
+                                static_cast<double>(n); }
+  bool operator==(const MatmulShape& o) const { return m == o.m && k == o.k && n == o.n && batch == o.batch; }
+};
+
+// Local matmuls of one micro-batch of `microbatch_seqs` sequences (of one data-parallel group).
+std::vector<MatmulShape> forward_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                                         int64_t seq_len);
+// dI then dW for linear layers (dI omitted when `input_gradient` is false); four for attention.
+std::vector<MatmulShape> backward_input_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                                                int64_t seq_len);
+std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                                                 int64_t seq_len);
+
+// Seconds for one matmul: the measured table entry of exactly this shape if there is
+// one, else matmul_overhead_s + flops / matmul_flops_per_s (peak_flops_per_s if 0).
+double matmul_s(const topo::Topology& t, const MatmulShape& s);
+double matmuls_s(const topo::Topology& t, const std::vector<MatmulShape>& shapes);
+
+}  // namespace axonn::planner

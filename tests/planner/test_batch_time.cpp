@@ -1,0 +1,200 @@
+// The compute model (local matmul shapes and times) and the stage timeline, on
+// hand-computed cases (docs/model.md sections 7 and 8).
+#include <gtest/gtest.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/model/model_description.hpp"
+#include "axonn/planner/batch_time.hpp"
+#include "axonn/planner/compute_model.hpp"
+#include "axonn/planner/planner.hpp"
+#include "axonn/topology/topology_io.hpp"
+
+namespace axonn::planner {
+namespace {
+
+model::Layer linear(int64_t k, int64_t n, bool transposed) {
+  model::Layer l;
+  l.kind = model::LayerKind::Linear;
+  l.k = k;
+  l.n = n;
+  l.transposed = transposed;
+  return l;
+}
+
+TEST(ComputeModel, LinearShapesFollowTheGrid) {
+  // fc1 of gpt-bench (256 -> 1024, normal) on (2,2,2): rows 16*128/2, k/Gx, n/Gy.
+  const topo::Grid g{2, 2, 2, 1, 1};
+  EXPECT_EQ(forward_matmuls(linear(256, 1024, false), g, 16, 128), (std::vector<MatmulShape>{{1024, 128, 512, 1}}));
+  EXPECT_EQ(backward_input_matmuls(linear(256, 1024, false), g, 16, 128),
+            (std::vector<MatmulShape>{{1024, 512, 128, 1}}));
+  EXPECT_EQ(backward_weight_matmuls(linear(256, 1024, false), g, 16, 128),
+            (std::vector<MatmulShape>{{128, 1024, 512, 1}}));
+  // fc2 (1024 -> 256, transposed) on Gx = 2, Gy = 4: k splits over Y, n over X.
+  EXPECT_EQ(forward_matmuls(linear(1024, 256, true), topo::Grid{2, 4, 1, 1, 1}, 4, 128),
+            (std::vector<MatmulShape>{{512, 256, 128, 1}}));
+}
+
+TEST(ComputeModel, AttentionHeadsSplitOverYAndSequencesOverZ) {
+  model::Layer a;
+  a.kind = model::LayerKind::Attention;
+  a.heads = 8;
+  a.head_dim = 32;
+  // 16 sequences over Gz = 2, 8 heads over Gy = 2: 8 * 4 = 32 products each.
+  const auto f = forward_matmuls(a, topo::Grid{2, 2, 2, 1, 1}, 16, 128);
+  EXPECT_EQ(f, (std::vector<MatmulShape>{{128, 32, 128, 32}, {128, 128, 32, 32}}));
+  EXPECT_DOUBLE_EQ(f[0].flops(), 2.0 * 32 * 128 * 32 * 128);
+  EXPECT_EQ(backward_input_matmuls(a, topo::Grid{2, 2, 2, 1, 1}, 16, 128).size(), 3u);
+  EXPECT_EQ(backward_weight_matmuls(a, topo::Grid{2, 2, 2, 1, 1}, 16, 128).size(), 1u);
+}
+
+TEST(ComputeModel, MatmulTimeUsesTheTableThenTheFit) {
+  topo::Topology t;
+  t.peak_flops_per_s = 1e12;
+  const MatmulShape s{100, 200, 300, 1};  // 1.2e7 FLOP
+  EXPECT_DOUBLE_EQ(matmul_s(t, s), 1.2e7 / 1e12);  // no calibration: peak, no overhead
+  t.compute.matmul_flops_per_s = 1e10;
+  t.compute.matmul_overhead_s = 1e-4;
+  EXPECT_DOUBLE_EQ(matmul_s(t, s), 1e-4 + 1.2e-3);
+  t.compute.matmul_table.push_back({100, 200, 300, 1, 0.5});
+  EXPECT_DOUBLE_EQ(matmul_s(t, s), 0.5);
+  EXPECT_DOUBLE_EQ(matmul_s(t, {100, 200, 300, 2}), 1e-4 + 2.4e-3);  // batch differs: the fit
+}
+
+StageSchedule schedule(int level, bool checkpointing = false, int64_t microbatches = 1) {
+  StageSchedule s;
+  s.overlap = plan::OverlapSettings::level(level, 0);
+  s.activation_checkpointing = checkpointing;
+  s.microbatches = microbatches;
+  return s;
+}
+
+TEST(BatchTime, InputGradientAllReduceHidesBehindWeightGradient) {
+  LayerTimes l;
+  l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
+  l.forward_all_reduce_s = l.input_grad_all_reduce_s = 0.5;
+  const StageTime all = stage_time({l}, schedule(4));
+  EXPECT_DOUBLE_EQ(all.batch_s, 3.5);  // 1 + 0.5 + 1 + max(1, 0.5)
+  EXPECT_DOUBLE_EQ(all.compute_s, 3.0);
+  EXPECT_DOUBLE_EQ(all.exposed_comm_s, 0.5);
+  EXPECT_DOUBLE_EQ(stage_time({l}, schedule(0)).batch_s, 4.0);
+}
+
+TEST(BatchTime, PrefetchedAllGatherHidesBehindThePreviousLayer) {
+  LayerTimes l;
+  l.forward_s = 1;
+  l.all_gather_s = 0.5;
+  l.gather_in_backward = false;
+  l.unit = 0;
+  LayerTimes l1 = l;
+  l1.unit = 1;
+  // layer 0: gather 0 -> 0.5, compute 0.5 -> 1.5; layer 1's gather issued at 0.5, done 1.0.
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, schedule(3)).batch_s, 2.5);
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, schedule(2)).batch_s, 3.0);
+}
+
+TEST(BatchTime, ReduceScattersQueueInOneFifo) {
+  LayerTimes l;
+  l.backward_input_s = l.backward_weight_s = 1;
+  l.reduce_scatter_s = 3;
+  l.gather_in_backward = false;
+  LayerTimes l1 = l;
+  l1.unit = 1;
+  // backward of layer 1: 0 -> 2, its RS 2 -> 5; layer 0: 2 -> 4, its RS 5 -> 8.
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, schedule(2)).batch_s, 8.0);
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, schedule(1)).batch_s, 10.0);  // waited for at once
+}
+
+TEST(BatchTime, DataParallelBucketsOverlapTheRestOfTheBackward) {
+  LayerTimes l;
+  l.backward_input_s = l.backward_weight_s = 1;
+  l.data_all_reduce_s = 1;
+  l.data_bytes = 10;
+  l.gather_in_backward = false;
+  LayerTimes l1 = l;
+  l1.unit = 1;
+  StageSchedule s = schedule(2);
+  s.overlap.bucket_bytes = 10;  // one layer per bucket: layer 1's 2 -> 3 hides, layer 0's 4 -> 5
+  const StageTime small = stage_time({l, l1}, s);
+  EXPECT_DOUBLE_EQ(small.batch_s, 5.0);
+  EXPECT_DOUBLE_EQ(small.data_tail_s, 1.0);
+  s.overlap.bucket_bytes = 100;  // one bucket at the end
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, s).batch_s, 6.0);
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, schedule(1)).batch_s, 6.0);  // not bucketed
+  s.data_all_reduce = false;
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, s).batch_s, 4.0);
+  // Two micro-batches: the data all-reduce only after the last.
+  s = schedule(2, false, 2);
+  s.overlap.bucket_bytes = 10;
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, s).batch_s, 9.0);
+}
+
+TEST(BatchTime, CheckpointingRecomputesTheForward) {
+  LayerTimes l;
+  l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
+  l.forward_all_reduce_s = 0.5;
+  l.recomputed = true;
+  EXPECT_DOUBLE_EQ(stage_time({l}, schedule(4, true)).batch_s, 5.0);   // 1.5 + 1.5 + 2
+  EXPECT_DOUBLE_EQ(stage_time({l}, schedule(4, false)).batch_s, 3.5);  // 1.5 + 2
+}
+
+TEST(BatchTime, PipelineAddsTheBubble) {
+  // 4 micro-batches over 2 stages: 5 slots of (1 s + 0.1 s p2p), then a 0.3 s data tail.
+  EXPECT_DOUBLE_EQ(pipeline_batch_s(1.0, 0.1, 4, 2, 0.3), 5 * 1.1 + 0.3);
+}
+
+TEST(BatchTime, OneGpuBatchIsTheModelsFlopsAtPeak) {
+  // gpt-tiny (hidden 64, 2 blocks, 4 heads, seq 16, vocab 256, ffn 256), 1 sequence, 1 GPU.
+  // Forward FLOPs: blocks 2 * 16 tokens * 2 * (64*192 + 64*64 + 64*256 + 256*64) = 3145728,
+  // LM head 16 * 2 * 64 * 256 = 524288, attention 2 blocks * 2 * (2 * 4 * 16*16*16) = 131072:
+  // F = 3801088. Backward = 2F. Recompute (blocks) = 3145728 + 131072. Total 14680064.
+  const auto m = model::load_model("gpt-tiny");
+  topo::Topology t = topo::load_topology("perlmutter");
+  t.peak_flops_per_s = 1e9;
+  PlannerOptions o;
+  o.gpus = 1;
+  o.batch_seqs = 1;
+  const Evaluation e = evaluate(m, t, topo::Grid{1, 1, 1, 1, 1}, o);
+  ASSERT_TRUE(e.feasible);
+  EXPECT_NEAR(e.compute_s, 14680064 / 1e9, 1e-15);
+  EXPECT_DOUBLE_EQ(e.batch_s, e.compute_s);
+  EXPECT_DOUBLE_EQ(e.exposed_comm_s, 0.0);
+}
+
+TEST(BatchTime, FullModelRanksByBatchTime) {
+  const auto m = model::load_model("gpt-bench");
+  PlannerOptions o;
+  o.gpus = 8;
+  o.batch_seqs = 16;
+  const Ranking r = rank_candidates(m, topo::load_topology("perlmutter"), o);
+  ASSERT_GT(r.feasible.size(), 2u);
+  for (size_t i = 1; i < r.feasible.size(); ++i) {
+    EXPECT_LE(r.feasible[i - 1].batch_s, r.feasible[i].batch_s);
+    EXPECT_NEAR(r.feasible[i].batch_s, r.feasible[i].compute_s + r.feasible[i].exposed_comm_s, 1e-12);
+    EXPECT_GE(r.feasible[i].exposed_comm_s, -1e-12);
+  }
+}
+
+TEST(TopologyCompute, MeasuredFieldsRoundTripAndAreChecked) {
+  topo::Topology t = topo::load_topology("perlmutter");
+  t.compute.matmul_flops_per_s = 2e10;
+  t.compute.matmul_overhead_s = 3e-6;
+  t.compute.matmul_table.push_back({64, 32, 16, 4, 1e-4});
+  t.point_to_point = {5e9, 4e7};
+  const topo::Topology back = topo::topology_from_json(topo::topology_to_json(t), "round trip");
+  EXPECT_DOUBLE_EQ(back.compute.matmul_flops_per_s, 2e10);
+  EXPECT_DOUBLE_EQ(back.compute.matmul_overhead_s, 3e-6);
+  ASSERT_EQ(back.compute.matmul_table.size(), 1u);
+  EXPECT_EQ(back.compute.matmul_table[0].batch, 4);
+  EXPECT_DOUBLE_EQ(back.point_to_point.inter_node_bytes_per_s, 4e7);
+  nlohmann::json j = topo::topology_to_json(t);
+  j["compute"]["matmul_table"][0]["flops"] = 1;
+  try {
+    topo::topology_from_json(j, "bad.json");
+    ADD_FAILURE() << "unknown field accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.json: /compute/matmul_table/0/flops"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace axonn::planner
