@@ -233,6 +233,33 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
   return r;
 }
 
+plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
+                     const Evaluation& e, int64_t rank, int64_t candidates) {
+  plan::Plan p;
+  p.model = m;
+  p.topology = t;
+  p.gpus = o.gpus;
+  p.grid = e.grid;
+  p.placement_order = o.order;
+  p.batch = {o.batch_seqs, e.microbatch_seqs};
+  p.activation_checkpointing = o.activation_checkpointing;
+  p.overlap = o.overlap;
+  p.precision = o.precision;
+  plan::Prediction pr;
+  pr.comm_model = comm_model_name(o.comm_model);
+  pr.placement_aware = o.placement_aware;
+  pr.comm_s = e.comm_s;
+  pr.comm_breakdown_s = e.comm;
+  pr.batch_s = e.batch_s;
+  pr.compute_s = e.compute_s;
+  pr.exposed_comm_s = e.exposed_comm_s;
+  pr.memory_bytes_per_gpu = static_cast<int64_t>(e.memory.total_bytes());
+  pr.rank = rank;
+  pr.candidates_ranked = candidates;
+  p.prediction = pr;
+  return p;
+}
+
 std::string explain_infeasible(const Ranking& r, const topo::Topology& t) {
   const Evaluation* smallest = nullptr;
   for (const auto& e : r.rejected)

@@ -15,6 +15,7 @@
 #include "axonn/topology/topology_io.hpp"
 #include "calibrate.hpp"
 #include "report.hpp"
+#include "validate.hpp"
 
 namespace axonn::tools {
 namespace {
@@ -33,6 +34,7 @@ struct CommonArgs {
   bool no_checkpointing = false;
   int64_t cache_layers = 0;
   std::string order = "x,y,z,pipe,data";
+  std::string precision = "bf16";
 };
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -55,6 +57,10 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--cache-layers", a.cache_layers, "overlap optimization 4: layers whose gathered weight is kept")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--order", a.order, "placement order of the groups, innermost first")->capture_default_str();
+  app->add_option("--precision", a.precision,
+                  "bf16: mixed precision (2-byte activations, fp32 gradient all-reduce); fp32: the CPU runtime's")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
 }
 
 struct Loaded {
@@ -84,6 +90,7 @@ Loaded load(const CommonArgs& a) {
   o.microbatch_seqs = a.microbatch_seqs;
   o.activation_checkpointing = !a.no_checkpointing;
   o.overlap.cache_all_gather_layers = a.cache_layers;
+  if (a.precision == "fp32") o.precision = plan::Precision::fp32();
   return l;
 }
 
@@ -156,28 +163,9 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
     }
     chosen = &*it;
   }
-  plan::Plan p;
-  p.model = l.model;
-  p.topology = l.topology;
-  p.gpus = l.options.gpus;
-  p.grid = chosen->grid;
-  p.placement_order = l.options.order;
-  p.batch = {l.options.batch_seqs, chosen->microbatch_seqs};
-  p.activation_checkpointing = l.options.activation_checkpointing;
-  p.overlap = l.options.overlap;
-  p.precision = l.options.precision;
-  plan::Prediction pr;
-  pr.comm_model = planner::comm_model_name(l.options.comm_model);
-  pr.placement_aware = l.options.placement_aware;
-  pr.comm_s = chosen->comm_s;
-  pr.comm_breakdown_s = chosen->comm;
-  pr.batch_s = chosen->batch_s;
-  pr.compute_s = chosen->compute_s;
-  pr.exposed_comm_s = chosen->exposed_comm_s;
-  pr.memory_bytes_per_gpu = static_cast<int64_t>(chosen->memory.total_bytes());
-  pr.rank = (chosen - r.feasible.data()) + 1;
-  pr.candidates_ranked = static_cast<int64_t>(r.feasible.size());
-  p.prediction = pr;
+  plan::Plan p = planner::make_plan(l.model, l.topology, l.options, *chosen, (chosen - r.feasible.data()) + 1,
+                                    static_cast<int64_t>(r.feasible.size()));
+  const plan::Prediction& pr = *p.prediction;
   plan::save_plan(p, output);
   fmt::print(out, "wrote {}: {} on {} GPUs of {}, grid {}, {} micro-batch(es) of {} sequences\n", output,
              l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(), p.batch.microbatch_seqs);
@@ -218,7 +206,8 @@ int cmd_bench(const std::string& model, const std::string& topology, int64_t gpu
 
 }  // namespace
 
-int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+               const MatmulTimer& matmul_timer) {
   CLI::App app{"axplan: rank 4D (3D tensor x data) + pipeline grids for a model on a cluster and write plans"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "axplan 0.1.0");
@@ -256,6 +245,32 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   calibrate->add_option("--name", cal.name, "name of the measured cluster")->capture_default_str();
   calibrate->add_option("--output,-o", cal.output, "topology file to write")->capture_default_str();
   calibrate->add_option("--repeats", cal.repeats, "timed repetitions per size")->capture_default_str()->check(CLI::PositiveNumber);
+  auto* cal_model = calibrate->add_option("--model", cal.model, "also time the local matmuls of this model's layers");
+  calibrate->add_option("--batch-seqs", cal.batch_seqs, "global batch (sequences) the matmul shapes are taken for")
+      ->check(CLI::PositiveNumber)
+      ->needs(cal_model);
+  calibrate->add_option("--matmul-repeats", cal.matmul_repeats, "timed runs per matmul shape")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+
+  ValidateOptions val;
+  auto* validate = app.add_subcommand(
+      "validate", "run configurations on a cluster with axrun and compare measured with predicted batch times");
+  validate->add_option("--model", val.model, "model")->capture_default_str();
+  validate->add_option("--topology", val.topology, "the cluster's topology file (axplan calibrate)")->required();
+  validate->add_option("--gpus", val.gpus, "GPUs (ranks) of the cluster")->required()->check(CLI::PositiveNumber);
+  validate->add_option("--batch-seqs", val.batch_seqs, "global batch in sequences")->required()->check(CLI::PositiveNumber);
+  validate->add_option("--launcher", val.launcher,
+                       "command prefix that starts an MPI job of --gpus ranks, e.g. \"mpirun -np 8\" or "
+                       "\"bash tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 400mbit --\"")
+      ->required();
+  validate->add_option("--axrun", val.axrun, "the runtime program (default: axrun next to axplan)");
+  validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
+  validate->add_option("--top", val.top, "run only the aware model's top K (0 = every runnable one)")->capture_default_str();
+  validate->add_option("--sample", val.sample, "with --top: this many other configurations at random")->capture_default_str();
+  validate->add_option("--seed", val.seed, "seed of --sample")->capture_default_str();
+  validate->add_option("--timeout", val.timeout_s, "seconds per configuration")->capture_default_str()->check(CLI::PositiveNumber);
+  validate->add_option("--out-dir", val.out_dir, "report directory")->capture_default_str();
 
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());
@@ -273,7 +288,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   try {
     if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
     if (plan->parsed()) return cmd_plan(plan_args, grid, output, out);
-    if (calibrate->parsed()) return run_calibrate(cal, out, err);
+    if (calibrate->parsed()) return run_calibrate(cal, matmul_timer, out, err);
+    if (validate->parsed()) return run_validate(val, out, err);
     return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, out);
   } catch (const Error& e) {
     err << "axplan: " << e.what() << "\n";

@@ -3,6 +3,8 @@
 //   axplan rank  --model M --topology T --gpus G (--batch-tokens N | --batch-seqs N) [...]
 //   axplan plan  ... [--grid gx,gy,gz,gdata,ginter] [--output plan.json]
 //   axplan bench [--gpus 16384] [--model gpt-80b] [--topology frontier] [--repeat R]
+//   mpirun ... axplan calibrate --gpus-per-node G [--model M --batch-seqs N] [-o cluster.json]
+//   axplan validate --model M --topology T --gpus G --batch-seqs N --launcher "..." [...]
 //
 // Returns the process exit code: 0 on success, 2 for usage errors and bad input
 // (files, flags, infeasible requests), 1 for internal errors.
@@ -16,8 +18,12 @@
 #include <string>
 #include <vector>
 
+#include "calibrate.hpp"
+
 namespace axonn::tools {
 
-int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
+// `matmul_timer`: how `calibrate --model` times matmuls (empty: refused, exit 2).
+int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+               const MatmulTimer& matmul_timer = {});
 
 }  // namespace axonn::tools

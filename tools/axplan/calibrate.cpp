@@ -14,7 +14,10 @@
 #include <fmt/ostream.h>
 
 #include "axonn/common/error.hpp"
+#include "axonn/model/model_description.hpp"
+#include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/bandwidth_fit.hpp"
+#include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 
 namespace axonn::tools {
@@ -55,9 +58,62 @@ double time_collective(MPI_Comm comm, Op op, double bytes, int repeats) {
   return times[times.size() / 2];
 }
 
+// One-way time of `bytes` between ranks `a` and `b` of `comm` (half a ping-pong, median).
+double time_point_to_point(MPI_Comm comm, int a, int b, double bytes, int repeats) {
+  int rank = 0;
+  check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+  std::vector<char> buf(static_cast<size_t>(bytes));
+  const int n = static_cast<int>(bytes);
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 1; ++r) {
+    check(MPI_Barrier(comm), "MPI_Barrier");
+    const double t0 = now();
+    if (rank == a) {
+      check(MPI_Send(buf.data(), n, MPI_CHAR, b, 7, comm), "MPI_Send");
+      check(MPI_Recv(buf.data(), n, MPI_CHAR, b, 7, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+    } else if (rank == b) {
+      check(MPI_Recv(buf.data(), n, MPI_CHAR, a, 7, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+      check(MPI_Send(buf.data(), n, MPI_CHAR, a, 7, comm), "MPI_Send");
+    }
+    double t = (now() - t0) / 2, slowest = 0;
+    check(MPI_Allreduce(&t, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+    if (r > 0) times.push_back(slowest);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+std::string fit_row(const std::string& what, const planner::BandwidthFit& f, double scale, const char* unit,
+                    double overhead_scale, const char* overhead_unit) {
+  return fmt::format("{:<28} {:>10.3f} {}  overhead {:>8.1f} {}  R^2 {:.3f}  max rel. err {:.1f}%\n", what,
+                     f.beta_bytes_per_s / scale, unit, f.alpha_s * overhead_scale, overhead_unit, f.r2,
+                     100 * f.max_relative_error);
+}
+
 }  // namespace
 
-int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& err) {
+std::vector<planner::MatmulShape> model_matmul_shapes(const std::string& model_name, int64_t gpus, int64_t batch_seqs) {
+  const model::ModelDescription m = model::load_model(model_name);
+  if (batch_seqs < 1) throw Error("calibrate", "no batch size for the model's shapes", "--batch-seqs", "an integer >= 1");
+  std::vector<planner::MatmulShape> shapes;
+  auto add = [&](const std::vector<planner::MatmulShape>& v) {
+    for (const auto& s : v)
+      if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
+  };
+  for (const auto& g : planner::enumerate_grids(gpus)) {
+    if (g.ginter != 1 || batch_seqs % g.gdata != 0) continue;
+    const int64_t mb = batch_seqs / g.gdata;
+    if (plan::divisibility_problem(m, g, batch_seqs, mb)) continue;
+    for (const auto& l : m.layers) {
+      add(planner::forward_matmuls(l, g, mb, m.seq_len));
+      add(planner::backward_input_matmuls(l, g, mb, m.seq_len));
+      add(planner::backward_weight_matmuls(l, g, mb, m.seq_len));
+    }
+  }
+  return shapes;
+}
+
+int run_calibrate(const CalibrateOptions& o, const MatmulTimer& timer, std::ostream& out, std::ostream& err) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -83,6 +139,13 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
                   "--gpus-per-node", "a divisor of the number of ranks");
     topo::Topology t = topo::load_topology(o.base);
     const int gpn = o.gpus_per_node;
+    std::vector<planner::MatmulShape> shapes;
+    if (!o.model.empty()) {
+      if (!timer)
+        throw Error("calibrate", "this axplan was built without LibTorch", "--model",
+                    "an axplan built with AXONN_WITH_TORCH to time matmuls");
+      shapes = model_matmul_shapes(o.model, world, o.batch_seqs);
+    }
     // (ip, p) -> samples; inside one node or across nodes
     struct Group {
       bool inside_node;
@@ -108,11 +171,28 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
         check(MPI_Comm_free(&comm), "MPI_Comm_free");
       }
     }
+    // Point-to-point: a pair inside node 0 (if it has 2 ranks), a pair across nodes 0 and 1.
+    std::vector<planner::CollectiveSample> p2p_intra, p2p_inter;
+    for (double bytes : o.sizes_bytes) {
+      if (gpn >= 2) p2p_intra.push_back({1, bytes, time_point_to_point(MPI_COMM_WORLD, 0, 1, bytes, o.repeats)});
+      if (world > gpn) p2p_inter.push_back({1, bytes, time_point_to_point(MPI_COMM_WORLD, 0, gpn, bytes, o.repeats)});
+    }
+    // Matmuls: every rank at once (ranks of a node share its cores, as in training);
+    // the slowest rank's median.
+    std::vector<double> matmul_seconds;
+    for (const auto& s : shapes) {
+      check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      double mine = timer(s, o.matmul_repeats), slowest = 0;
+      check(MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+      matmul_seconds.push_back(slowest);
+    }
     if (rank == 0) {
       topo::Topology c = t;
       c.name = o.name;
-      c.description = fmt::format("measured by axplan calibrate on {} ranks ({} per node); memory and peak FLOP/s from '{}'",
-                                  world, gpn, o.base);
+      c.description = fmt::format(
+          "measured by axplan calibrate on {} ranks ({} per node){}; memory and peak FLOP/s from '{}'", world, gpn,
+          o.model.empty() ? "" : fmt::format(", matmuls of {} at {} sequences per step", o.model, o.batch_seqs),
+          o.base);
       c.gpus_per_node = gpn;
       c.num_nodes = world / gpn;
       c.intra_node_table.clear();
@@ -134,6 +214,26 @@ int run_calibrate(const CalibrateOptions& o, std::ostream& out, std::ostream& er
         }
       }
       if (inter == 0) throw Error("calibrate", "no ring spans the nodes", "--gpus-per-node", "more than one node");
+      out << "\n";
+      if (!p2p_intra.empty() && !p2p_inter.empty()) {
+        const auto fi = planner::fit_latency_bandwidth(p2p_intra), fx = planner::fit_latency_bandwidth(p2p_inter);
+        out << fit_row("point-to-point intra-node", fi, 1e9, "GB/s", 1e6, "us");
+        out << fit_row("point-to-point across nodes", fx, 1e9, "GB/s", 1e6, "us");
+        c.point_to_point = {fi.beta_bytes_per_s, fx.beta_bytes_per_s};
+      }
+      c.compute = {};
+      if (!shapes.empty()) {
+        std::vector<planner::CollectiveSample> samples;
+        for (size_t i = 0; i < shapes.size(); ++i) {
+          samples.push_back({1, shapes[i].flops(), matmul_seconds[i]});
+          c.compute.matmul_table.push_back(
+              {shapes[i].m, shapes[i].k, shapes[i].n, shapes[i].batch, matmul_seconds[i]});
+        }
+        const auto f = planner::fit_latency_bandwidth(samples);
+        out << fit_row(fmt::format("matmul ({} shapes of {})", shapes.size(), o.model), f, 1e9, "GFLOP/s", 1e6, "us");
+        c.compute.matmul_flops_per_s = f.beta_bytes_per_s;
+        c.compute.matmul_overhead_s = f.alpha_s;
+      }
       c.inter_node_bandwidth_bytes_per_s = inter;
       if (intra_fallback > 0) c.intra_node_bandwidth_bytes_per_s = intra_fallback;
       std::sort(alphas.begin(), alphas.end());

@@ -2,7 +2,14 @@
 #include <iostream>
 
 #include "axplan_cli.hpp"
+#ifdef AXONN_AXPLAN_WITH_TORCH
+#include "matmul_timer.hpp"
+#endif
 
 int main(int argc, char** argv) {
-  return axonn::tools::run_axplan(std::vector<std::string>(argv, argv + argc), std::cout, std::cerr);
+  axonn::tools::MatmulTimer timer;
+#ifdef AXONN_AXPLAN_WITH_TORCH
+  timer = axonn::tools::time_matmul_libtorch;
+#endif
+  return axonn::tools::run_axplan(std::vector<std::string>(argv, argv + argc), std::cout, std::cerr, timer);
 }

@@ -69,6 +69,9 @@ struct Precision {
   int64_t compute_bytes = 2;          // weights/activations in collectives and matmuls (bf16)
   int64_t grad_reduce_bytes = 4;      // data-parallel gradient all-reduce (fp32)
   int64_t state_bytes_per_param = 20; // fp32 weights+grads, bf16 weights+grads, Adam (seed 002)
+
+  // Everything in fp32 (the runtime on CPU): weights, gradients, Adam's two moments.
+  static Precision fp32() { return {4, 4, 16}; }
 };
 
 struct BatchSettings {

@@ -77,6 +77,10 @@ struct Ranking {
 // With --comm-model paper only Ginter = 1 is enumerated.
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
 
+// The plan for one evaluated grid (`rank` of `candidates`, 1 = best), with its prediction.
+plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
+                     const Evaluation& e, int64_t rank, int64_t candidates);
+
 // Why nothing is feasible, in words (e.g. "smallest memory per GPU is 71.2 GiB > 40.0 GiB").
 std::string explain_infeasible(const Ranking& r, const topo::Topology& t);
 

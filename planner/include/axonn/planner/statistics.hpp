@@ -4,7 +4,8 @@
 //   spearman      Pearson correlation of the ranks (ties get their average rank)
 //   kendall_tau_b (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y))
 //   mape          mean of |predicted - measured| / measured
-//   top_k_overlap |best k by prediction  ∩  best k by measurement| / k  (lower is better)
+//   top_k_overlap |best k by prediction  ∩  best k by measurement| / k  (best = least time;
+//                 1 = the same k configurations)
 //   predicted_rank_of_measured_best   1-based rank, by prediction, of the fastest measured
 //
 // Example:

@@ -1,0 +1,30 @@
+// The LibTorch matmul timer for `axplan calibrate --model` (calibrate.hpp): the same
+// at::matmul the runtime runs, one thread per rank, fp32 (the runtime's dtype on CPU).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "matmul_timer.hpp"
+
+namespace axonn::tools {
+
+double time_matmul_libtorch(const planner::MatmulShape& s, int repeats) {
+  at::set_num_threads(1);
+  const bool batched = s.batch > 1;
+  at::Tensor a = batched ? at::randn({s.batch, s.m, s.k}) : at::randn({s.m, s.k});
+  at::Tensor b = batched ? at::randn({s.batch, s.k, s.n}) : at::randn({s.k, s.n});
+  at::Tensor c = at::matmul(a, b);  // warm-up (and the output allocation)
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    c = at::matmul(a, b);
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+}  // namespace axonn::tools

@@ -1,0 +1,45 @@
+// axplan validate: run configurations on a real or emulated cluster with the runtime
+// and compare measured batch times with the planner's predictions, placement-aware
+// and placement-agnostic side by side (docs/validation.md; the 4D paper's Fig. 7).
+//
+//   axplan validate --model gpt-bench --topology cluster.json --gpus 8 --batch-seqs 16
+//       --launcher "bash tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 400mbit --"
+//       [--top K --sample N --seed S] [--steps 4] [--out-dir validate_report]
+//
+// Every feasible grid the runtime can run (Ginter = 1), or the aware model's top K plus
+// N others drawn at random, is written as a plan (fp32, as the runtime computes on CPU)
+// and run as `LAUNCHER AXRUN --plan P --steps S --measure M`, one after another, with a
+// progress bar. The measured batch time is the median of the steps after the first.
+// A configuration that fails (exit code, timeout, no measurement) is recorded with
+// the reason and the sweep goes on. Writes OUT/report.json, OUT/summary.md,
+// OUT/fig7.svg (measured time by predicted rank, efficient ones marked) and
+// OUT/predicted_vs_measured.svg; plans and logs under OUT/runs/.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+namespace axonn::tools {
+
+struct ValidateOptions {
+  std::string model = "gpt-bench";
+  std::string topology;           // the measured cluster (axplan calibrate)
+  int64_t gpus = 0;
+  int64_t batch_seqs = 0;
+  std::string launcher;           // command prefix; split on spaces
+  std::string axrun;              // empty: the axrun next to this axplan
+  int64_t steps = 4;
+  size_t top = 0;                 // 0: every runnable configuration
+  size_t sample = 0;              // extra random configurations with --top
+  uint64_t seed = 1;
+  double timeout_s = 600;         // per configuration
+  double efficient_within = 0.10; // "efficient": measured within this fraction of the best
+  std::string out_dir = "validate_report";
+};
+
+// Returns the exit code: 0 when at least two configurations were measured, 1 when
+// fewer were (the report is still written), 2 for bad input.
+int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
+
+}  // namespace axonn::tools
