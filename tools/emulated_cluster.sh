@@ -38,7 +38,9 @@ id=$$
 tag="ax${id}"
 work=$(mktemp -d "/tmp/axonn_cluster_${id}_XXXX")
 bridge="${tag}br"
+mpirun_pid=""
 cleanup() {
+  [ -z "$mpirun_pid" ] || kill "$mpirun_pid" 2>/dev/null || true
   for ((i = 0; i < nodes; i++)); do
     # daemons left in a namespace would keep it (and its link) alive
     pids=$(ip netns pids "${tag}n$i" 2>/dev/null || true)
@@ -78,6 +80,16 @@ for ((i = 0; i < nodes; i++)); do
 done
 printf '%s' "$hosts" >"$work/hostfile"
 
+# Start only when every link is up and every bridge port forwards (3): a daemon that
+# connects before its link carries traffic can leave mpirun waiting.
+for ((i = 0; i < nodes; i++)); do
+  for _ in $(seq 50); do
+    [ "$(cat /sys/class/net/${tag}h$i/brport/state 2>/dev/null)" = 3 ] &&
+      [ "$(ip netns exec "${tag}n$i" cat /sys/class/net/eth0/operstate)" = up ] && break
+    sleep 0.1
+  done
+done
+
 # Open MPI's launch agent: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace,
 # with its own shared-memory backing directory (ranks of different nodes must not
 # meet in /dev/shm).
@@ -93,7 +105,40 @@ echo "emulated_cluster agent: unknown host \$host" >&2; exit 1
 AGENT
 chmod +x "$work/agent"
 
-"$MPIRUN" --allow-run-as-root --oversubscribe -np $((nodes * gpn)) --hostfile "$work/hostfile" --map-by slot \
-  --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 \
-  --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.77.0/24 --mca oob_tcp_if_include 198.18.77.0/24 \
-  "${mpirun_extra[@]}" "$@"
+# About one launch in a dozen has left mpirun waiting for a node's daemon that never
+# started (the node's namespace stays empty). A watchdog relaunches such a job (at most
+# twice): every node must have its daemon within 30 s, unless mpirun has ended by then.
+launch() {
+  "$MPIRUN" --allow-run-as-root --oversubscribe -np $((nodes * gpn)) --hostfile "$work/hostfile" --map-by slot \
+    --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 \
+    --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.77.0/24 --mca oob_tcp_if_include 198.18.77.0/24 \
+    "${mpirun_extra[@]}" "$@" &
+  mpirun_pid=$!
+}
+daemons_started() {
+  for ((i = 0; i < nodes; i++)); do [ -n "$(ip netns pids "${tag}n$i" 2>/dev/null)" ] || return 1; done
+}
+for attempt in 1 2 3; do
+  launch "$@"
+  started=0
+  for _ in $(seq 300); do
+    daemons_started && { started=1; break; }
+    kill -0 "$mpirun_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ $started -eq 0 ] && kill -0 "$mpirun_pid" 2>/dev/null && [ $attempt -lt 3 ]; then
+    echo "emulated_cluster: a node's MPI daemon did not start within 30 s; relaunching (attempt $((attempt + 1)))" >&2
+    kill "$mpirun_pid" 2>/dev/null; wait "$mpirun_pid" 2>/dev/null || true
+    for ((i = 0; i < nodes; i++)); do
+      pids=$(ip netns pids "${tag}n$i" 2>/dev/null || true)
+      [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    done
+    continue
+  fi
+  set +e
+  wait "$mpirun_pid"
+  rc=$?
+  set -e
+  mpirun_pid=""
+  exit $rc
+done

@@ -6,6 +6,7 @@
 
 #include "axonn/plan/plan.hpp"
 #include "axplan_cli.hpp"
+#include "svg_plot.hpp"
 #include "test_util.hpp"
 
 using axonn::test::write_temp;
@@ -152,4 +153,43 @@ TEST(CliErrors, BadFlagsAndGrids) {
                      "grid rejected: memory");
   expect_usage_error(axplan(with({"plan", "--grid", "1,1,1,32,1"}, kGpt20b)), "not divisible by gdata=32");
   expect_usage_error(axplan({"rank", "--model", "no-such-model", "--gpus", "4", "--batch-seqs", "4"}), "gpt-20b");
+}
+
+TEST(Cli, RankTableShowsBatchTimeSplit) {
+  Run r = axplan(with(kGpt20b, {"--top", "3"}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("batch (s)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exposed"), std::string::npos) << r.out;
+  Run paper = axplan(with(kGpt20b, {"--top", "3", "--comm-model", "paper"}));
+  EXPECT_EQ(paper.out.find("batch (s)"), std::string::npos) << paper.out;  // the paper ranks by communication
+}
+
+TEST(Cli, PlanRecordsThePredictedBatchTime) {
+  const std::string path = write_temp("plan_batch.json", "");
+  Run r = axplan(with(kGpt20b, {"--precision", "fp32", "-o", path}));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto p = axonn::plan::load_plan(path);
+  ASSERT_TRUE(p.prediction.has_value());
+  EXPECT_GT(p.prediction->batch_s, 0);
+  EXPECT_NEAR(p.prediction->batch_s, p.prediction->compute_s + p.prediction->exposed_comm_s, 1e-9);
+  EXPECT_EQ(p.precision.compute_bytes, 4);
+}
+
+TEST(Svg, OneMarkerPerPointAndALegend) {
+  axonn::tools::SvgPanel p;
+  p.title = "a <b>";
+  p.series.push_back({"s1", "#000", "circle", {{1, 2}, {2, 3}, {3, 1}}});
+  p.series.push_back({"s2", "#111", "square", {{1, 1}}});
+  p.diagonal = true;
+  const std::string svg = axonn::tools::render_svg("t", {p, p});
+  auto count = [&](const std::string& needle) {
+    size_t n = 0;
+    for (size_t at = svg.find(needle); at != std::string::npos; at = svg.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<circle"), 2u * (3 + 1));  // 3 points + 1 legend marker, per panel
+  EXPECT_EQ(count("fill=\"#111\""), 2u * (1 + 1));
+  EXPECT_EQ(count("stroke-dasharray"), 2u);   // y = x in each panel
+  EXPECT_NE(svg.find("a &lt;b&gt;"), std::string::npos);  // escaped
+  EXPECT_EQ(svg.rfind("</svg>\n"), svg.size() - 7);
 }

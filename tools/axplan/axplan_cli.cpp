@@ -271,6 +271,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   validate->add_option("--seed", val.seed, "seed of --sample")->capture_default_str();
   validate->add_option("--timeout", val.timeout_s, "seconds per configuration")->capture_default_str()->check(CLI::PositiveNumber);
   validate->add_option("--out-dir", val.out_dir, "report directory")->capture_default_str();
+  validate->add_option("--retries", val.retries, "runs again after a failure")->capture_default_str()->check(CLI::NonNegativeNumber);
 
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());

@@ -6,7 +6,8 @@
 
 namespace axonn::tools {
 
-// Median seconds of at::matmul on random fp32 operands of shape `s` (one thread).
+// Median seconds per call of at::matmul on random fp32 operands of shape `s` (one
+// thread); each of the `repeats` runs loops for at least 50 ms.
 double time_matmul_libtorch(const planner::MatmulShape& s, int repeats);
 
 }  // namespace axonn::tools

@@ -35,6 +35,7 @@ struct Config {
   std::vector<double> steps_s;
   double measured_s = 0;
   std::string name, plan_path, log_path;
+  std::string retried_after;  // the first attempt's failure, when a retry succeeded
 };
 
 std::vector<std::string> split_words(const std::string& s) {
@@ -248,6 +249,14 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
     plan::save_plan(planner::make_plan(m, t, po, c.aware, c.aware_rank, static_cast<int64_t>(aware.feasible.size())),
                     c.plan_path);
     run_one(c, o, axrun, runs);
+    for (int retry = 0; retry < o.retries && c.status == "failed"; ++retry) {
+      fmt::print(err, "  {} failed ({}); retrying\n", c.name, c.reason);
+      const std::string first = c.reason;
+      c.status.clear(), c.reason.clear(), c.steps_s.clear();
+      run_one(c, o, axrun, runs);
+      c.reason = c.status == "failed" ? c.reason + " (retried; first: " + first + ")" : "";
+      if (c.status == "measured") c.retried_after = first;
+    }
     const size_t width = 24, done = (n + 1) * width / selected.size();
     fmt::print(err, "[{}{}] {:>3}/{}  {:<12} {}\n", std::string(done, '#'), std::string(width - done, '.'), n + 1,
                selected.size(), c.name,
@@ -283,6 +292,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
                         {"predicted", {{"placement_aware", prediction_json(c.aware, c.aware_rank)},
                                        {"placement_agnostic", prediction_json(c.agnostic, c.agnostic_rank)}}}};
     if (!c.reason.empty()) j["reason"] = c.reason;
+    if (!c.retried_after.empty()) j["retried_after"] = c.retried_after;
     if (c.status == "measured") j["measured_batch_s"] = c.measured_s, j["measured_steps_s"] = c.steps_s;
     if (!c.log_path.empty()) j["log"] = c.log_path;
     report["configs"].push_back(j);

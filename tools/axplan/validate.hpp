@@ -10,8 +10,8 @@
 // N others drawn at random, is written as a plan (fp32, as the runtime computes on CPU)
 // and run as `LAUNCHER AXRUN --plan P --steps S --measure M`, one after another, with a
 // progress bar. The measured batch time is the median of the steps after the first.
-// A configuration that fails (exit code, timeout, no measurement) is recorded with
-// the reason and the sweep goes on. Writes OUT/report.json, OUT/summary.md,
+// A configuration that fails (exit code, timeout, no measurement) is run again
+// (--retries, default 1), then recorded with the reason, and the sweep goes on. Writes OUT/report.json, OUT/summary.md,
 // OUT/fig7.svg (measured time by predicted rank, efficient ones marked) and
 // OUT/predicted_vs_measured.svg; plans and logs under OUT/runs/.
 #pragma once
@@ -34,6 +34,7 @@ struct ValidateOptions {
   size_t sample = 0;              // extra random configurations with --top
   uint64_t seed = 1;
   double timeout_s = 600;         // per configuration
+  int retries = 1;                // runs again after a failure (launches can fail transiently)
   double efficient_within = 0.10; // "efficient": measured within this fraction of the best
   std::string out_dir = "validate_report";
 };

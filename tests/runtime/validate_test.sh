@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# axplan validate: bad input exits 2 with a message naming what is wrong (no MPI
+# launcher, launcher not found, topology not matching --gpus); a configuration that
+# fails is recorded as failed and the sweep goes on to measure the others and write
+# the report, the summary and two well-formed SVG plots.
+#   validate_test.sh AXPLAN AXRUN MPIRUN LAUNCHER_SCRIPT
+set -uo pipefail
+AXPLAN=$1 AXRUN=$2 MPIRUN_BIN=$3 LAUNCHER=$4
+T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fails=0 passes=0
+ok() { passes=$((passes + 1)); echo "PASS $1"; }
+bad() { fails=$((fails + 1)); echo "FAIL $1"; sed 's/^/    /' "$T/out" | tail -20; }
+
+# Two single-GPU nodes: every grid of 2 GPUs crosses the (slower) inter-node link.
+cat >"$T/two.json" <<JSON
+{"name": "two-nodes", "gpus_per_node": 1, "num_nodes": 2, "gpu_memory_bytes": 8589934592,
+ "peak_flops_per_s": 1e10, "intra_node_bandwidth_bytes_per_s": 1e9, "inter_node_bandwidth_bytes_per_s": 1e8}
+JSON
+common=(validate --model gpt-tiny --batch-seqs 2 --steps 2 --axrun "$AXRUN")
+
+env PATH=/nonexistent "$AXPLAN" "${common[@]}" --topology "$T/two.json" --gpus 2 --launcher "$LAUNCHER" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "no MPI launcher on PATH" "$T/out" && ok "no MPI: exit 2" || bad "no MPI (rc $rc)"
+
+"$AXPLAN" "${common[@]}" --topology "$T/two.json" --gpus 2 --launcher "/nonexistent/mpirun -np 2" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "launcher program '/nonexistent/mpirun' not found" "$T/out" && ok "missing launcher: exit 2" \
+  || bad "missing launcher (rc $rc)"
+
+"$AXPLAN" "${common[@]}" --topology "$T/two.json" --gpus 4 --launcher "$LAUNCHER" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "differs from the topology's 2 nodes x 1 GPUs = 2" "$T/out" && ok "mismatched topology: exit 2" \
+  || bad "mismatched topology (rc $rc)"
+
+timeout 300 "$AXPLAN" "${common[@]}" --topology "$T/two.json" --gpus 2 --launcher "$LAUNCHER $MPIRUN_BIN --" \
+  --out-dir "$T/report" --timeout 120 >"$T/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/report" <<'PY'
+import json, sys, xml.etree.ElementTree as ET
+d = sys.argv[1]
+r = json.load(open(d + "/report.json"))
+by = {c["name"]: c for c in r["configs"]}
+failed = [c for c in r["configs"] if c["status"] == "failed"]
+measured = [c for c in r["configs"] if c["status"] == "measured"]
+assert [c["name"] for c in failed] == ["1x1x2x1x1"], failed
+assert "injected failure" in failed[0]["reason"], failed[0]["reason"]
+assert len(measured) == 3, [c["name"] for c in measured]
+assert all(c["measured_batch_s"] > 0 and len(c["measured_steps_s"]) == 2 for c in measured)
+s = r["statistics"]["placement_aware"]
+assert -1 <= s["spearman"] <= 1 and 1 <= s["measured_best_predicted_rank"] <= 3 and s["mape"] >= 0
+assert "1x1x2x1x1" in open(d + "/summary.md").read()
+for f in ("fig7.svg", "predicted_vs_measured.svg"):
+    assert ET.parse(d + "/" + f).getroot().tag.endswith("svg")
+PY
+then ok "a failing configuration is recorded and the sweep goes on"; else bad "sweep with a failing configuration (rc $rc)"; fi
+echo "$passes passed, $fails failed"
+[ "$fails" -eq 0 ]
