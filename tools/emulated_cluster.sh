@@ -105,12 +105,15 @@ echo "emulated_cluster agent: unknown host \$host" >&2; exit 1
 AGENT
 chmod +x "$work/agent"
 
+# The nodes share this machine's cores: waiting ranks yield the CPU (mpi_yield_when_idle;
+# Open MPI would busy-poll, since each node's slots are not oversubscribed), or ranks
+# that wait starve the ones that compute and the ones that move data.
 # About one launch in a dozen has left mpirun waiting for a node's daemon that never
 # started (the node's namespace stays empty). A watchdog relaunches such a job (at most
 # twice): every node must have its daemon within 30 s, unless mpirun has ended by then.
 launch() {
   "$MPIRUN" --allow-run-as-root --oversubscribe -np $((nodes * gpn)) --hostfile "$work/hostfile" --map-by slot \
-    --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 \
+    --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 --mca mpi_yield_when_idle 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.77.0/24 --mca oob_tcp_if_include 198.18.77.0/24 \
     "${mpirun_extra[@]}" "$@" &
   mpirun_pid=$!

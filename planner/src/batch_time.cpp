@@ -105,6 +105,8 @@ StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule&
       out.data_tail_s = c.t - before;
     }
   }
+  c.t += s.optimizer_s;
+  c.compute += s.optimizer_s;
   out.batch_s = c.t;
   out.compute_s = c.compute;
   out.exposed_comm_s = c.t - c.compute;

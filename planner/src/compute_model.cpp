@@ -64,6 +64,41 @@ std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const to
   return {{x.k, x.rows, x.n, 1}};
 }
 
+ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g,
+                              int64_t microbatch_seqs, int64_t seq_len) {
+  ElementwiseTime out;
+  auto add = [&](const char* op, double elements) {
+    auto it = t.compute.elementwise.find(op);
+    if (it == t.compute.elementwise.end()) return;
+    out.forward_s += elements * it->second.forward_s_per_element;
+    out.backward_s += elements * it->second.backward_s_per_element;
+  };
+  if (l.kind == model::LayerKind::Attention) {
+    const double s = static_cast<double>(seq_len);
+    add("softmax", static_cast<double>(microbatch_seqs / g.gz * (l.heads / g.gy)) * s * s);
+    return out;
+  }
+  if (l.kind != model::LayerKind::Linear) return out;
+  const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
+  const double rows = static_cast<double>(x.rows);
+  const double in = rows * static_cast<double>(x.k), outputs = rows * static_cast<double>(x.n);
+  if (l.norm_before) add("layer_norm", in);
+  if (l.bias) add("bias", outputs);
+  if (l.gelu_after) add("gelu", outputs);
+  if (l.residual_after) add("residual", outputs);
+  if (l.loss_after) add("cross_entropy", outputs);
+  return out;
+}
+
+double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g) {
+  auto it = t.compute.elementwise.find("adam");
+  if (it == t.compute.elementwise.end() || l.weight_elements() == 0) return 0;
+  const topo::Axis a = l.transposed ? Axis::Y : Axis::X, b = l.transposed ? Axis::X : Axis::Y;
+  const double local = static_cast<double>(l.weight_elements()) /
+                       static_cast<double>(g.size(a) * g.size(b) * g.gz);
+  return local * it->second.forward_s_per_element;
+}
+
 double matmul_s(const topo::Topology& t, const MatmulShape& s) {
   for (const auto& e : t.compute.matmul_table)
     if (e.m == s.m && e.k == s.k && e.n == s.n && e.batch == s.batch) return e.seconds;

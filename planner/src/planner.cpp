@@ -129,7 +129,7 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
   schedule.activation_checkpointing = o.activation_checkpointing;
   schedule.overlap = o.overlap;
   schedule.microbatches = g.ginter == 1 ? e.microbatches : 1;
-  double slowest_mb_s = 0, slowest_p2p_s = 0, slowest_tail_s = 0;
+  double slowest_mb_s = 0, slowest_p2p_s = 0, slowest_tail_s = 0, slowest_optimizer_s = 0;
 
   const int64_t units_per_stage = m.num_units / g.ginter;
   size_t first = 0;
@@ -138,14 +138,18 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
     while (last < m.layers.size() && m.layers[last].unit < (stage + 1) * units_per_stage) ++last;
     plan::CommBreakdown c;
     std::vector<LayerTimes> timeline;
+    double stage_optimizer_s = 0;
     for (size_t i = first; i < last && !paper; ++i) {
       const auto& l = m.layers[i];
       LayerCommSettings s = ls;
       s.input_gradient = l.kind != model::LayerKind::Embedding;
       const LayerCollectives one = layer_collectives(l, g, bw, s);
       LayerTimes lt;
-      lt.forward_s = matmuls_s(t, forward_matmuls(l, g, mb, m.seq_len));
-      lt.backward_input_s = s.input_gradient ? matmuls_s(t, backward_input_matmuls(l, g, mb, m.seq_len)) : 0.0;
+      const ElementwiseTime ew = elementwise_s(t, l, g, mb, m.seq_len);
+      lt.forward_s = matmuls_s(t, forward_matmuls(l, g, mb, m.seq_len)) + ew.forward_s;
+      lt.backward_input_s =
+          (s.input_gradient ? matmuls_s(t, backward_input_matmuls(l, g, mb, m.seq_len)) : 0.0) + ew.backward_s;
+      stage_optimizer_s += optimizer_s(t, l, g);
       lt.backward_weight_s = matmuls_s(t, backward_weight_matmuls(l, g, mb, m.seq_len));
       lt.all_gather_s = one.all_gather_s;
       lt.forward_all_reduce_s = one.forward_all_reduce_s;
@@ -187,13 +191,17 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
     }
     if (c.total() > e.comm.total() || stage == 0) e.comm = c;
     if (!paper) {
+      // Ginter = 1: the whole step; else one micro-batch, the optimizer added once below.
+      schedule.optimizer_s = g.ginter == 1 ? stage_optimizer_s : 0.0;
       const StageTime st = stage_time(timeline, schedule);
       const double p2p_mb = g.ginter > 1 ? c.p2p_pipe / static_cast<double>(e.microbatches) : 0.0;
       if (stage == 0 || st.batch_s + p2p_mb > slowest_mb_s + slowest_p2p_s) {
         slowest_mb_s = st.batch_s;
         slowest_p2p_s = p2p_mb;
         slowest_tail_s = st.data_tail_s;
-        e.compute_s = st.compute_s * (g.ginter == 1 ? 1.0 : static_cast<double>(e.microbatches));
+        slowest_optimizer_s = g.ginter == 1 ? 0.0 : stage_optimizer_s;
+        e.compute_s = g.ginter == 1 ? st.compute_s
+                                    : st.compute_s * static_cast<double>(e.microbatches) + stage_optimizer_s;
       }
     }
     MemoryBreakdown mem = stage_memory(m, first, last, g, ms, cached);
@@ -202,9 +210,11 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
   }
   e.comm_s = e.comm.total();
   if (!paper) {
+    // A pipeline pays its stage's data-parallel tail once, then the optimizer.
     e.batch_s = g.ginter == 1 ? slowest_mb_s
                               : pipeline_batch_s(slowest_mb_s - slowest_tail_s, slowest_p2p_s, e.microbatches,
-                                                 g.ginter, slowest_tail_s);
+                                                 g.ginter, slowest_tail_s) +
+                                    slowest_optimizer_s;
     e.exposed_comm_s = e.batch_s - e.compute_s;
   }
   e.feasible = true;

@@ -156,17 +156,17 @@ TEST(CliErrors, BadFlagsAndGrids) {
 }
 
 TEST(Cli, RankTableShowsBatchTimeSplit) {
-  Run r = axplan(with(kGpt20b, {"--top", "3"}));
+  auto r = axplan(with({"rank", "--top", "3"}, kGpt20b));
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("batch (s)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exposed"), std::string::npos) << r.out;
-  Run paper = axplan(with(kGpt20b, {"--top", "3", "--comm-model", "paper"}));
+  auto paper = axplan(with({"rank", "--top", "3", "--comm-model", "paper"}, kGpt20b));
   EXPECT_EQ(paper.out.find("batch (s)"), std::string::npos) << paper.out;  // the paper ranks by communication
 }
 
 TEST(Cli, PlanRecordsThePredictedBatchTime) {
   const std::string path = write_temp("plan_batch.json", "");
-  Run r = axplan(with(kGpt20b, {"--precision", "fp32", "-o", path}));
+  auto r = axplan(with({"plan", "--precision", "fp32", "-o", path}, kGpt20b));
   ASSERT_EQ(r.rc, 0) << r.err;
   const auto p = axonn::plan::load_plan(path);
   ASSERT_TRUE(p.prediction.has_value());

@@ -207,7 +207,7 @@ int cmd_bench(const std::string& model, const std::string& topology, int64_t gpu
 }  // namespace
 
 int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-               const MatmulTimer& matmul_timer) {
+               const KernelTimers& kernel_timers) {
   CLI::App app{"axplan: rank 4D (3D tensor x data) + pipeline grids for a model on a cluster and write plans"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "axplan 0.1.0");
@@ -265,6 +265,10 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
                        "\"bash tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 400mbit --\"")
       ->required();
   validate->add_option("--axrun", val.axrun, "the runtime program (default: axrun next to axplan)");
+  validate->add_option("--axrun-args", val.axrun_args, "extra axrun arguments, e.g. \"--progress poll\"");
+  validate->add_option("--overlap-level", val.overlap_level, "overlap switches of the plans run and predicted (0-4)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4));
   validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
   validate->add_option("--top", val.top, "run only the aware model's top K (0 = every runnable one)")->capture_default_str();
   validate->add_option("--sample", val.sample, "with --top: this many other configurations at random")->capture_default_str();
@@ -289,7 +293,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   try {
     if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
     if (plan->parsed()) return cmd_plan(plan_args, grid, output, out);
-    if (calibrate->parsed()) return run_calibrate(cal, matmul_timer, out, err);
+    if (calibrate->parsed()) return run_calibrate(cal, kernel_timers, out, err);
     if (validate->parsed()) return run_validate(val, out, err);
     return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, out);
   } catch (const Error& e) {

@@ -22,8 +22,8 @@
 
 namespace axonn::tools {
 
-// `matmul_timer`: how `calibrate --model` times matmuls (empty: refused, exit 2).
+// `kernel_timers`: how `calibrate --model` times kernels (empty: refused, exit 2).
 int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-               const MatmulTimer& matmul_timer = {});
+               const KernelTimers& kernel_timers = {});
 
 }  // namespace axonn::tools

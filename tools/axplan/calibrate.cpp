@@ -113,7 +113,7 @@ std::vector<planner::MatmulShape> model_matmul_shapes(const std::string& model_n
   return shapes;
 }
 
-int run_calibrate(const CalibrateOptions& o, const MatmulTimer& timer, std::ostream& out, std::ostream& err) {
+int run_calibrate(const CalibrateOptions& o, const KernelTimers& timers, std::ostream& out, std::ostream& err) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
@@ -140,11 +140,13 @@ int run_calibrate(const CalibrateOptions& o, const MatmulTimer& timer, std::ostr
     topo::Topology t = topo::load_topology(o.base);
     const int gpn = o.gpus_per_node;
     std::vector<planner::MatmulShape> shapes;
+    model::ModelDescription model;
     if (!o.model.empty()) {
-      if (!timer)
+      if (!timers)
         throw Error("calibrate", "this axplan was built without LibTorch", "--model",
                     "an axplan built with AXONN_WITH_TORCH to time matmuls");
       shapes = model_matmul_shapes(o.model, world, o.batch_seqs);
+      model = model::load_model(o.model);
     }
     // (ip, p) -> samples; inside one node or across nodes
     struct Group {
@@ -183,10 +185,33 @@ int run_calibrate(const CalibrateOptions& o, const MatmulTimer& timer, std::ostr
     std::vector<double> matmul_seconds, all(static_cast<size_t>(world));
     for (const auto& s : shapes) {
       check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
-      double mine = timer(s, o.matmul_repeats);
+      double mine = timers.matmul(s, o.matmul_repeats);
       check(MPI_Gather(&mine, 1, MPI_DOUBLE, all.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
       std::sort(all.begin(), all.end());
       matmul_seconds.push_back(0.5 * (all[(all.size() - 1) / 2] + all[all.size() / 2]));
+    }
+    // Element-wise operations, about 2^20 elements each, at the model's widths.
+    std::map<std::string, topo::ElementwiseCost> elementwise;
+    if (!o.model.empty()) {
+      const int64_t h = model.hidden, ffn = model.ffn_hidden > 0 ? model.ffn_hidden : h;
+      const int64_t vocab = model.vocab > 0 ? model.vocab : h;
+      const std::map<std::string, int64_t> width = {{"bias", ffn},        {"layer_norm", h},
+                                                    {"gelu", ffn},        {"residual", h},
+                                                    {"softmax", model.seq_len}, {"cross_entropy", vocab},
+                                                    {"adam", 1024}};
+      for (const auto& op : topo::elementwise_op_names()) {
+        const int64_t w = width.at(op), rows = std::max<int64_t>(1, (int64_t{1} << 20) / w);
+        check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        const topo::ElementwiseCost mine = timers.elementwise(op, op == "softmax" ? rows / w * w : rows, w,
+                                                              o.matmul_repeats);
+        double f[2] = {mine.forward_s_per_element, mine.backward_s_per_element};
+        std::vector<double> fa(static_cast<size_t>(world)), ba(static_cast<size_t>(world));
+        check(MPI_Gather(&f[0], 1, MPI_DOUBLE, fa.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
+        check(MPI_Gather(&f[1], 1, MPI_DOUBLE, ba.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
+        std::sort(fa.begin(), fa.end());
+        std::sort(ba.begin(), ba.end());
+        elementwise[op] = {fa[fa.size() / 2], ba[ba.size() / 2]};
+      }
     }
     if (rank == 0) {
       topo::Topology c = t;
@@ -224,6 +249,10 @@ int run_calibrate(const CalibrateOptions& o, const MatmulTimer& timer, std::ostr
         c.point_to_point = {fi.beta_bytes_per_s, fx.beta_bytes_per_s};
       }
       c.compute = {};
+      c.compute.elementwise = elementwise;
+      for (const auto& [op, cost] : elementwise)
+        fmt::print(out, "element-wise {:<14} forward {:>7.2f} ns/element  backward {:>7.2f} ns/element\n", op,
+                   cost.forward_s_per_element * 1e9, cost.backward_s_per_element * 1e9);
       if (!shapes.empty()) {
         std::vector<planner::CollectiveSample> samples;
         for (size_t i = 0; i < shapes.size(); ++i) {

@@ -26,10 +26,16 @@
 
 namespace axonn::tools {
 
-// Median seconds of one local matmul of this shape on this rank (LibTorch, one thread),
-// over `repeats` timed runs after a warm-up. Supplied by the axplan program when it is
-// built with LibTorch; empty otherwise.
-using MatmulTimer = std::function<double(const planner::MatmulShape&, int repeats)>;
+// How `calibrate --model` times kernels on this rank (LibTorch, one thread; medians of
+// `repeats` runs after a warm-up). Supplied by the axplan program when it is built with
+// LibTorch (kernel_timer.hpp); empty otherwise.
+struct KernelTimers {
+  // seconds per call of one local matmul of this shape
+  std::function<double(const planner::MatmulShape&, int repeats)> matmul;
+  // seconds per element (forward, backward) of an element-wise operation on rows x width
+  std::function<topo::ElementwiseCost(const std::string& op, int64_t rows, int64_t width, int repeats)> elementwise;
+  explicit operator bool() const { return matmul && elementwise; }
+};
 
 struct CalibrateOptions {
   int gpus_per_node = 0;
@@ -48,6 +54,6 @@ struct CalibrateOptions {
 std::vector<planner::MatmulShape> model_matmul_shapes(const std::string& model, int64_t gpus, int64_t batch_seqs);
 
 // Initializes MPI if needed. Returns the exit code (2 for bad input).
-int run_calibrate(const CalibrateOptions& o, const MatmulTimer& timer, std::ostream& out, std::ostream& err);
+int run_calibrate(const CalibrateOptions& o, const KernelTimers& timers, std::ostream& out, std::ostream& err);
 
 }  // namespace axonn::tools

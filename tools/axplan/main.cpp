@@ -3,13 +3,14 @@
 
 #include "axplan_cli.hpp"
 #ifdef AXONN_AXPLAN_WITH_TORCH
-#include "matmul_timer.hpp"
+#include "kernel_timer.hpp"
 #endif
 
 int main(int argc, char** argv) {
-  axonn::tools::MatmulTimer timer;
+  axonn::tools::KernelTimers timers;
 #ifdef AXONN_AXPLAN_WITH_TORCH
-  timer = axonn::tools::time_matmul_libtorch;
+  timers.matmul = axonn::tools::time_matmul_libtorch;
+  timers.elementwise = axonn::tools::time_elementwise_libtorch;
 #endif
-  return axonn::tools::run_axplan(std::vector<std::string>(argv, argv + argc), std::cout, std::cerr, timer);
+  return axonn::tools::run_axplan(std::vector<std::string>(argv, argv + argc), std::cout, std::cerr, timers);
 }

@@ -81,8 +81,8 @@ double median(std::vector<double> v) {
 void run_one(Config& c, const ValidateOptions& o, const std::string& axrun, const fs::path& runs) {
   const std::string measure = (runs / (c.name + ".measure.json")).string();
   fs::remove(measure);
-  std::string cmd = fmt::format("timeout --kill-after=20 {:.0f} {} {} --plan {} --steps {} --measure {}", o.timeout_s,
-                                o.launcher, quote(axrun), quote(c.plan_path), o.steps, quote(measure));
+  std::string cmd = fmt::format("timeout --kill-after=20 {:.0f} {} {} --plan {} --steps {} --measure {} {}", o.timeout_s,
+                                o.launcher, quote(axrun), quote(c.plan_path), o.steps, quote(measure), o.axrun_args);
   cmd += " >" + quote(c.log_path) + " 2>&1 </dev/null";
   const int status = std::system(cmd.c_str());
   const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -198,6 +198,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   po.gpus = o.gpus;
   po.batch_seqs = o.batch_seqs;
   po.precision = plan::Precision::fp32();  // the runtime's dtype on CPU
+  po.overlap = plan::OverlapSettings::level(o.overlap_level, 0);
   const planner::Ranking aware = planner::rank_candidates(m, t, po);
   po.placement_aware = false;
   const planner::Ranking agnostic = planner::rank_candidates(m, t, po);
@@ -282,7 +283,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   if (enough) sa = statistics(pa, meas), sg = statistics(pg, meas);
 
   nlohmann::json report = {{"model", m.name},       {"topology", o.topology}, {"gpus", o.gpus},
-                           {"batch_seqs", o.batch_seqs}, {"steps", o.steps},   {"launcher", o.launcher},
+                           {"batch_seqs", o.batch_seqs}, {"steps", o.steps},   {"launcher", o.launcher}, {"axrun_args", o.axrun_args}, {"overlap_level", o.overlap_level},
                            {"axrun", axrun},          {"precision", "fp32"},   {"configs", nlohmann::json::array()}};
   for (const auto& c : configs) {
     const auto& g = c.aware.grid;
@@ -303,9 +304,11 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   write_file(dir / "report.json", report.dump(2) + "\n");
 
   // ---- summary and plots --------------------------------------------------------
-  std::string md = fmt::format("# axplan validate: {} on {} GPUs of {}\n\nBatch {} sequences of {} tokens, fp32, {} "
-                               "steps per configuration (measured = median of steps 2..{}).\nLauncher: `{}`\n\n",
-                               m.name, o.gpus, t.name, o.batch_seqs, m.seq_len, o.steps, o.steps, o.launcher);
+  std::string md = fmt::format("# axplan validate: {} on {} GPUs of {}\n\nBatch {} sequences of {} tokens, fp32, overlap "
+                               "level {}, {} steps per configuration (measured = median of steps 2..{}).\n"
+                               "Launcher: `{}`; axrun arguments: `{}`\n\n",
+                               m.name, o.gpus, t.name, o.batch_seqs, m.seq_len, o.overlap_level, o.steps, o.steps,
+                               o.launcher, o.axrun_args);
   md += "| grid (gx,gy,gz,gdata,ginter) | measured (s) | aware: predicted (s) | aware rank | agnostic: predicted (s) | "
         "agnostic rank | status |\n|---|---|---|---|---|---|---|\n";
   std::vector<const Config*> rows;

@@ -29,6 +29,8 @@ struct ValidateOptions {
   int64_t batch_seqs = 0;
   std::string launcher;           // command prefix; split on spaces
   std::string axrun;              // empty: the axrun next to this axplan
+  std::string axrun_args;         // extra axrun arguments (e.g. "--progress poll")
+  int overlap_level = 4;          // plan::OverlapSettings::level of the plans (and predictions)
   int64_t steps = 4;
   size_t top = 0;                 // 0: every runnable configuration
   size_t sample = 0;              // extra random configurations with --top

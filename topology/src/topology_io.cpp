@@ -54,6 +54,16 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
                                                       e.positive_int_or("batch", 1), e.positive_number("seconds")});
         e.finish();
       }
+    if (cr.has("elementwise_s_per_element")) {
+      ObjectReader er = cr.object("elementwise_s_per_element");
+      for (const auto& name : elementwise_op_names()) {
+        if (!er.has(name)) continue;
+        ObjectReader op = er.object(name);
+        t.compute.elementwise[name] = {op.non_negative_number("forward"), op.non_negative_number_or("backward", 0.0)};
+        op.finish();
+      }
+      er.finish();
+    }
     cr.finish();
   }
   if (r.has("point_to_point_bytes_per_s")) {
@@ -92,6 +102,12 @@ nlohmann::json topology_to_json(const Topology& t) {
     j["compute"] = {{"matmul_flops_per_s", t.compute.matmul_flops_per_s},
                     {"matmul_overhead_s", t.compute.matmul_overhead_s},
                     {"matmul_table", table}};
+    if (!t.compute.elementwise.empty()) {
+      nlohmann::json ew = nlohmann::json::object();
+      for (const auto& [name, c] : t.compute.elementwise)
+        ew[name] = {{"forward", c.forward_s_per_element}, {"backward", c.backward_s_per_element}};
+      j["compute"]["elementwise_s_per_element"] = ew;
+    }
   }
   if (t.point_to_point.intra_node_bytes_per_s > 0 && t.point_to_point.inter_node_bytes_per_s > 0)
     j["point_to_point_bytes_per_s"] = {{"intra_node", t.point_to_point.intra_node_bytes_per_s},

@@ -51,7 +51,16 @@ void expand_gpt(ModelDescription& m) {
   m.layers.push_back(emb);
   for (int64_t b = 0; b < L; ++b) {
     const std::string p = "block" + std::to_string(b) + ".";
-    m.layers.push_back(linear(p + "qkv", H, 3 * H, false, b, true));
+    // Element-wise work as ParallelGpt::block_forward runs it: pre-norm, biases, GELU
+    // after fc1, residual adds after attn_out and fc2.
+    auto with = [](Layer l, bool norm_before, bool gelu_after, bool residual_after) {
+      l.bias = true;
+      l.norm_before = norm_before;
+      l.gelu_after = gelu_after;
+      l.residual_after = residual_after;
+      return l;
+    };
+    m.layers.push_back(with(linear(p + "qkv", H, 3 * H, false, b, true), true, false, false));
     Layer att;
     att.name = p + "attention";
     att.kind = LayerKind::Attention;
@@ -61,11 +70,14 @@ void expand_gpt(ModelDescription& m) {
     att.in_block = true;
     att.recomputed = true;
     m.layers.push_back(att);
-    m.layers.push_back(linear(p + "attn_out", H, H, true, b, true));
-    m.layers.push_back(linear(p + "fc1", H, F, false, b, true));
-    m.layers.push_back(linear(p + "fc2", F, H, true, b, true));
+    m.layers.push_back(with(linear(p + "attn_out", H, H, true, b, true), false, false, true));
+    m.layers.push_back(with(linear(p + "fc1", H, F, false, b, true), true, true, false));
+    m.layers.push_back(with(linear(p + "fc2", F, H, true, b, true), false, false, true));
   }
-  m.layers.push_back(linear("lm_head", H, m.vocab, false, L - 1, false));
+  Layer head = linear("lm_head", H, m.vocab, false, L - 1, false);  // no bias (ParallelGpt::loss)
+  head.norm_before = true;
+  head.loss_after = true;
+  m.layers.push_back(head);
   m.num_units = L;
 }
 

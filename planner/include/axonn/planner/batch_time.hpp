@@ -13,6 +13,7 @@
 //             all-reduce is waited for after dW (optimization 1) or at once; the dW
 //             reduce-scatter goes to a FIFO waited for at the end of the pass
 //             (optimization 2) or is waited for at once.
+//   the step ends with the optimizer (optimizer_s, after every collective).
 //   last micro-batch: each layer's gradient joins a data-parallel bucket when its
 //             reduce-scatter is done; a full bucket (bucket_bytes) is all-reduced on a
 //             second FIFO; the rest after the pass. Without bucketing all of it after.
@@ -59,6 +60,7 @@ struct StageSchedule {
   int64_t microbatches = 1;
   bool activation_checkpointing = true;
   bool data_all_reduce = true;  // false: leave it out (pipeline stages add it once)
+  double optimizer_s = 0;       // the optimizer step after the pass (counted as compute)
   plan::OverlapSettings overlap;
 };
 

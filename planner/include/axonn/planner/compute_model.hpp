@@ -41,6 +41,22 @@ std::vector<MatmulShape> backward_input_matmuls(const model::Layer& l, const top
 std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                                  int64_t seq_len);
 
+// Element-wise work of one layer for one micro-batch on one GPU, seconds: each of the
+// layer's operations (model::Layer flags; softmax for attention) costs its measured
+// seconds per element (topology compute.elementwise_s_per_element) times its elements:
+//   bias, gelu, residual, cross_entropy   rows * n/Gb      (the layer's local output)
+//   layer_norm                            rows * k/Ga      (the layer's local input)
+//   softmax                               (mb/Gz)*(heads/Gy) * s * s
+// Zero where the topology has no measurement.
+struct ElementwiseTime {
+  double forward_s = 0;
+  double backward_s = 0;
+};
+ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g,
+                              int64_t microbatch_seqs, int64_t seq_len);
+// One Adam step over the layer's local weight shard (k*n / (Ga*Gb*Gz) elements), seconds.
+double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g);
+
 // Seconds for one matmul: the measured table entry of exactly this shape if there is
 // one, else matmul_overhead_s + flops / matmul_flops_per_s (peak_flops_per_s if 0).
 double matmul_s(const topo::Topology& t, const MatmulShape& s);

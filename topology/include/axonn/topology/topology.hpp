@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,12 +33,33 @@ struct MatmulTiming {
   double seconds = 0;
 };
 
+// Seconds per element of one element-wise operation (forward and backward), measured
+// with every rank busy at once. The operations, by name (docs/model.md section 7):
+//   bias           y = x + b                          (elements of the output)
+//   layer_norm     layer norm over the last dimension (elements of the input)
+//   gelu           GELU                               (elements of the output)
+//   residual       h + y                              (elements of the output)
+//   softmax        scale, causal mask, softmax        (elements of the score matrix)
+//   cross_entropy  log-softmax and NLL                (elements of the logits)
+//   adam           one Adam update                    (parameter elements; forward only)
+struct ElementwiseCost {
+  double forward_s_per_element = 0;
+  double backward_s_per_element = 0;
+};
+inline const std::vector<std::string>& elementwise_op_names() {
+  static const std::vector<std::string> names = {"bias",     "layer_norm",    "gelu", "residual",
+                                                 "softmax",  "cross_entropy", "adam"};
+  return names;
+}
+
 // What one GPU (here: one rank) computes per second, as `axplan calibrate` measures it.
-// Absent from a file: every matmul runs at peak_flops_per_s with no fixed cost.
+// Absent from a file: every matmul runs at peak_flops_per_s with no fixed cost, and
+// element-wise work costs nothing.
 struct ComputeThroughput {
   double matmul_flops_per_s = 0;           // fitted sustained rate; 0 = peak_flops_per_s
   double matmul_overhead_s = 0;            // fitted fixed cost of one matmul call, seconds
   std::vector<MatmulTiming> matmul_table;  // measured shapes, used where they match exactly
+  std::map<std::string, ElementwiseCost> elementwise;  // by operation name (above)
 };
 
 // Point-to-point (send/receive) bandwidth between two GPUs, bytes/s; 0 = not measured

@@ -45,6 +45,13 @@ struct Layer {
   int64_t unit = 0;          // pipeline unit: stages own contiguous runs of units
   bool in_block = false;     // part of a repeated transformer/encoder block
   bool recomputed = false;   // inside an activation-checkpointed unit (GPT blocks)
+  // Element-wise work around the layer, for the compute model (docs/model.md section 7).
+  // Set by the GPT expansion; explicit models leave them false.
+  bool bias = false;            // a bias is added to the output
+  bool norm_before = false;     // a layer norm produces the input (qkv, fc1, lm_head)
+  bool gelu_after = false;      // GELU on the output (fc1)
+  bool residual_after = false;  // the output is added to the residual stream (attn_out, fc2)
+  bool loss_after = false;      // cross-entropy on the output (lm_head)
 
   int64_t weight_elements() const { return kind == LayerKind::Attention ? 0 : k * n; }
 };

@@ -1,0 +1,140 @@
+// LibTorch kernel timers; see kernel_timer.hpp.
+#include "kernel_timer.hpp"
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::tools {
+namespace {
+
+// Each timed run lasts at least kMinRun: ranks sharing cores are descheduled in slices
+// of milliseconds, and a single short call would measure the scheduler instead of the
+// average rate the ranks get.
+constexpr double kMinRun = 0.05;  // seconds
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median over `repeats` runs of the per-call time of `f`.
+double time_calls(const std::function<void()>& f, int repeats) {
+  f();  // warm-up
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    int64_t calls = 0;
+    double elapsed = 0;
+    do {
+      f();
+      ++calls;
+      elapsed = seconds_since(t0);
+    } while (elapsed < kMinRun);
+    times.push_back(elapsed / static_cast<double>(calls));
+  }
+  return median(times);
+}
+
+// Median over `repeats` runs of the backward time of `forward`'s output alone.
+double time_backward(const std::function<at::Tensor()>& forward, std::vector<at::Tensor> leaves, int repeats) {
+  auto once = [&] {
+    at::Tensor y = forward();
+    at::Tensor g = at::ones_like(y);
+    const auto t0 = std::chrono::steady_clock::now();
+    y.backward(g);
+    const double t = seconds_since(t0);
+    for (auto& l : leaves) l.mutable_grad() = at::Tensor();
+    return t;
+  };
+  once();  // warm-up
+  std::vector<double> times;
+  for (int r = 0; r < repeats; ++r) {
+    double total = 0;
+    int64_t calls = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    do {
+      total += once();
+      ++calls;
+    } while (seconds_since(t0) < 2 * kMinRun);
+    times.push_back(total / static_cast<double>(calls));
+  }
+  return median(times);
+}
+
+at::Tensor leaf(at::IntArrayRef shape) { return at::randn(shape).requires_grad_(true); }
+
+}  // namespace
+
+double time_matmul_libtorch(const planner::MatmulShape& s, int repeats) {
+  at::set_num_threads(1);
+  const bool batched = s.batch > 1;
+  at::Tensor a = batched ? at::randn({s.batch, s.m, s.k}) : at::randn({s.m, s.k});
+  at::Tensor b = batched ? at::randn({s.batch, s.k, s.n}) : at::randn({s.k, s.n});
+  at::Tensor c;
+  return time_calls([&] { c = at::matmul(a, b); }, repeats);
+}
+
+topo::ElementwiseCost time_elementwise_libtorch(const std::string& op, int64_t rows, int64_t width, int repeats) {
+  at::set_num_threads(1);
+  const double elements = static_cast<double>(rows * width);
+  std::function<at::Tensor()> forward;
+  std::vector<at::Tensor> leaves;
+  if (op == "bias" || op == "residual") {
+    at::Tensor x = leaf({rows, width}), b = op == "bias" ? leaf({width}) : leaf({rows, width});
+    leaves = {x, b};
+    forward = [x, b] { return x + b; };
+  } else if (op == "layer_norm") {
+    at::Tensor x = leaf({rows, width}), gamma = leaf({width}), beta = leaf({width});
+    leaves = {x, gamma, beta};
+    forward = [x, gamma, beta, width] { return at::layer_norm(x, {width}, gamma, beta, 1e-5); };
+  } else if (op == "gelu") {
+    at::Tensor x = leaf({rows, width});
+    leaves = {x};
+    forward = [x] { return at::gelu(x); };
+  } else if (op == "softmax") {  // as causal_attention (model_zoo/gpt/src/gpt.cpp) runs it
+    const int64_t n = std::max<int64_t>(1, rows / width);
+    at::Tensor x = leaf({n, width, width});
+    leaves = {x};
+    forward = [x, width] {
+      at::Tensor mask = at::ones({width, width}, at::kBool).triu(1);
+      return (x / 8.0).masked_fill(mask, -std::numeric_limits<float>::infinity()).softmax(-1);
+    };
+    const double per = static_cast<double>(n * width * width);
+    return {time_calls([&] { forward(); }, repeats) / per, time_backward(forward, leaves, repeats) / per};
+  } else if (op == "cross_entropy") {
+    at::Tensor logits = leaf({rows, width}), targets = at::randint(width, {rows}, at::kLong);
+    leaves = {logits};
+    forward = [logits, targets] { return at::cross_entropy_loss(logits, targets, {}, at::Reduction::None); };
+  } else if (op == "adam") {  // torch::optim::Adam's update, in place
+    at::Tensor p = at::randn({rows * width}), g = at::randn({rows * width}), m = at::zeros({rows * width}),
+               v = at::zeros({rows * width});
+    const double t = time_calls(
+        [&] {
+          m.mul_(0.9).add_(g, 0.1);
+          v.mul_(0.999).addcmul_(g, g, 0.001);
+          at::Tensor denom = (v.sqrt() / std::sqrt(0.001)).add_(1e-8);
+          p.addcdiv_(m, denom, -1e-3 / 0.1);
+        },
+        repeats);
+    return {t / elements, 0.0};
+  } else {
+    throw Error("calibrate", "unknown element-wise operation '" + op + "'", "kernel timer",
+                "one of topo::elementwise_op_names()");
+  }
+  return {time_calls([&] { forward(); }, repeats) / elements, time_backward(forward, leaves, repeats) / elements};
+}
+
+}  // namespace axonn::tools
