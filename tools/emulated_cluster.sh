@@ -91,14 +91,17 @@ for ((i = 0; i < nodes; i++)); do
 done
 
 # Open MPI's launch agent: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace,
-# with its own shared-memory backing directory (ranks of different nodes must not
-# meet in /dev/shm).
+# with its own shared-memory backing directory and session directory: the nodes share
+# this machine's hostname and file system, so ranks of different nodes would meet in
+# /dev/shm, and daemons in /tmp/ompi.HOST.* (where a daemon starting at the same time
+# as another has died, leaving mpirun waiting for it).
 cat >"$work/agent" <<AGENT
 #!/usr/bin/env bash
 host=\$1; shift
 while read -r addr ns shm; do
   if [ "\$addr" = "\$host" ]; then
-    exec ip netns exec "\$ns" env OMPI_MCA_btl_vader_backing_directory="\$shm" sh -c "\$*"
+    exec ip netns exec "\$ns" env OMPI_MCA_btl_vader_backing_directory="\$shm" OMPI_MCA_orte_tmpdir_base="\$shm" \
+      sh -c "\$*"
   fi
 done <"$work/nodes"
 echo "emulated_cluster agent: unknown host \$host" >&2; exit 1
@@ -118,8 +121,14 @@ launch() {
     "${mpirun_extra[@]}" "$@" &
   mpirun_pid=$!
 }
-daemons_started() {
-  for ((i = 0; i < nodes; i++)); do [ -n "$(ip netns pids "${tag}n$i" 2>/dev/null)" ] || return 1; done
+daemons_started() {  # an orted alive in every node
+  for ((i = 0; i < nodes; i++)); do
+    found=0
+    for pid in $(ip netns pids "${tag}n$i" 2>/dev/null); do
+      [ "$(cat /proc/$pid/comm 2>/dev/null)" = orted ] && { found=1; break; }
+    done
+    [ $found -eq 1 ] || return 1
+  done
 }
 for attempt in 1 2 3; do
   launch "$@"

@@ -68,6 +68,43 @@ StageSchedule schedule(int level, bool checkpointing = false, int64_t microbatch
   return s;
 }
 
+TEST(ComputeModel, ElementwiseWorkFollowsTheLayerFlags) {
+  topo::Topology t;
+  t.peak_flops_per_s = 1e12;
+  t.compute.elementwise = {{"layer_norm", {1, 2}}, {"bias", {3, 4}}, {"gelu", {5, 6}}, {"softmax", {7, 8}},
+                           {"adam", {9, 0}}};
+  const auto m = model::load_model("gpt-bench");  // hidden 256, ffn 1024, 8 heads, seq 128
+  const model::Layer* fc1 = nullptr;
+  const model::Layer* att = nullptr;
+  for (const auto& l : m.layers) {
+    if (l.name == "block0.fc1") fc1 = &l;
+    if (l.name == "block0.attention") att = &l;
+  }
+  ASSERT_TRUE(fc1 && att);
+  EXPECT_TRUE(fc1->norm_before && fc1->bias && fc1->gelu_after && !fc1->residual_after);
+  const topo::Grid g{2, 2, 2, 1, 1};
+  // fc1 on (2,2,2), 16 sequences: rows 1024, input 1024*128 (layer norm), output 1024*512.
+  const ElementwiseTime e = elementwise_s(t, *fc1, g, 16, 128);
+  EXPECT_DOUBLE_EQ(e.forward_s, 131072.0 * 1 + 524288.0 * (3 + 5));
+  EXPECT_DOUBLE_EQ(e.backward_s, 131072.0 * 2 + 524288.0 * (4 + 6));
+  // attention: (16/2) sequences * (8/2) heads * 128 * 128 scores.
+  EXPECT_DOUBLE_EQ(elementwise_s(t, *att, g, 16, 128).forward_s, 524288.0 * 7);
+  EXPECT_DOUBLE_EQ(optimizer_s(t, *fc1, g), 256.0 * 1024 / 8 * 9);
+  t.compute.elementwise.clear();  // not calibrated: no element-wise time
+  EXPECT_DOUBLE_EQ(elementwise_s(t, *fc1, g, 16, 128).forward_s, 0.0);
+}
+
+TEST(BatchTime, TheOptimizerEndsTheStep) {
+  LayerTimes l;
+  l.forward_s = 1;
+  l.data_all_reduce_s = 0.5;
+  StageSchedule s = schedule(4);
+  s.optimizer_s = 2;
+  const StageTime st = stage_time({l}, s);
+  EXPECT_DOUBLE_EQ(st.batch_s, 1 + 0.5 + 2);  // forward, the data all-reduce, then the optimizer
+  EXPECT_DOUBLE_EQ(st.compute_s, 3);
+}
+
 TEST(BatchTime, InputGradientAllReduceHidesBehindWeightGradient) {
   LayerTimes l;
   l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
@@ -180,13 +217,23 @@ TEST(TopologyCompute, MeasuredFieldsRoundTripAndAreChecked) {
   t.compute.matmul_overhead_s = 3e-6;
   t.compute.matmul_table.push_back({64, 32, 16, 4, 1e-4});
   t.point_to_point = {5e9, 4e7};
+  t.compute.elementwise["gelu"] = {2e-9, 3e-9};
   const topo::Topology back = topo::topology_from_json(topo::topology_to_json(t), "round trip");
   EXPECT_DOUBLE_EQ(back.compute.matmul_flops_per_s, 2e10);
   EXPECT_DOUBLE_EQ(back.compute.matmul_overhead_s, 3e-6);
   ASSERT_EQ(back.compute.matmul_table.size(), 1u);
   EXPECT_EQ(back.compute.matmul_table[0].batch, 4);
   EXPECT_DOUBLE_EQ(back.point_to_point.inter_node_bytes_per_s, 4e7);
+  EXPECT_DOUBLE_EQ(back.compute.elementwise.at("gelu").backward_s_per_element, 3e-9);
   nlohmann::json j = topo::topology_to_json(t);
+  nlohmann::json op = j;
+  op["compute"]["elementwise_s_per_element"]["softmaxx"] = {{"forward", 1e-9}};
+  try {
+    topo::topology_from_json(op, "op.json");
+    ADD_FAILURE() << "unknown operation accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("softmaxx"), std::string::npos) << e.what();
+  }
   j["compute"]["matmul_table"][0]["flops"] = 1;
   try {
     topo::topology_from_json(j, "bad.json");

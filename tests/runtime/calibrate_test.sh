@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # axplan calibrate: bad input (no mpirun, ranks that do not fill nodes) exits 2 with a
-# message; on the emulated 2 x 2 cluster at 400 Mbit/s (50 MB/s) it recovers the
+# message; --model fills the matmul table and the element-wise costs; on the emulated 2 x 2 cluster at 400 Mbit/s (50 MB/s) it recovers the
 # inter-node rate within 15%. Usage: calibrate_test.sh AXPLAN CLUSTER_SCRIPT MPIRUN
 set -uo pipefail
 AXPLAN=$1 CLUSTER=$2 MPIRUN_BIN=$3
@@ -13,6 +13,25 @@ timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 -o "$T/a.json" >"$T/out" 2>&1; 
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "without mpirun: exit 2" || bad "without mpirun (rc $rc)"
 timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" calibrate --gpus-per-node 3 -o "$T/b.json" >"$T/out" 2>&1; rc=$?
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
+
+# --model: every matmul shape of gpt-tiny on 2 GPUs is timed and lands in the table,
+# with the element-wise costs; the planner then uses the table (its exact entries).
+timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
+  --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/model.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))["compute"]
+shapes = {(e["m"], e["k"], e["n"], e["batch"]) for e in c["matmul_table"]}
+# gpt-tiny fc1 (64 -> 256) forward on grid (1,2,1,1): 2 sequences * 16 tokens, k 64, n 128
+assert (32, 64, 128, 1) in shapes, sorted(shapes)
+assert all(e["seconds"] > 0 for e in c["matmul_table"]) and c["matmul_flops_per_s"] > 0
+ops = c["elementwise_s_per_element"]
+assert set(ops) == {"bias", "layer_norm", "gelu", "residual", "softmax", "cross_entropy", "adam"}, ops
+assert all(v["forward"] > 0 for v in ops.values())
+PY
+then ok "calibrate --model: matmul table and element-wise costs"; else bad "calibrate --model (rc $rc)"; fi
+"$AXPLAN" calibrate --gpus-per-node 1 --model gpt-tiny >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "calibrate --model without mpirun: exit 2" || bad "calibrate --model without mpirun (rc $rc)"
 
 if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
   # One launch in about a dozen has hung on this machine (tracked in the issue notes):
