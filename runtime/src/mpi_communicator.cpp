@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "axonn/common/error.hpp"
+#include "axonn/common/ring_collectives.hpp"
 
 namespace axonn::runtime {
 
@@ -48,6 +49,7 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return;
+  prefer_ring_collectives();  // the collectives the performance model describes
   AXONN_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided_));
   finalize_ = true;
   AXONN_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));

@@ -14,6 +14,7 @@
 #include <fmt/ostream.h>
 
 #include "axonn/common/error.hpp"
+#include "axonn/common/ring_collectives.hpp"
 #include "axonn/model/model_description.hpp"
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/bandwidth_fit.hpp"
@@ -117,12 +118,7 @@ int run_calibrate(const CalibrateOptions& o, const KernelTimers& timers, std::os
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    // The model is of ring collectives: ask Open MPI's tuned component for its ring
-    // algorithms (unless the user chose others).
-    setenv("OMPI_MCA_coll_tuned_use_dynamic_rules", "1", 0);
-    setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", 0);
-    setenv("OMPI_MCA_coll_tuned_allgather_algorithm", "4", 0);
-    setenv("OMPI_MCA_coll_tuned_reduce_scatter_algorithm", "3", 0);
+    prefer_ring_collectives();
     check(MPI_Init(nullptr, nullptr), "MPI_Init");
   }
   int rank = 0, world = 1;
