@@ -55,12 +55,13 @@ std::string panel_svg(const SvgPanel& p, double x0) {
   s += fmt::format(R"~(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" font-size="13">{}</text>)~" "\n",
                    x0 + kLeft + pw / 2, kTop - 10, escape(p.title));
   const double xs = tick_step(xmax - xmin), ys = tick_step(ymax - ymin);
+  auto tidy = [](double t, double step) { return std::abs(t) < 1e-9 * step ? 0.0 : t; };  // no "-0"
   for (double t = std::ceil(xmin / xs) * xs; t <= xmax; t += xs)
     s += fmt::format(R"~(<line x1="{0:.1f}" y1="{1:.1f}" x2="{0:.1f}" y2="{2:.1f}" stroke="#444"/><text x="{0:.1f}" y="{3:.1f}" text-anchor="middle" font-size="10">{4:g}</text>)~" "\n",
-                     X(t), kTop + ph, kTop + ph + 4, kTop + ph + 15, t);
+                     X(t), kTop + ph, kTop + ph + 4, kTop + ph + 15, tidy(t, xs));
   for (double t = std::ceil(ymin / ys) * ys; t <= ymax; t += ys)
     s += fmt::format(R"~(<line x1="{0:.1f}" y1="{1:.1f}" x2="{2:.1f}" y2="{1:.1f}" stroke="#ddd"/><text x="{3:.1f}" y="{4:.1f}" text-anchor="end" font-size="10">{5:g}</text>)~" "\n",
-                     x0 + kLeft, Y(t), x0 + kLeft + pw, x0 + kLeft - 4, Y(t) + 3, t);
+                     x0 + kLeft, Y(t), x0 + kLeft + pw, x0 + kLeft - 4, Y(t) + 3, tidy(t, ys));
   s += fmt::format(R"~(<text x="{:.1f}" y="{:.1f}" text-anchor="middle" font-size="11">{}</text>)~" "\n",
                    x0 + kLeft + pw / 2, kH - 10, escape(p.x_label));
   s += fmt::format(R"~(<text transform="translate({:.1f},{:.1f}) rotate(-90)" text-anchor="middle" font-size="11">{}</text>)~" "\n",
