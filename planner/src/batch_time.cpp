@@ -58,6 +58,8 @@ StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule&
     for (size_t end = layers.size(); end > 0;) {
       size_t begin = end;  // [begin, end): one unit
       while (begin > 0 && layers[begin - 1].unit == layers[end - 1].unit) --begin;
+      // The runtime prefetches inside a block's recompute only: its first gather waits.
+      if (s.activation_checkpointing) c.issue = c.gather_free = c.t;
       if (s.activation_checkpointing)
         for (size_t i = begin; i < end; ++i)
           if (layers[i].recomputed) forward_layer(c, layers[i], o.prefetch_all_gather, !layers[i].cached);

@@ -110,12 +110,14 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
   ls.latency_s = paper ? 0.0 : t.collective_latency_s;
 
-  // Optimization 4: the first N layers with weights keep their gathered weight.
+  // Optimization 4, as the runtime applies it (CommEngine::add_layer): under activation
+  // checkpointing, the first N layers with weights inside checkpointed blocks keep their
+  // gathered weight for the recompute.
   std::vector<bool> cached(m.layers.size(), false);
-  if (!paper) {
+  if (!paper && o.activation_checkpointing) {
     int64_t n = 0;
     for (size_t i = 0; i < m.layers.size() && n < o.overlap.cache_all_gather_layers; ++i)
-      if (m.layers[i].weight_elements() > 0) cached[i] = true, ++n;
+      if (m.layers[i].weight_elements() > 0 && m.layers[i].recomputed) cached[i] = true, ++n;
   }
 
   MemorySettings ms;
@@ -129,7 +131,6 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
   schedule.activation_checkpointing = o.activation_checkpointing;
   schedule.overlap = o.overlap;
   schedule.microbatches = g.ginter == 1 ? e.microbatches : 1;
-  double slowest_mb_s = 0, slowest_p2p_s = 0, slowest_tail_s = 0, slowest_optimizer_s = 0;
 
   const int64_t units_per_stage = m.num_units / g.ginter;
   size_t first = 0;
@@ -191,15 +192,18 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
     }
     if (c.total() > e.comm.total() || stage == 0) e.comm = c;
     if (!paper) {
-      // Ginter = 1: the whole step; else one micro-batch, the optimizer added once below.
+      // Ginter = 1: the whole step; else one micro-batch, and the stage's batch time is
+      // its (M + Ginter - 1) slots, its data-parallel tail and its optimizer step.
       schedule.optimizer_s = g.ginter == 1 ? stage_optimizer_s : 0.0;
       const StageTime st = stage_time(timeline, schedule);
       const double p2p_mb = g.ginter > 1 ? c.p2p_pipe / static_cast<double>(e.microbatches) : 0.0;
-      if (stage == 0 || st.batch_s + p2p_mb > slowest_mb_s + slowest_p2p_s) {
-        slowest_mb_s = st.batch_s;
-        slowest_p2p_s = p2p_mb;
-        slowest_tail_s = st.data_tail_s;
-        slowest_optimizer_s = g.ginter == 1 ? 0.0 : stage_optimizer_s;
+      const double stage_batch_s =
+          g.ginter == 1 ? st.batch_s
+                        : pipeline_batch_s(st.batch_s - st.data_tail_s, p2p_mb, e.microbatches, g.ginter,
+                                           st.data_tail_s) +
+                              stage_optimizer_s;
+      if (stage == 0 || stage_batch_s > e.batch_s) {
+        e.batch_s = stage_batch_s;
         e.compute_s = g.ginter == 1 ? st.compute_s
                                     : st.compute_s * static_cast<double>(e.microbatches) + stage_optimizer_s;
       }
@@ -209,14 +213,7 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
     first = last;
   }
   e.comm_s = e.comm.total();
-  if (!paper) {
-    // A pipeline pays its stage's data-parallel tail once, then the optimizer.
-    e.batch_s = g.ginter == 1 ? slowest_mb_s
-                              : pipeline_batch_s(slowest_mb_s - slowest_tail_s, slowest_p2p_s, e.microbatches,
-                                                 g.ginter, slowest_tail_s) +
-                                    slowest_optimizer_s;
-    e.exposed_comm_s = e.batch_s - e.compute_s;
-  }
+  if (!paper) e.exposed_comm_s = e.batch_s - e.compute_s;
   e.feasible = true;
   if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
     return reject(e, Rejection::Memory,

@@ -174,6 +174,20 @@ TEST(BatchTime, CheckpointingRecomputesTheForward) {
   EXPECT_DOUBLE_EQ(stage_time({l}, schedule(4, false)).batch_s, 3.5);  // 1.5 + 2
 }
 
+TEST(BatchTime, ABlocksRecomputeWaitsForItsFirstGather) {
+  // Two blocks of one recomputed layer: forward 1, dI 1, dW 1, all-gather 0.5, prefetch on.
+  // Forward: gather 0 -> 0.5, compute -> 1.5; the second gather hides; compute -> 2.5.
+  // Backward, block 1: gather 2.5 -> 3 (not prefetched), recompute -> 4, dI, dW -> 6;
+  // block 0 likewise from 6: 9.5 (a gather prefetched during block 1 would give 9).
+  LayerTimes l;
+  l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
+  l.all_gather_s = 0.5;
+  l.recomputed = true;
+  LayerTimes l1 = l;
+  l1.unit = 1;
+  EXPECT_DOUBLE_EQ(stage_time({l, l1}, schedule(3, true)).batch_s, 9.5);
+}
+
 TEST(BatchTime, PipelineAddsTheBubble) {
   // 4 micro-batches over 2 stages: 5 slots of (1 s + 0.1 s p2p), then a 0.3 s data tail.
   EXPECT_DOUBLE_EQ(pipeline_batch_s(1.0, 0.1, 4, 2, 0.3), 5 * 1.1 + 0.3);

@@ -273,7 +273,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   validate->add_option("--top", val.top, "run only the aware model's top K (0 = every runnable one)")->capture_default_str();
   validate->add_option("--sample", val.sample, "with --top: this many other configurations at random")->capture_default_str();
   validate->add_option("--seed", val.seed, "seed of --sample")->capture_default_str();
-  validate->add_option("--timeout", val.timeout_s, "seconds per configuration")->capture_default_str()->check(CLI::PositiveNumber);
+  validate->add_option("--timeout", val.timeout_s, "seconds per configuration")->capture_default_str()->check(CLI::Range(1.0, 1e9));
   validate->add_option("--out-dir", val.out_dir, "report directory")->capture_default_str();
   validate->add_option("--retries", val.retries, "runs again after a failure")->capture_default_str()->check(CLI::NonNegativeNumber);
 

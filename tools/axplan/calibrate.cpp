@@ -204,9 +204,11 @@ int run_calibrate(const CalibrateOptions& o, const KernelTimers& timers, std::os
         std::vector<double> fa(static_cast<size_t>(world)), ba(static_cast<size_t>(world));
         check(MPI_Gather(&f[0], 1, MPI_DOUBLE, fa.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
         check(MPI_Gather(&f[1], 1, MPI_DOUBLE, ba.data(), 1, MPI_DOUBLE, 0, MPI_COMM_WORLD), "MPI_Gather");
-        std::sort(fa.begin(), fa.end());
-        std::sort(ba.begin(), ba.end());
-        elementwise[op] = {fa[fa.size() / 2], ba[ba.size() / 2]};
+        auto median = [](std::vector<double>& v) {
+          std::sort(v.begin(), v.end());
+          return 0.5 * (v[(v.size() - 1) / 2] + v[v.size() / 2]);
+        };
+        elementwise[op] = {median(fa), median(ba)};
       }
     }
     if (rank == 0) {
@@ -286,9 +288,12 @@ int run_calibrate(const CalibrateOptions& o, const KernelTimers& timers, std::os
       fmt::print(out, "inter-node bandwidth {:.3f} GB/s (ring over all {} ranks), latency {:.1f} us; wrote {}\n",
                  inter / 1e9, world, c.collective_latency_s * 1e6, o.output);
     }
-  } catch (const Error& e) {
+  } catch (const Error& e) {  // input errors: every rank finds them alike
     if (rank == 0) err << "axplan: " << e.what() << "\n";
     return finish(kExitUsage);
+  } catch (const std::exception& e) {  // a failure of this rank alone: end every rank
+    err << "axplan: calibrate failed on rank " << rank << ": " << e.what() << "\n";
+    MPI_Abort(MPI_COMM_WORLD, 1);
   }
   return finish(0);
 }

@@ -45,6 +45,7 @@ std::string panel_svg(const SvgPanel& p, double x0) {
   const double xpad = (xmax - xmin) * 0.05 + (xmax == xmin), ypad = (ymax - ymin) * 0.08 + (ymax == ymin);
   xmin -= xpad, xmax += xpad, ymax += ypad;
   if (ymin < 0) ymin -= ypad;
+  if (p.diagonal) xmin = ymin = std::min(xmin, ymin), xmax = ymax = std::max(xmax, ymax);  // y = x stays inside
   const double pw = kW - kLeft - kRight, ph = kH - kTop - kBottom;
   auto X = [&](double x) { return x0 + kLeft + (x - xmin) / (xmax - xmin) * pw; };
   auto Y = [&](double y) { return kTop + (1 - (y - ymin) / (ymax - ymin)) * ph; };

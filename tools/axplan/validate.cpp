@@ -305,7 +305,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
 
   // ---- summary and plots --------------------------------------------------------
   std::string md = fmt::format("# axplan validate: {} on {} GPUs of {}\n\nBatch {} sequences of {} tokens, fp32, overlap "
-                               "level {}, {} steps per configuration (measured = median of steps 2..{}).\n"
+                               "level {} (no all-gather cache), {} steps per configuration (measured = median of steps 2..{}).\n"
                                "Launcher: `{}`; axrun arguments: `{}`\n\n",
                                m.name, o.gpus, t.name, o.batch_seqs, m.seq_len, o.overlap_level, o.steps, o.steps,
                                o.launcher, o.axrun_args);

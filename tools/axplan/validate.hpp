@@ -6,6 +6,8 @@
 //       --launcher "bash tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 400mbit --"
 //       [--top K --sample N --seed S] [--steps 4] [--out-dir validate_report]
 //
+// The launcher and --axrun-args go to `sh` as written (split on spaces to check the
+// launcher's program exists, so its path must not contain spaces).
 // Every feasible grid the runtime can run (Ginter = 1), or the aware model's top K plus
 // N others drawn at random, is written as a plan (fp32, as the runtime computes on CPU)
 // and run as `LAUNCHER AXRUN --plan P --steps S --measure M`, one after another, with a
@@ -30,7 +32,8 @@ struct ValidateOptions {
   std::string launcher;           // command prefix; split on spaces
   std::string axrun;              // empty: the axrun next to this axplan
   std::string axrun_args;         // extra axrun arguments (e.g. "--progress poll")
-  int overlap_level = 4;          // plan::OverlapSettings::level of the plans (and predictions)
+  int overlap_level = 4;          // plan::OverlapSettings::level of the plans and predictions,
+                                  // with no all-gather cache (level 4 = level 3 + cache of 0)
   int64_t steps = 4;
   size_t top = 0;                 // 0: every runnable configuration
   size_t sample = 0;              // extra random configurations with --top

@@ -50,8 +50,8 @@ struct LayerTimes {
 };
 
 struct StageTime {
-  double batch_s = 0;        // first compute to the end of the last collective waited for
-  double compute_s = 0;      // matmuls
+  double batch_s = 0;        // first compute to the end of the optimizer step
+  double compute_s = 0;      // matmuls, element-wise work and the optimizer
   double exposed_comm_s = 0; // batch_s - compute_s
   double data_tail_s = 0;    // part of exposed_comm_s spent waiting for the data all-reduce
 };

@@ -2,8 +2,8 @@
 // multiplies a layer runs for one micro-batch, and what each costs on a topology.
 //
 // A normal layer O = I*W (W is k x n) on a (Gx, Gy, Gz) grid multiplies, per GPU,
-// I's block of (rows/Gz) x (k/Gx) by W's gathered block (k/Gx) x (n/Gy):
-//   forward   (m, k, n) = (rows/Gz, k/Gx, n/Gy)        O  = I  W
+// I's block of rows x (k/Gx), rows = mb*seq/Gz, by W's gathered block (k/Gx) x (n/Gy):
+//   forward   (m, k, n) = (rows, k/Gx, n/Gy)           O  = I  W
 //   backward  (m, n, k)                                dI = dO W^T
 //             (k, m, n)                                dW = I^T dO
 // A transposed layer swaps Gx and Gy. Attention runs, for (seqs/Gz) * (heads/Gy) heads,
@@ -35,7 +35,8 @@ struct MatmulShape {
 // Local matmuls of one micro-batch of `microbatch_seqs` sequences (of one data-parallel group).
 std::vector<MatmulShape> forward_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                          int64_t seq_len);
-// dI then dW for linear layers (dI omitted when `input_gradient` is false); four for attention.
+// Backward products: the input side (dI for linear layers; dP, dQ, dK for attention) and
+// the weight side (dW; dV for attention). Embeddings have none.
 std::vector<MatmulShape> backward_input_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                                 int64_t seq_len);
 std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,

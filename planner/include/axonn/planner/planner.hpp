@@ -54,7 +54,8 @@ struct Evaluation {
   // Full model only (0 in paper mode), seconds per step (docs/model.md section 8):
   double batch_s = 0;              // predicted batch time
   double compute_s = 0;            // matmuls of the slowest stage
-  double exposed_comm_s = 0;       // batch_s - compute_s: communication and bubble not hidden
+  double exposed_comm_s = 0;       // batch_s - compute_s: communication not hidden, and the
+                                   // pipeline bubble (Ginter > 1)
   MemoryBreakdown memory;          // the stage needing the most memory
 };
 
