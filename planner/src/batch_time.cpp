@@ -32,9 +32,9 @@ struct Clock {
 };
 
 void forward_layer(Clock& c, const LayerTimes& l, bool prefetch, bool gather) {
-  if (gather) c.gather(l.all_gather_s, prefetch);
+  if (gather) c.gather(l.comm.all_gather_s, prefetch);
   c.compute_for(l.forward_s);
-  c.t += l.forward_all_reduce_s;
+  c.t += l.comm.forward_all_reduce_s;
 }
 
 }  // namespace
@@ -66,33 +66,34 @@ StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule&
       for (size_t i = end; i-- > begin;) {
         const auto& l = layers[i];
         const bool gathered_by_recompute = s.activation_checkpointing && l.recomputed;
-        if (!gathered_by_recompute && !l.cached && l.gather_in_backward) c.gather(l.all_gather_s, o.prefetch_all_gather);
+        if (!gathered_by_recompute && !l.cached && l.gather_in_backward)
+          c.gather(l.comm.all_gather_s, o.prefetch_all_gather);
         c.compute_for(l.backward_input_s);
         if (o.async_input_grad_all_reduce) {
-          const double reduced = c.t + l.input_grad_all_reduce_s;
+          const double reduced = c.t + l.comm.input_grad_all_reduce_s;
           c.compute_for(l.backward_weight_s);
           c.t = std::max(c.t, reduced);
         } else {
-          c.t += l.input_grad_all_reduce_s;
+          c.t += l.comm.input_grad_all_reduce_s;
           c.compute_for(l.backward_weight_s);
         }
         double rs_done = c.t;
-        if (l.reduce_scatter_s > 0) {
+        if (l.comm.reduce_scatter_s > 0) {
           if (o.async_weight_grad_reduce_scatter) {
-            rs_free = std::max(c.t, rs_free) + l.reduce_scatter_s;
+            rs_free = std::max(c.t, rs_free) + l.comm.reduce_scatter_s;
             rs_done = rs_free;
           } else {
-            c.t += l.reduce_scatter_s;
+            c.t += l.comm.reduce_scatter_s;
             rs_done = c.t;
           }
         }
-        if (!last || !s.data_all_reduce || l.data_all_reduce_s <= 0) continue;
+        if (!last || !s.data_all_reduce || l.comm.data_all_reduce_s <= 0) continue;
         if (!o.bucketed_data_parallel_all_reduce) {
-          unbucketed_s += l.data_all_reduce_s;
+          unbucketed_s += l.comm.data_all_reduce_s;
           continue;
         }
-        bucket_bytes += l.data_bytes;
-        bucket_s += l.data_all_reduce_s;
+        bucket_bytes += l.comm.data_bytes;
+        bucket_s += l.comm.data_all_reduce_s;
         bucket_ready = std::max(bucket_ready, rs_done);
         if (bucket_bytes >= static_cast<double>(o.bucket_bytes)) flush();
       }

@@ -144,7 +144,6 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
       const auto& l = m.layers[i];
       LayerCommSettings s = ls;
       s.input_gradient = l.kind != model::LayerKind::Embedding;
-      const LayerCollectives one = layer_collectives(l, g, bw, s);
       LayerTimes lt;
       const ElementwiseTime ew = elementwise_s(t, l, g, mb, m.seq_len);
       lt.forward_s = matmuls_s(t, forward_matmuls(l, g, mb, m.seq_len)) + ew.forward_s;
@@ -152,12 +151,7 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
           (s.input_gradient ? matmuls_s(t, backward_input_matmuls(l, g, mb, m.seq_len)) : 0.0) + ew.backward_s;
       stage_optimizer_s += optimizer_s(t, l, g);
       lt.backward_weight_s = matmuls_s(t, backward_weight_matmuls(l, g, mb, m.seq_len));
-      lt.all_gather_s = one.all_gather_s;
-      lt.forward_all_reduce_s = one.forward_all_reduce_s;
-      lt.input_grad_all_reduce_s = one.input_grad_all_reduce_s;
-      lt.reduce_scatter_s = one.reduce_scatter_s;
-      lt.data_all_reduce_s = one.data_all_reduce_s;
-      lt.data_bytes = one.data_bytes;
+      lt.comm = layer_collectives(l, g, bw, s);
       lt.recomputed = l.recomputed;
       lt.cached = cached[i];
       lt.gather_in_backward = l.kind != model::LayerKind::Embedding;

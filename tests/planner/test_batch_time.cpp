@@ -97,7 +97,7 @@ TEST(ComputeModel, ElementwiseWorkFollowsTheLayerFlags) {
 TEST(BatchTime, TheOptimizerEndsTheStep) {
   LayerTimes l;
   l.forward_s = 1;
-  l.data_all_reduce_s = 0.5;
+  l.comm.data_all_reduce_s = 0.5;
   StageSchedule s = schedule(4);
   s.optimizer_s = 2;
   const StageTime st = stage_time({l}, s);
@@ -108,7 +108,7 @@ TEST(BatchTime, TheOptimizerEndsTheStep) {
 TEST(BatchTime, InputGradientAllReduceHidesBehindWeightGradient) {
   LayerTimes l;
   l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
-  l.forward_all_reduce_s = l.input_grad_all_reduce_s = 0.5;
+  l.comm.forward_all_reduce_s = l.comm.input_grad_all_reduce_s = 0.5;
   const StageTime all = stage_time({l}, schedule(4));
   EXPECT_DOUBLE_EQ(all.batch_s, 3.5);  // 1 + 0.5 + 1 + max(1, 0.5)
   EXPECT_DOUBLE_EQ(all.compute_s, 3.0);
@@ -119,7 +119,7 @@ TEST(BatchTime, InputGradientAllReduceHidesBehindWeightGradient) {
 TEST(BatchTime, PrefetchedAllGatherHidesBehindThePreviousLayer) {
   LayerTimes l;
   l.forward_s = 1;
-  l.all_gather_s = 0.5;
+  l.comm.all_gather_s = 0.5;
   l.gather_in_backward = false;
   l.unit = 0;
   LayerTimes l1 = l;
@@ -132,7 +132,7 @@ TEST(BatchTime, PrefetchedAllGatherHidesBehindThePreviousLayer) {
 TEST(BatchTime, ReduceScattersQueueInOneFifo) {
   LayerTimes l;
   l.backward_input_s = l.backward_weight_s = 1;
-  l.reduce_scatter_s = 3;
+  l.comm.reduce_scatter_s = 3;
   l.gather_in_backward = false;
   LayerTimes l1 = l;
   l1.unit = 1;
@@ -144,8 +144,8 @@ TEST(BatchTime, ReduceScattersQueueInOneFifo) {
 TEST(BatchTime, DataParallelBucketsOverlapTheRestOfTheBackward) {
   LayerTimes l;
   l.backward_input_s = l.backward_weight_s = 1;
-  l.data_all_reduce_s = 1;
-  l.data_bytes = 10;
+  l.comm.data_all_reduce_s = 1;
+  l.comm.data_bytes = 10;
   l.gather_in_backward = false;
   LayerTimes l1 = l;
   l1.unit = 1;
@@ -168,7 +168,7 @@ TEST(BatchTime, DataParallelBucketsOverlapTheRestOfTheBackward) {
 TEST(BatchTime, CheckpointingRecomputesTheForward) {
   LayerTimes l;
   l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
-  l.forward_all_reduce_s = 0.5;
+  l.comm.forward_all_reduce_s = 0.5;
   l.recomputed = true;
   EXPECT_DOUBLE_EQ(stage_time({l}, schedule(4, true)).batch_s, 5.0);   // 1.5 + 1.5 + 2
   EXPECT_DOUBLE_EQ(stage_time({l}, schedule(4, false)).batch_s, 3.5);  // 1.5 + 2
@@ -181,7 +181,7 @@ TEST(BatchTime, ABlocksRecomputeWaitsForItsFirstGather) {
   // block 0 likewise from 6: 9.5 (a gather prefetched during block 1 would give 9).
   LayerTimes l;
   l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
-  l.all_gather_s = 0.5;
+  l.comm.all_gather_s = 0.5;
   l.recomputed = true;
   LayerTimes l1 = l;
   l1.unit = 1;

@@ -29,20 +29,16 @@
 #include <vector>
 
 #include "axonn/plan/plan.hpp"
+#include "axonn/planner/layer_comm.hpp"
 
 namespace axonn::planner {
 
 // One layer's costs for one micro-batch, seconds (collectives: one occurrence each).
 struct LayerTimes {
-  double forward_s = 0;            // forward matmuls
-  double backward_input_s = 0;     // dI matmuls
+  double forward_s = 0;            // forward matmuls and element-wise work
+  double backward_input_s = 0;     // dI matmuls and element-wise work
   double backward_weight_s = 0;    // dW matmuls
-  double all_gather_s = 0;         // Z all-gather of the weight (0 if Gz = 1 or no weight)
-  double forward_all_reduce_s = 0; // output all-reduce (X for normal layers)
-  double input_grad_all_reduce_s = 0;  // backward dI all-reduce (Y for normal layers)
-  double reduce_scatter_s = 0;     // Z reduce-scatter of dW
-  double data_all_reduce_s = 0;    // this layer's gradient shard over data (latency included)
-  double data_bytes = 0;           // size of that shard, bytes (for buckets)
+  LayerCollectives comm;           // its collectives (layer_comm.hpp; 0 where a group has size 1)
   bool recomputed = false;         // run again in the backward under activation checkpointing
   bool cached = false;             // optimization 4: the backward reuses the forward's weight
   bool gather_in_backward = true;  // false for embeddings (their backward needs no weight)
