@@ -29,7 +29,7 @@ BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples)
     hi = mx->bytes_moved;
   }
   if (n < 2 || lo == hi)
-    throw Error("calibrate", "too few distinct message sizes to fit (" + std::to_string(n) + " samples)",
+    throw InputError("calibrate", "too few distinct message sizes to fit (" + std::to_string(n) + " samples)",
                 "bandwidth fit", "at least two samples of different sizes");
   Eigen::MatrixXd A(n, 2);
   Eigen::VectorXd t(n);
@@ -44,7 +44,7 @@ BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples)
     x(1) = A.col(1).dot(t) / A.col(1).squaredNorm();
   }
   if (!(x(1) > 0))
-    throw Error("calibrate", "fitted time per byte is not positive", "bandwidth fit",
+    throw InputError("calibrate", "fitted time per byte is not positive", "bandwidth fit",
                 "times that grow with message size");
   BandwidthFit f;
   f.alpha_s = x(0);

@@ -31,7 +31,7 @@ struct Clock {
   }
 };
 
-void forward_layer(Clock& c, const LayerTimes& l, bool prefetch, bool gather) {
+void forward_layer(Clock& c, const LayerCosts& l, bool prefetch, bool gather) {
   if (gather) c.gather(l.comm.all_gather_s, prefetch);
   c.compute_for(l.forward_s);
   c.t += l.comm.forward_all_reduce_s;
@@ -40,6 +40,13 @@ void forward_layer(Clock& c, const LayerTimes& l, bool prefetch, bool gather) {
 }  // namespace
 
 StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule& s) {
+  std::vector<StageLayer> view;
+  view.reserve(layers.size());
+  for (const auto& l : layers) view.push_back({&l, l});
+  return stage_time(view.data(), view.size(), s);
+}
+
+StageTime stage_time(const StageLayer* layers, size_t count, const StageSchedule& s) {
   const auto& o = s.overlap;
   Clock c;
   double rs_free = 0, data_free = 0;
@@ -47,7 +54,7 @@ StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule&
   for (int64_t mb = 0; mb < s.microbatches; ++mb) {
     const bool last = mb == s.microbatches - 1;
     c.issue = c.gather_free = c.t;
-    for (const auto& l : layers) forward_layer(c, l, o.prefetch_all_gather, true);
+    for (size_t i = 0; i < count; ++i) forward_layer(c, *layers[i].costs, o.prefetch_all_gather, true);
 
     double bucket_bytes = 0, bucket_s = 0, bucket_ready = 0, unbucketed_s = 0;
     auto flush = [&] {
@@ -55,18 +62,20 @@ StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule&
       bucket_bytes = bucket_s = 0;
     };
     c.issue = c.gather_free = c.t;
-    for (size_t end = layers.size(); end > 0;) {
+    for (size_t end = count; end > 0;) {
       size_t begin = end;  // [begin, end): one unit
-      while (begin > 0 && layers[begin - 1].unit == layers[end - 1].unit) --begin;
+      while (begin > 0 && layers[begin - 1].role.unit == layers[end - 1].role.unit) --begin;
       // The runtime prefetches inside a block's recompute only: its first gather waits.
       if (s.activation_checkpointing) c.issue = c.gather_free = c.t;
       if (s.activation_checkpointing)
         for (size_t i = begin; i < end; ++i)
-          if (layers[i].recomputed) forward_layer(c, layers[i], o.prefetch_all_gather, !layers[i].cached);
+          if (layers[i].role.recomputed)
+            forward_layer(c, *layers[i].costs, o.prefetch_all_gather, !layers[i].role.cached);
       for (size_t i = end; i-- > begin;) {
-        const auto& l = layers[i];
-        const bool gathered_by_recompute = s.activation_checkpointing && l.recomputed;
-        if (!gathered_by_recompute && !l.cached && l.gather_in_backward)
+        const LayerCosts& l = *layers[i].costs;
+        const LayerRole& r = layers[i].role;
+        const bool gathered_by_recompute = s.activation_checkpointing && r.recomputed;
+        if (!gathered_by_recompute && !r.cached && r.gather_in_backward)
           c.gather(l.comm.all_gather_s, o.prefetch_all_gather);
         c.compute_for(l.backward_input_s);
         if (o.async_input_grad_all_reduce) {

@@ -22,93 +22,165 @@ MatmulShape attention_shape(const model::Layer& l, const topo::Grid& g, int64_t 
   return {m, k, n, microbatch_seqs / g.gz * (l.heads / g.gy)};
 }
 
+MatmulList list(std::initializer_list<MatmulShape> shapes) {
+  MatmulList out;
+  for (const auto& s : shapes) out.push_back(s);
+  return out;
+}
+
+std::vector<MatmulShape> to_vector(const MatmulList& l) { return {l.begin(), l.end()}; }
+
 }  // namespace
 
 std::vector<MatmulShape> forward_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                          int64_t seq_len) {
-  const int64_t s = seq_len, d = l.head_dim;
-  switch (l.kind) {
-    case model::LayerKind::Embedding: return {};
-    case model::LayerKind::Attention:
-      return {attention_shape(l, g, microbatch_seqs, s, d, s), attention_shape(l, g, microbatch_seqs, s, s, d)};
-    case model::LayerKind::Linear: break;
-  }
-  const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
-  return {{x.rows, x.k, x.n, 1}};
+  return to_vector(forward_matmul_list(l, g, microbatch_seqs, seq_len));
 }
 
 std::vector<MatmulShape> backward_input_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                                 int64_t seq_len) {
-  const int64_t s = seq_len, d = l.head_dim;
-  switch (l.kind) {
-    case model::LayerKind::Embedding: return {};
-    case model::LayerKind::Attention:  // dP = dC V^T, dQ = dS K, dK = dS^T Q
-      return {attention_shape(l, g, microbatch_seqs, s, d, s), attention_shape(l, g, microbatch_seqs, s, s, d),
-              attention_shape(l, g, microbatch_seqs, s, s, d)};
-    case model::LayerKind::Linear: break;
-  }
-  const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
-  return {{x.rows, x.n, x.k, 1}};
+  return to_vector(backward_input_matmul_list(l, g, microbatch_seqs, seq_len));
 }
 
 std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                                  int64_t seq_len) {
+  return to_vector(backward_weight_matmul_list(l, g, microbatch_seqs, seq_len));
+}
+
+MatmulList forward_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                               int64_t seq_len) {
+  const int64_t s = seq_len, d = l.head_dim;
+  switch (l.kind) {
+    case model::LayerKind::Embedding: return {};
+    case model::LayerKind::Attention:
+      return list({attention_shape(l, g, microbatch_seqs, s, d, s), attention_shape(l, g, microbatch_seqs, s, s, d)});
+    case model::LayerKind::Linear: break;
+  }
+  const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
+  return list({{x.rows, x.k, x.n, 1}});
+}
+
+MatmulList backward_input_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                                      int64_t seq_len) {
+  const int64_t s = seq_len, d = l.head_dim;
+  switch (l.kind) {
+    case model::LayerKind::Embedding: return {};
+    case model::LayerKind::Attention:  // dP = dC V^T, dQ = dS K, dK = dS^T Q
+      return list({attention_shape(l, g, microbatch_seqs, s, d, s), attention_shape(l, g, microbatch_seqs, s, s, d),
+                   attention_shape(l, g, microbatch_seqs, s, s, d)});
+    case model::LayerKind::Linear: break;
+  }
+  const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
+  return list({{x.rows, x.n, x.k, 1}});
+}
+
+MatmulList backward_weight_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                                       int64_t seq_len) {
   const int64_t s = seq_len;
   switch (l.kind) {
     case model::LayerKind::Embedding: return {};
     case model::LayerKind::Attention:  // dV = P^T dC (attention has no weights; this is its last input gradient)
-      return {attention_shape(l, g, microbatch_seqs, s, s, l.head_dim)};
+      return list({attention_shape(l, g, microbatch_seqs, s, s, l.head_dim)});
     case model::LayerKind::Linear: break;
   }
   const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
-  return {{x.k, x.rows, x.n, 1}};
+  return list({{x.k, x.rows, x.n, 1}});
+}
+
+ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& l) {
+  ElementwiseRates r;
+  using E = ElementwiseRates::Elements;
+  auto add = [&](const char* op, E elements) {
+    auto it = t.compute.elementwise.find(op);
+    if (it == t.compute.elementwise.end()) return;
+    r.terms[r.count++] = {elements, it->second.forward_s_per_element, it->second.backward_s_per_element};
+  };
+  if (l.kind == model::LayerKind::Attention) add("softmax", E::Scores);
+  if (l.kind == model::LayerKind::Linear) {
+    if (l.norm_before) add("layer_norm", E::Input);
+    if (l.bias) add("bias", E::Output);
+    if (l.gelu_after) add("gelu", E::Output);
+    if (l.residual_after) add("residual", E::Output);
+    if (l.loss_after) add("cross_entropy", E::Output);
+  }
+  auto adam = t.compute.elementwise.find("adam");
+  if (adam != t.compute.elementwise.end()) r.adam_s_per_element = adam->second.forward_s_per_element;
+  return r;
+}
+
+ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g,
+                              int64_t microbatch_seqs, int64_t seq_len) {
+  ElementwiseTime out;
+  if (r.count == 0) return out;
+  double in = 0, outputs = 0, scores = 0;
+  if (l.kind == model::LayerKind::Attention) {
+    const double s = static_cast<double>(seq_len);
+    scores = static_cast<double>(microbatch_seqs / g.gz * (l.heads / g.gy)) * s * s;
+  } else {
+    const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
+    const double rows = static_cast<double>(x.rows);
+    in = rows * static_cast<double>(x.k), outputs = rows * static_cast<double>(x.n);
+  }
+  using E = ElementwiseRates::Elements;
+  for (size_t i = 0; i < r.count; ++i) {
+    const auto& term = r.terms[i];
+    const double elements = term.elements == E::Input ? in : term.elements == E::Output ? outputs : scores;
+    out.forward_s += elements * term.forward_s_per_element;
+    out.backward_s += elements * term.backward_s_per_element;
+  }
+  return out;
 }
 
 ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g,
                               int64_t microbatch_seqs, int64_t seq_len) {
-  ElementwiseTime out;
-  auto add = [&](const char* op, double elements) {
-    auto it = t.compute.elementwise.find(op);
-    if (it == t.compute.elementwise.end()) return;
-    out.forward_s += elements * it->second.forward_s_per_element;
-    out.backward_s += elements * it->second.backward_s_per_element;
-  };
-  if (l.kind == model::LayerKind::Attention) {
-    const double s = static_cast<double>(seq_len);
-    add("softmax", static_cast<double>(microbatch_seqs / g.gz * (l.heads / g.gy)) * s * s);
-    return out;
-  }
-  if (l.kind != model::LayerKind::Linear) return out;
-  const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
-  const double rows = static_cast<double>(x.rows);
-  const double in = rows * static_cast<double>(x.k), outputs = rows * static_cast<double>(x.n);
-  if (l.norm_before) add("layer_norm", in);
-  if (l.bias) add("bias", outputs);
-  if (l.gelu_after) add("gelu", outputs);
-  if (l.residual_after) add("residual", outputs);
-  if (l.loss_after) add("cross_entropy", outputs);
-  return out;
+  return elementwise_s(elementwise_rates(t, l), l, g, microbatch_seqs, seq_len);
 }
 
-double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g) {
-  auto it = t.compute.elementwise.find("adam");
-  if (it == t.compute.elementwise.end() || l.weight_elements() == 0) return 0;
+double optimizer_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g) {
+  if (r.adam_s_per_element == 0 || l.weight_elements() == 0) return 0;
   const topo::Axis a = l.transposed ? Axis::Y : Axis::X, b = l.transposed ? Axis::X : Axis::Y;
   const double local = static_cast<double>(l.weight_elements()) /
                        static_cast<double>(g.size(a) * g.size(b) * g.gz);
-  return local * it->second.forward_s_per_element;
+  return local * r.adam_s_per_element;
 }
 
-double matmul_s(const topo::Topology& t, const MatmulShape& s) {
-  for (const auto& e : t.compute.matmul_table)
-    if (e.m == s.m && e.k == s.k && e.n == s.n && e.batch == s.batch) return e.seconds;
-  const double rate = t.compute.matmul_flops_per_s > 0 ? t.compute.matmul_flops_per_s : t.peak_flops_per_s;
-  return t.compute.matmul_overhead_s + s.flops() / rate;
+double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g) {
+  return optimizer_s(elementwise_rates(t, l), l, g);
+}
+
+double matmul_s(const topo::Topology& t, const MatmulShape& s) { return MatmulTimes(t)(s); }
+
+MatmulTimes::MatmulTimes(const topo::Topology& t)
+    : t_(t),
+      rate_flops_per_s_(t.compute.matmul_flops_per_s > 0 ? t.compute.matmul_flops_per_s : t.peak_flops_per_s) {
+  // The first entry of a shape wins, as a linear search would find it.
+  for (const auto& e : t.compute.matmul_table) table_.emplace(MatmulShape{e.m, e.k, e.n, e.batch}, e.seconds);
+}
+
+size_t MatmulTimes::Hash::operator()(const MatmulShape& s) const {
+  size_t h = std::hash<int64_t>()(s.m);
+  for (int64_t v : {s.k, s.n, s.batch}) h = h * 1000003u ^ std::hash<int64_t>()(v);
+  return h;
+}
+
+double MatmulTimes::operator()(const MatmulShape& s) const {
+  if (!table_.empty()) {
+    auto it = table_.find(s);
+    if (it != table_.end()) return it->second;
+  }
+  return t_.compute.matmul_overhead_s + s.flops() / rate_flops_per_s_;
+}
+
+double MatmulTimes::sum(const MatmulList& shapes) const {
+  double total = 0;
+  for (const auto& s : shapes) total += (*this)(s);
+  return total;
 }
 
 double matmuls_s(const topo::Topology& t, const std::vector<MatmulShape>& shapes) {
+  const MatmulTimes times(t);
   double total = 0;
-  for (const auto& s : shapes) total += matmul_s(t, s);
+  for (const auto& s : shapes) total += times(s);
   return total;
 }
 

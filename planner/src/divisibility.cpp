@@ -10,9 +10,8 @@ std::string not_div(const std::string& what, int64_t a, const std::string& by, i
 
 }  // namespace
 
-std::optional<std::string> divisibility_problem(const model::ModelDescription& m,
-                                                const topo::Grid& g, int64_t batch_seqs,
-                                                int64_t microbatch_seqs) {
+std::optional<std::string> batch_divisibility_problem(const model::ModelDescription& m, const topo::Grid& g,
+                                                      int64_t batch_seqs, int64_t microbatch_seqs) {
   if (batch_seqs % g.gdata != 0) return not_div("batch sequences", batch_seqs, "gdata", g.gdata);
   const int64_t per_group = batch_seqs / g.gdata;
   if (microbatch_seqs < 1 || per_group % microbatch_seqs != 0)
@@ -22,20 +21,33 @@ std::optional<std::string> divisibility_problem(const model::ModelDescription& m
     return not_div("micro-batch sequences", microbatch_seqs, "gz", g.gz);
   if (m.num_units % g.ginter != 0)
     return not_div("pipeline units (layers)", m.num_units, "ginter", g.ginter);
-  for (const auto& l : m.layers) {
-    const std::string p = "layer " + l.name + ": ";
-    if (l.kind == model::LayerKind::Attention) {
-      if (l.heads % g.gy != 0) return p + not_div("heads", l.heads, "gy", g.gy);
-      continue;
-    }
-    const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
-    const char* nk = l.transposed ? "gy" : "gx";
-    const char* nn = l.transposed ? "gx" : "gy";
-    if (l.k % gk != 0) return p + not_div("k", l.k, nk, gk);
-    if (l.n % gn != 0) return p + not_div("n", l.n, nn, gn);
-    const int64_t block = (l.k / gk) * (l.n / gn);
-    if (block % g.gz != 0) return p + not_div("local weight block", block, "gz", g.gz);
-  }
+  return std::nullopt;
+}
+
+bool layer_divides(const model::Layer& l, const topo::Grid& g) {
+  if (l.kind == model::LayerKind::Attention) return l.heads % g.gy == 0;
+  const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
+  return l.k % gk == 0 && l.n % gn == 0 && ((l.k / gk) * (l.n / gn)) % g.gz == 0;
+}
+
+std::string layer_divisibility_problem(const model::Layer& l, const topo::Grid& g) {
+  if (layer_divides(l, g)) return "";
+  const std::string p = "layer " + l.name + ": ";
+  if (l.kind == model::LayerKind::Attention) return p + not_div("heads", l.heads, "gy", g.gy);
+  const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
+  const char* nk = l.transposed ? "gy" : "gx";
+  const char* nn = l.transposed ? "gx" : "gy";
+  if (l.k % gk != 0) return p + not_div("k", l.k, nk, gk);
+  if (l.n % gn != 0) return p + not_div("n", l.n, nn, gn);
+  return p + not_div("local weight block", (l.k / gk) * (l.n / gn), "gz", g.gz);
+}
+
+std::optional<std::string> divisibility_problem(const model::ModelDescription& m,
+                                                const topo::Grid& g, int64_t batch_seqs,
+                                                int64_t microbatch_seqs) {
+  if (auto why = batch_divisibility_problem(m, g, batch_seqs, microbatch_seqs)) return why;
+  for (const auto& l : m.layers)
+    if (!layer_divides(l, g)) return layer_divisibility_problem(l, g);
   return std::nullopt;
 }
 

@@ -33,18 +33,8 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
 
 plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                const LayerCommSettings& s) {
-  plan::CommBreakdown c;
-  if (l.kind == model::LayerKind::Attention) return c;
-  const LayerCollectives one = layer_collectives(l, g, bw, s);
-  const double mb = static_cast<double>(s.microbatches);
-  c.ag_z = mb * static_cast<double>(s.all_gathers) * one.all_gather_s;
-  c.rs_z = mb * one.reduce_scatter_s;
-  const double fwd = mb * static_cast<double>(s.forward_all_reduces) * one.forward_all_reduce_s;
-  const double bwd = mb * one.input_grad_all_reduce_s;
-  (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
-  (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
-  c.ar_data = one.data_all_reduce_s;
-  return c;
+  if (l.kind == model::LayerKind::Attention) return {};
+  return comm_per_step(layer_collectives(l, g, bw, s), s.microbatches, s.all_gathers, s.forward_all_reduces);
 }
 
 }  // namespace axonn::planner

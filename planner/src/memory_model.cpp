@@ -4,9 +4,7 @@
 #include <algorithm>
 
 namespace axonn::planner {
-namespace {
 
-// Activation elements per row (token) of one layer's input plus output shard.
 double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int64_t seq_len) {
   const double gx = static_cast<double>(g.gx), gy = static_cast<double>(g.gy);
   const double g_in = l.transposed ? gy : gx, g_out = l.transposed ? gx : gy;
@@ -22,30 +20,39 @@ double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int6
   return 0.0;
 }
 
-}  // namespace
-
 MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, size_t last,
                              const topo::Grid& g, const MemorySettings& s,
                              const std::vector<bool>& cached) {
+  std::vector<MemoryLayer> view;
+  for (size_t i = first; i < last; ++i) {
+    const auto& l = m.layers[i];
+    view.push_back({static_cast<double>(l.weight_elements()), activation_elems_per_row(l, g, m.seq_len), l.unit,
+                    l.recomputed, cached[i]});
+  }
+  return stage_memory(view.data(), view.size(), m.hidden, m.seq_len, g, s);
+}
+
+MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hidden, int64_t seq_len,
+                             const topo::Grid& g, const MemorySettings& s) {
   MemoryBreakdown mem;
   const double w = static_cast<double>(s.precision.compute_bytes);
   const double gxy = static_cast<double>(g.gx * g.gy), gz = static_cast<double>(g.gz);
-  const double rows = static_cast<double>(s.microbatch_seqs * m.seq_len) / gz;
+  const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / gz;
 
   double weights = 0, max_block = 0, sum_block = 0, cached_blocks = 0;
   double stored_per_row = 0;                    // activations kept for backward
   // Checkpointed units are contiguous runs of layers: track the current one.
   int64_t unit = -1, checkpointed_units = 0;
   double unit_per_row = 0, largest_unit = 0;  // transient working set of a recomputed unit
-  for (size_t i = first; i < last; ++i) {
-    const auto& l = m.layers[i];
-    const double elems = static_cast<double>(l.weight_elements());
+  for (size_t i = 0; i < count; ++i) {
+    const MemoryLayer& l = layers[i];
+    const double elems = l.weight_elements;
     weights += elems;
     const double block = elems / gxy;
     max_block = std::max(max_block, block);
     sum_block += block;
-    if (cached[i]) cached_blocks += block;
-    const double act = activation_elems_per_row(l, g, m.seq_len);
+    if (l.cached) cached_blocks += block;
+    const double act = l.activation_elems_per_row;
     if (s.activation_checkpointing && l.recomputed) {
       if (l.unit != unit) {
         largest_unit = std::max(largest_unit, unit_per_row);
@@ -66,7 +73,7 @@ MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, siz
     mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? sum_block : max_block);
   }
   const double checkpoints_per_row =
-      static_cast<double>(checkpointed_units) * static_cast<double>(m.hidden) / static_cast<double>(g.gx);
+      static_cast<double>(checkpointed_units) * static_cast<double>(hidden) / static_cast<double>(g.gx);
   mem.activation_bytes =
       w * rows * (static_cast<double>(s.inflight_microbatches) * (stored_per_row + checkpoints_per_row) +
                   largest_unit);

@@ -1,7 +1,6 @@
 // Plan JSON reading and writing; see axonn/plan/plan.hpp and docs/plan-format.md.
-#include <cstdio>
-#include <fstream>
 
+#include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/json_reader.hpp"
 #include "axonn/plan/divisibility.hpp"
@@ -9,20 +8,6 @@
 #include "axonn/topology/topology_io.hpp"
 
 namespace axonn::plan {
-
-CommBreakdown& CommBreakdown::operator+=(const CommBreakdown& o) {
-  ag_z += o.ag_z;
-  rs_z += o.rs_z;
-  ar_x += o.ar_x;
-  ar_y += o.ar_y;
-  ar_data += o.ar_data;
-  p2p_pipe += o.p2p_pipe;
-  return *this;
-}
-
-CommBreakdown CommBreakdown::scaled(double f) const {
-  return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f};
-}
 
 namespace {
 
@@ -68,8 +53,7 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["model"] = p.model.source;
   j["topology"] = topo::topology_to_json(p.topology);
   j["gpus"] = p.gpus;
-  j["grid"] = {{"gx", p.grid.gx}, {"gy", p.grid.gy}, {"gz", p.grid.gz},
-               {"gdata", p.grid.gdata}, {"ginter", p.grid.ginter}};
+  j["grid"] = topo::grid_to_json(p.grid);
   nlohmann::json order = nlohmann::json::array();
   for (auto a : p.placement_order) order.push_back(topo::axis_name(a));
   j["placement_order"] = order;
@@ -116,10 +100,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
   p.topology = topo::topology_from_json(r.raw("topology"), origin + " (embedded /topology)");
   p.gpus = r.positive_int("gpus");
   {
-    auto g = r.object("grid");
-    p.grid = {g.positive_int("gx"), g.positive_int("gy"), g.positive_int("gz"),
-              g.positive_int("gdata"), g.positive_int("ginter")};
-    g.finish();
+    p.grid = topo::grid_from_json(r.object("grid"));
     if (p.grid.total() != p.gpus)
       r.fail("grid", "grid product " + std::to_string(p.grid.total()) + " (" + p.grid.to_string() +
                          ") differs from gpus " + std::to_string(p.gpus),
@@ -179,7 +160,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
   }
   r.finish();
   if (auto why = divisibility_problem(p.model, p.grid, p.batch.seqs, p.batch.microbatch_seqs))
-    throw Error("plan", "grid does not divide the model or batch: " + *why, origin + ": /grid",
+    throw InputError("plan", "grid does not divide the model or batch: " + *why, origin + ": /grid",
                 "a grid whose sizes divide every layer, the heads and the batch (docs/model.md)");
   return p;
 }
@@ -189,15 +170,7 @@ Plan load_plan(const std::string& path) {
 }
 
 void save_plan(const Plan& p, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    if (!out) throw Error("plan", "cannot write file", tmp, "a writable path");
-    out << plan_to_json(p).dump(2) << "\n";
-    if (!out.flush()) throw Error("plan", "write failed", tmp, "enough disk space");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw Error("plan", "cannot rename temporary file", tmp + " -> " + path, "a writable directory");
+  write_file_atomically(path, plan_to_json(p).dump(2) + "\n", "plan");
 }
 
 }  // namespace axonn::plan

@@ -3,16 +3,14 @@
 #include "axonn/planner/planner.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
-#include "axonn/plan/divisibility.hpp"
-#include "axonn/planner/batch_time.hpp"
-#include "axonn/planner/collectives.hpp"
-#include "axonn/planner/compute_model.hpp"
-#include "axonn/planner/layer_comm.hpp"
+#include "evaluator.hpp"
 
 namespace axonn::planner {
 
@@ -22,215 +20,116 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-void enumerate_rec(int64_t remaining, std::array<int64_t, 5>& f, int depth, std::vector<topo::Grid>& out) {
+// Ordered factorizations of `remaining` into the factors f[depth..4]; `divisors`: those
+// of the GPU count, ascending (every factor is one).
+void enumerate_rec(int64_t remaining, const std::vector<int64_t>& divisors, std::array<int64_t, 5>& f, int depth,
+                   std::vector<topo::Grid>& out) {
   if (depth == 4) {
     f[4] = remaining;
     out.push_back(topo::Grid{f[0], f[1], f[2], f[3], f[4]});
     return;
   }
-  for (int64_t d = 1; d <= remaining; ++d) {
+  for (int64_t d : divisors) {
+    if (d > remaining) break;
     if (remaining % d != 0) continue;
     f[depth] = d;
-    enumerate_rec(remaining / d, f, depth + 1, out);
+    enumerate_rec(remaining / d, divisors, f, depth + 1, out);
   }
-}
-
-// docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
-// micro-batches (at least Ginter, to fill it) whose size divides over Z. 0 if none.
-int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter) {
-  if (ginter == 1) return per_group;
-  for (int64_t n = ginter; n <= per_group; ++n)
-    if (per_group % n == 0 && (per_group / n) % gz == 0) return per_group / n;
-  return 0;
-}
-
-Evaluation reject(Evaluation e, Rejection why, std::string reason) {
-  e.feasible = false;
-  e.rejection = why;
-  e.rejected_because = std::move(reason);
-  return e;
 }
 
 }  // namespace
 
+int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter) {
+  if (ginter == 1) return per_group;
+  // n micro-batches of per_group/n = gz*j sequences: n divides q = per_group/gz.
+  if (per_group % gz != 0) return 0;
+  const int64_t q = per_group / gz;
+  for (int64_t n = ginter; n <= q; ++n)
+    if (q % n == 0) return per_group / n;
+  return 0;
+}
+
 std::vector<topo::Grid> enumerate_grids(int64_t gpus) {
   std::vector<topo::Grid> out;
   if (gpus < 1) return out;
+  std::vector<int64_t> divisors;
+  for (int64_t d = 1; d * d <= gpus; ++d)
+    if (gpus % d == 0) divisors.push_back(d), divisors.push_back(gpus / d);
+  std::sort(divisors.begin(), divisors.end());
+  divisors.erase(std::unique(divisors.begin(), divisors.end()), divisors.end());
+  out.reserve(4096);
   std::array<int64_t, 5> f{};
-  enumerate_rec(gpus, f, 0, out);
+  enumerate_rec(gpus, divisors, f, 0, out);
   return out;
 }
 
 void check_request(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   (void)m;
-  if (o.gpus < 1) throw Error("planner", "GPU count " + std::to_string(o.gpus) + " out of range", "--gpus", "an integer >= 1");
+  if (o.gpus < 1) throw InputError("planner", "GPU count " + std::to_string(o.gpus) + " out of range", "--gpus", "an integer >= 1");
   if (o.gpus > t.total_gpus())
-    throw Error("planner", fmt::format("GPU count {} exceeds topology '{}'", o.gpus, t.name), "--gpus",
+    throw InputError("planner", fmt::format("GPU count {} exceeds topology '{}'", o.gpus, t.name), "--gpus",
                 fmt::format("at most num_nodes * gpus_per_node = {} * {} = {}", t.num_nodes,
                             t.gpus_per_node, t.total_gpus()));
   if (o.gpus > t.gpus_per_node && o.gpus % t.gpus_per_node != 0)
-    throw Error("planner", fmt::format("GPU count {} does not fill whole nodes of topology '{}'", o.gpus, t.name),
+    throw InputError("planner", fmt::format("GPU count {} does not fill whole nodes of topology '{}'", o.gpus, t.name),
                 "--gpus", fmt::format("at most {} or a multiple of gpus_per_node = {}", t.gpus_per_node, t.gpus_per_node));
   if (o.batch_seqs < 1)
-    throw Error("planner", "batch of " + std::to_string(o.batch_seqs) + " sequences", "--batch-seqs/--batch-tokens",
+    throw InputError("planner", "batch of " + std::to_string(o.batch_seqs) + " sequences", "--batch-seqs/--batch-tokens",
                 "at least one sequence");
   if (o.microbatch_seqs < 0)
-    throw Error("planner", "negative micro-batch size", "--microbatch-seqs", "an integer >= 1 (0 = default rule)");
+    throw InputError("planner", "negative micro-batch size", "--microbatch-seqs", "an integer >= 1 (0 = default rule)");
 }
 
 Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
                     const PlannerOptions& o) {
-  Evaluation e;
-  e.grid = g;
-  const bool paper = o.comm_model == CommModel::Paper;
-  if (o.batch_seqs % g.gdata != 0)
-    return reject(e, Rejection::Divisibility,
-                  fmt::format("batch sequences={} is not divisible by gdata={}", o.batch_seqs, g.gdata));
-  const int64_t per_group = o.batch_seqs / g.gdata;
-  int64_t mb = paper ? per_group : (o.microbatch_seqs > 0 ? o.microbatch_seqs : default_microbatch_seqs(per_group, g.gz, g.ginter));
-  if (mb == 0)
-    return reject(e, Rejection::Divisibility,
-                  fmt::format("{} sequences per data-parallel group do not split into >= ginter={} "
-                              "micro-batches of a multiple of gz={} sequences",
-                              per_group, g.ginter, g.gz));
-  if (auto why = plan::divisibility_problem(m, g, o.batch_seqs, mb))
-    return reject(e, Rejection::Divisibility, *why);
-  e.microbatch_seqs = mb;
-  e.microbatches = per_group / mb;
-
-  const AxisBandwidths bw =
-      o.placement_aware
-          ? placement_aware_bandwidths(t, g, o.order, paper ? BandwidthRule::Strict : BandwidthRule::Straddle)
-          : placement_agnostic_bandwidths(t, g);
-
-  LayerCommSettings ls;
-  ls.tokens = mb * m.seq_len;
-  ls.microbatches = paper ? 1 : e.microbatches;
-  ls.element_bytes = paper ? 2 : o.precision.compute_bytes;
-  ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
-  ls.latency_s = paper ? 0.0 : t.collective_latency_s;
-
-  // Optimization 4, as the runtime applies it (CommEngine::add_layer): under activation
-  // checkpointing, the first N layers with weights inside checkpointed blocks keep their
-  // gathered weight for the recompute.
-  std::vector<bool> cached(m.layers.size(), false);
-  if (!paper && o.activation_checkpointing) {
-    int64_t n = 0;
-    for (size_t i = 0; i < m.layers.size() && n < o.overlap.cache_all_gather_layers; ++i)
-      if (m.layers[i].weight_elements() > 0 && m.layers[i].recomputed) cached[i] = true, ++n;
-  }
-
-  MemorySettings ms;
-  ms.microbatch_seqs = mb;
-  ms.inflight_microbatches = g.ginter == 1 ? 1 : std::min(e.microbatches, g.ginter);
-  ms.activation_checkpointing = o.activation_checkpointing;
-  ms.overlap = o.overlap;
-  ms.precision = o.precision;
-
-  StageSchedule schedule;
-  schedule.activation_checkpointing = o.activation_checkpointing;
-  schedule.overlap = o.overlap;
-  schedule.microbatches = g.ginter == 1 ? e.microbatches : 1;
-
-  const int64_t units_per_stage = m.num_units / g.ginter;
-  size_t first = 0;
-  for (int64_t stage = 0; stage < g.ginter; ++stage) {
-    size_t last = first;
-    while (last < m.layers.size() && m.layers[last].unit < (stage + 1) * units_per_stage) ++last;
-    plan::CommBreakdown c;
-    std::vector<LayerTimes> timeline;
-    double stage_optimizer_s = 0;
-    for (size_t i = first; i < last && !paper; ++i) {
-      const auto& l = m.layers[i];
-      LayerCommSettings s = ls;
-      s.input_gradient = l.kind != model::LayerKind::Embedding;
-      LayerTimes lt;
-      const ElementwiseTime ew = elementwise_s(t, l, g, mb, m.seq_len);
-      lt.forward_s = matmuls_s(t, forward_matmuls(l, g, mb, m.seq_len)) + ew.forward_s;
-      lt.backward_input_s =
-          (s.input_gradient ? matmuls_s(t, backward_input_matmuls(l, g, mb, m.seq_len)) : 0.0) + ew.backward_s;
-      stage_optimizer_s += optimizer_s(t, l, g);
-      lt.backward_weight_s = matmuls_s(t, backward_weight_matmuls(l, g, mb, m.seq_len));
-      lt.comm = layer_collectives(l, g, bw, s);
-      lt.recomputed = l.recomputed;
-      lt.cached = cached[i];
-      lt.gather_in_backward = l.kind != model::LayerKind::Embedding;
-      lt.unit = l.unit;
-      timeline.push_back(lt);
-    }
-    for (size_t i = first; i < last; ++i) {
-      const auto& l = m.layers[i];
-      if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
-      LayerCommSettings s = ls;
-      if (paper) {
-        s.all_gathers = 2;
-        s.forward_all_reduces = 2;
-      } else {
-        s.all_gathers = (cached[i] || l.kind == model::LayerKind::Embedding) ? 1 : 2;
-        s.forward_all_reduces = (o.activation_checkpointing && l.recomputed) ? 2 : 1;
-        s.input_gradient = l.kind != model::LayerKind::Embedding;
-      }
-      c += layer_comm(l, g, bw, s);
-    }
-    if (g.ginter > 1) {
-      // One activation forward (unless last stage) and one gradient backward (unless
-      // first) per micro-batch; each GPU sends its (rows/Gz) x (hidden/Gx) shard.
-      const double bytes = static_cast<double>(ls.element_bytes) * static_cast<double>(mb * m.seq_len) *
-                           static_cast<double>(m.hidden) / static_cast<double>(g.gx * g.gz);
-      const int64_t sends = e.microbatches * ((stage < g.ginter - 1) + (stage > 0));
-      c.p2p_pipe = static_cast<double>(sends) *
-                   point_to_point_s(bytes,
-                                    pipeline_p2p_bandwidth(t, g, o.order, o.placement_aware && !paper,
-                                                           bw[static_cast<int>(topo::Axis::Pipe)]),
-                                    ls.latency_s);
-    }
-    if (c.total() > e.comm.total() || stage == 0) e.comm = c;
-    if (!paper) {
-      // Ginter = 1: the whole step; else one micro-batch, and the stage's batch time is
-      // its (M + Ginter - 1) slots, its data-parallel tail and its optimizer step.
-      schedule.optimizer_s = g.ginter == 1 ? stage_optimizer_s : 0.0;
-      const StageTime st = stage_time(timeline, schedule);
-      const double p2p_mb = g.ginter > 1 ? c.p2p_pipe / static_cast<double>(e.microbatches) : 0.0;
-      const double stage_batch_s =
-          g.ginter == 1 ? st.batch_s
-                        : pipeline_batch_s(st.batch_s - st.data_tail_s, p2p_mb, e.microbatches, g.ginter,
-                                           st.data_tail_s) +
-                              stage_optimizer_s;
-      if (stage == 0 || stage_batch_s > e.batch_s) {
-        e.batch_s = stage_batch_s;
-        e.compute_s = g.ginter == 1 ? st.compute_s
-                                    : st.compute_s * static_cast<double>(e.microbatches) + stage_optimizer_s;
-      }
-    }
-    MemoryBreakdown mem = stage_memory(m, first, last, g, ms, cached);
-    if (mem.total_bytes() > e.memory.total_bytes()) e.memory = mem;
-    first = last;
-  }
-  e.comm_s = e.comm.total();
-  if (!paper) e.exposed_comm_s = e.batch_s - e.compute_s;
-  e.feasible = true;
-  if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
-    return reject(e, Rejection::Memory,
-                  fmt::format("memory {:.1f} GiB > {:.1f} GiB", e.memory.total_bytes() / kGiB,
-                              static_cast<double>(t.gpu_memory_bytes) / kGiB));
-  return e;
+  Evaluator::Scratch scratch;
+  return Evaluator(m, t, o).evaluate(g, scratch);
 }
 
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   check_request(m, t, o);
-  Ranking r;
-  for (const auto& g : enumerate_grids(o.gpus)) {
-    if (o.comm_model == CommModel::Paper && g.ginter != 1) continue;
-    Evaluation e = evaluate(m, t, g, o);
-    (e.feasible ? r.feasible : r.rejected).push_back(std::move(e));
-  }
-  const bool by_batch = o.comm_model == CommModel::Full;
-  auto key = [&](const Evaluation& e) {
-    return std::make_tuple(by_batch ? e.batch_s : e.comm_s, e.memory.total_bytes(), e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
-                           e.grid.ginter);
+  std::vector<topo::Grid> grids;
+  for (const auto& g : enumerate_grids(o.gpus))
+    if (o.comm_model != CommModel::Paper || g.ginter == 1) grids.push_back(g);
+  const Evaluator evaluator(m, t, o);
+  std::vector<Evaluation> results(grids.size());
+  // Threads take chunks of candidates in turn; each result lands at its grid's index,
+  // so the outcome does not depend on the thread count.
+  constexpr size_t kChunk = 64;
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    Evaluator::Scratch scratch;
+    for (size_t begin; (begin = next.fetch_add(kChunk)) < grids.size();)
+      for (size_t i = begin; i < std::min(begin + kChunk, grids.size()); ++i)
+        results[i] = evaluator.evaluate(grids[i], scratch);
   };
-  std::sort(r.feasible.begin(), r.feasible.end(),
-            [&](const Evaluation& a, const Evaluation& b) { return key(a) < key(b); });
+  const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
+  const size_t threads = std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : hardware,
+                                  (grids.size() + 4 * kChunk - 1) / (4 * kChunk));
+  std::vector<std::thread> pool;
+  for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+
+  // Best first: least batch time (paper: communication), then memory, then the grid.
+  const bool by_batch = o.comm_model == CommModel::Full;
+  using Key = std::tuple<double, double, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  std::vector<std::pair<Key, size_t>> order;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Evaluation& e = results[i];
+    if (!e.feasible) continue;
+    order.push_back({Key{by_batch ? e.batch_s : e.comm_s, e.memory.total_bytes(), e.grid.gx, e.grid.gy, e.grid.gz,
+                         e.grid.gdata, e.grid.ginter},
+                     i});
+  }
+  std::sort(order.begin(), order.end());
+  Ranking r;
+  r.feasible.reserve(order.size());
+  for (const auto& [key, i] : order) r.feasible.push_back(std::move(results[i]));
+  // The rejected stay where they are, in enumeration order (no second copy of them all).
+  results.erase(std::remove_if(results.begin(), results.end(), [](const Evaluation& e) { return e.feasible; }),
+                results.end());
+  r.rejected = std::move(results);
   return r;
 }
 

@@ -56,13 +56,13 @@ std::unique_ptr<TokenSource> make_token_source(const std::string& text_path, int
                                                int64_t seq_len, uint64_t seed) {
   if (text_path.empty()) return std::make_unique<SyntheticTokens>(vocab, seqs, seq_len, seed);
   if (vocab < 256)
-    throw Error("data", "vocabulary of " + std::to_string(vocab) + " is too small for bytes", "--data " + text_path,
+    throw InputError("data", "vocabulary of " + std::to_string(vocab) + " is too small for bytes", "--data " + text_path,
                 "a model with vocab >= 256");
   std::ifstream in(text_path, std::ios::binary);
-  if (!in) throw Error("data", "cannot open data file", text_path, "a readable text file");
+  if (!in) throw InputError("data", "cannot open data file", text_path, "a readable text file");
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (static_cast<int64_t>(bytes.size()) < seq_len + 1)
-    throw Error("data", "file has " + std::to_string(bytes.size()) + " bytes", text_path,
+    throw InputError("data", "file has " + std::to_string(bytes.size()) + " bytes", text_path,
                 "at least seq_len + 1 = " + std::to_string(seq_len + 1) + " bytes");
   return std::make_unique<TextBytes>(std::move(bytes), seqs, seq_len, seed);
 }

@@ -15,7 +15,7 @@ int number(const std::function<const char*(const char*)>& getenv, const char* na
     if (used != std::string(v).size() || x < 0) throw std::invalid_argument(v);
     return x;
   } catch (const std::exception&) {
-    throw Error("launch", std::string("environment variable ") + name + "=\"" + v + "\"", "launcher environment",
+    throw InputError("launch", std::string("environment variable ") + name + "=\"" + v + "\"", "launcher environment",
                 "a non-negative integer");
   }
 }
@@ -36,7 +36,7 @@ LaunchInfo detect_launch(const std::function<const char*(const char*)>& getenv) 
     l.size = number(getenv, s.size, 1);
     l.local_rank = number(getenv, s.local, 0);
     if (l.size < 1 || l.rank >= l.size)
-      throw Error("launch", "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size),
+      throw InputError("launch", "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size),
                   std::string(s.rank) + "/" + s.size, "0 <= rank < size");
     return l;
   }

@@ -23,7 +23,7 @@ std::string rank_and_host() {
 }
 
 void check_failed(const std::string& call, const std::string& reason, const char* file, int line) {
-  throw Error("comm", call + " failed: " + reason, rank_and_host() + " (" + file + ":" + std::to_string(line) + ")",
+  throw CommError("comm", call + " failed: " + reason, rank_and_host() + " (" + file + ":" + std::to_string(line) + ")",
               "success");
 }
 
@@ -68,17 +68,17 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
     case at::kLong: return MPI_INT64_T;
     case at::kInt: return MPI_INT32_T;
     default:
-      throw Error("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()),
+      throw InternalError("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()),
                   rank_and_host(), "float32, float64, int32 or int64");
   }
 }
 
 void require_contiguous_cpu(const at::Tensor& t, const char* what) {
   if (!t.is_contiguous() || !t.device().is_cpu())
-    throw Error("comm", std::string(what) + " tensor is not a contiguous CPU tensor", rank_and_host(),
+    throw InternalError("comm", std::string(what) + " tensor is not a contiguous CPU tensor", rank_and_host(),
                 "a contiguous CPU tensor for the MPI backend");
   if (t.numel() > std::numeric_limits<int>::max())
-    throw Error("comm", std::string(what) + " tensor of " + std::to_string(t.numel()) + " elements", rank_and_host(),
+    throw InternalError("comm", std::string(what) + " tensor of " + std::to_string(t.numel()) + " elements", rank_and_host(),
                 "at most 2^31-1 elements per MPI call");
 }
 

@@ -36,7 +36,7 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
     case at::kLong: return ncclInt64;
     case at::kInt: return ncclInt32;
     default:
-      throw Error("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()), rank_and_host(),
+      throw InternalError("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()), rank_and_host(),
                   "a floating-point or integer tensor for the NCCL backend");
   }
 }
@@ -46,7 +46,7 @@ void* device_pointer(const at::Tensor& t, const char* what) {
   if (!t.is_contiguous() || cudaPointerGetAttributes(&attr, t.data_ptr()) != cudaSuccess ||
       attr.type != cudaMemoryTypeDevice) {
     (void)cudaGetLastError();
-    throw Error("comm", std::string(what) + " is not a contiguous tensor in device memory", rank_and_host(),
+    throw InternalError("comm", std::string(what) + " is not a contiguous tensor in device memory", rank_and_host(),
                 "device memory for the NCCL backend");
   }
   return t.data_ptr();
@@ -86,7 +86,7 @@ NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int local_rank) :
   int missing = devices == 0 ? 1 : 0, any_missing = 0;
   AXONN_CHECK(MPI_Allreduce(&missing, &any_missing, 1, MPI_INT, MPI_MAX, bootstrap.handle()));
   if (any_missing)
-    throw Error("comm", devices == 0 ? "no CUDA device on this rank" : "a rank of the group has no CUDA device",
+    throw CommError("comm", devices == 0 ? "no CUDA device on this rank" : "a rank of the group has no CUDA device",
                 rank_and_host(), "one GPU per rank for the NCCL backend (use the MPI backend on CPU)");
   device_ = local_rank % devices;
   AXONN_CHECK(cudaSetDevice(device_));

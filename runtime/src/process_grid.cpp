@@ -23,7 +23,7 @@ std::unique_ptr<Communicator> group_over(Communicator& world, const topo::RankLa
 ProcessGrid::ProcessGrid(Communicator& world, const topo::Grid& grid, const topo::PlacementOrder& order)
     : world_(world), layout_(grid, order) {
   if (grid.total() != world.size())
-    throw Error("runtime", "plan grid " + grid.to_string() + " has " + std::to_string(grid.total()) +
+    throw InputError("runtime", "plan grid " + grid.to_string() + " has " + std::to_string(grid.total()) +
                                " ranks but the job has " + std::to_string(world.size()),
                 "MPI world size", "mpirun -np " + std::to_string(grid.total()));
   coords_ = layout_.coords_of(world.rank());

@@ -2,10 +2,11 @@
 #include "axonn/runtime/trace.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 
+#include "axonn/common/atomic_write.hpp"
+#include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 
 namespace axonn::runtime {
@@ -21,9 +22,7 @@ nlohmann::json OverlapBreakdown::to_json() const {
           {"by_kind", kinds}};
 }
 
-double Tracer::now() const {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Tracer::now() const { return now_s(); }
 
 void Tracer::compute(const std::string& name, double t0, double t1) {
   if (keep_events_) events_.push_back({name, false, t0, t1});
@@ -77,13 +76,7 @@ void Tracer::write_chrome_trace(const std::string& path, int rank) const {
   for (const auto& e : events_)
     events.push_back({{"name", e.name}, {"cat", e.comm ? "comm" : "compute"}, {"ph", "X"}, {"pid", rank},
                       {"tid", e.comm ? 2 : 1}, {"ts", (e.t0 - origin) * 1e6}, {"dur", (e.t1 - e.t0) * 1e6}});
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-    if (!out.flush()) throw Error("trace", "cannot write", tmp, "a writable directory");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("trace", "cannot rename", tmp, "a writable directory");
+  write_file_atomically(path, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n", "trace");
 }
 
 }  // namespace axonn::runtime

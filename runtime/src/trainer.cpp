@@ -3,19 +3,12 @@
 
 #include <torch/torch.h>
 
-#include <chrono>
 #include <cmath>
 
+#include "axonn/common/clock.hpp"
 #include "axonn/runtime/data.hpp"
 
 namespace axonn::runtime {
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm) {
   at::Tensor sq = at::zeros({1}, at::kDouble);

@@ -2,18 +2,17 @@
 #include "axplan_cli.hpp"
 
 #include <algorithm>
-#include <chrono>
-#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/common/median.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
-#include "calibrate.hpp"
 #include "report.hpp"
 #include "validate.hpp"
 
@@ -74,10 +73,10 @@ Loaded load(const CommonArgs& a) {
   auto& o = l.options;
   o.gpus = a.gpus;
   if (a.batch_tokens == -1 && a.batch_seqs == -1)
-    throw Error("axplan", "no batch size given", "--batch-tokens / --batch-seqs", "one of them");
+    throw InputError("axplan", "no batch size given", "--batch-tokens / --batch-seqs", "one of them");
   if (a.batch_tokens != -1) {
     if (a.batch_tokens <= 0 || a.batch_tokens % l.model.seq_len != 0)
-      throw Error("axplan", fmt::format("batch of {} tokens", a.batch_tokens), "--batch-tokens",
+      throw InputError("axplan", fmt::format("batch of {} tokens", a.batch_tokens), "--batch-tokens",
                   fmt::format("a positive multiple of the model's seq_len = {}", l.model.seq_len));
     o.batch_seqs = a.batch_tokens / l.model.seq_len;
   } else {
@@ -110,32 +109,18 @@ ReportContext context(const Loaded& l) {
 planner::Ranking rank_or_throw(const Loaded& l) {
   planner::Ranking r = planner::rank_candidates(l.model, l.topology, l.options);
   if (r.feasible.empty())
-    throw Error("planner", "no feasible candidate: " + planner::explain_infeasible(r, l.topology),
+    throw InputError("planner", "no feasible candidate: " + planner::explain_infeasible(r, l.topology),
                 fmt::format("{} on {} GPUs of {}", l.model.name, l.options.gpus, l.topology.name),
                 "more GPUs, a smaller batch or model, or --no-memory-limit / --show-rejected to inspect");
   return r;
 }
 
+// --grid for `gpus` GPUs (topo::parse_grid, whose product must be the GPU count).
 topo::Grid parse_grid(const std::string& text, int64_t gpus) {
-  std::vector<int64_t> v;
-  std::stringstream ss(text);
-  std::string item;
-  const std::string expected = fmt::format("five positive integers gx,gy,gz,gdata,ginter whose product is {}", gpus);
-  while (std::getline(ss, item, ',')) {
-    try {
-      size_t used = 0;
-      long long x = std::stoll(item, &used);
-      if (used != item.size() || x < 1) throw std::invalid_argument(item);
-      v.push_back(x);
-    } catch (const std::exception&) {
-      throw Error("axplan", "bad grid value \"" + item + "\"", "--grid " + text, expected);
-    }
-  }
-  if (v.size() != 5) throw Error("axplan", "grid needs 5 values", "--grid " + text, expected);
-  topo::Grid g{v[0], v[1], v[2], v[3], v[4]};
+  const topo::Grid g = topo::parse_grid(text, "axplan", "--grid " + text);
   if (g.total() != gpus)
-    throw Error("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
-                expected);
+    throw InputError("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
+                     fmt::format("gx,gy,gz,gdata,ginter whose product is {}", gpus));
   return g;
 }
 
@@ -156,9 +141,9 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
     auto it = std::find_if(r.feasible.begin(), r.feasible.end(), [&](const auto& e) { return e.grid == g; });
     if (it == r.feasible.end()) {
       if (l.options.comm_model == planner::CommModel::Paper && g.ginter != 1)
-        throw Error("axplan", "the paper model has no pipeline", "--grid " + grid_text, "ginter = 1 with --comm-model paper");
+        throw InputError("axplan", "the paper model has no pipeline", "--grid " + grid_text, "ginter = 1 with --comm-model paper");
       planner::Evaluation e = planner::evaluate(l.model, l.topology, g, l.options);
-      throw Error("axplan", "grid rejected: " + e.rejected_because, "--grid " + grid_text,
+      throw InputError("axplan", "grid rejected: " + e.rejected_because, "--grid " + grid_text,
                   "a grid that divides the model and batch and fits GPU memory");
     }
     chosen = &*it;
@@ -177,37 +162,44 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   return 0;
 }
 
+int cmd_explain(const CommonArgs& a, const std::string& grid_text, std::ostream& out) {
+  Loaded l = load(a);
+  planner::check_request(l.model, l.topology, l.options);
+  const topo::Grid g = parse_grid(grid_text, l.options.gpus);
+  print_explanation(out, context(l), planner::explain(l.model, l.topology, g, l.options));
+  return 0;
+}
+
 int cmd_bench(const std::string& model, const std::string& topology, int64_t gpus, int64_t batch_seqs, int repeat,
-              std::ostream& out) {
+              int64_t threads, std::ostream& out) {
   Loaded l{model::load_model(model), topo::load_topology(topology), {}};
   l.options.gpus = gpus;
   l.options.batch_seqs = batch_seqs;
+  l.options.threads = threads;
   std::vector<double> seconds;
   size_t candidates = 0, feasible = 0;
   for (int i = 0; i < repeat; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_s();
     planner::Ranking r = planner::rank_candidates(l.model, l.topology, l.options);
-    auto t1 = std::chrono::steady_clock::now();
-    seconds.push_back(std::chrono::duration<double>(t1 - t0).count());
+    seconds.push_back(now_s() - t0);
     candidates = r.feasible.size() + r.rejected.size();
     feasible = r.feasible.size();
   }
-  std::sort(seconds.begin(), seconds.end());
-  const double median = seconds[seconds.size() / 2];
+  const double median_s = median(seconds);
   fmt::print(out, "axplan bench: {} ({} layers) on {} GPUs of {}, batch {} sequences\n", l.model.name,
              l.model.layers.size(), gpus, l.topology.name, batch_seqs);
   fmt::print(out, "candidates: {} enumerated, {} feasible\n", candidates, feasible);
-  fmt::print(out, "rank time: median {:.3f} ms over {} runs (min {:.3f} ms)\n", median * 1e3, repeat,
-             seconds.front() * 1e3);
+  fmt::print(out, "rank time: median {:.3f} ms over {} runs (min {:.3f} ms)\n", median_s * 1e3, repeat,
+             *std::min_element(seconds.begin(), seconds.end()) * 1e3);
   fmt::print(out, "throughput: {:.0f} candidates evaluated per second ({:.2f} us per candidate)\n",
-             static_cast<double>(candidates) / median, median / static_cast<double>(candidates) * 1e6);
+             static_cast<double>(candidates) / median_s, median_s / static_cast<double>(candidates) * 1e6);
   return 0;
 }
 
 }  // namespace
 
 int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
-               const KernelTimers& kernel_timers) {
+               const ProgramRunner& run_program) {
   CLI::App app{"axplan: rank 4D (3D tensor x data) + pipeline grids for a model on a cluster and write plans"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "axplan 0.1.0");
@@ -231,27 +223,28 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string bench_model = "gpt-80b", bench_topology = "frontier";
   int64_t bench_gpus = 16384, bench_batch = 8192;
   int bench_repeat = 5;
+  int64_t bench_threads = 0;
   auto* bench = app.add_subcommand("bench", "measure how many candidates the planner evaluates per second");
   bench->add_option("--model", bench_model, "model")->capture_default_str();
   bench->add_option("--topology", bench_topology, "cluster")->capture_default_str();
   bench->add_option("--gpus", bench_gpus, "GPU count")->capture_default_str()->check(CLI::PositiveNumber);
   bench->add_option("--batch-seqs", bench_batch, "global batch in sequences")->capture_default_str()->check(CLI::PositiveNumber);
   bench->add_option("--repeat", bench_repeat, "runs to take the median of")->capture_default_str()->check(CLI::PositiveNumber);
-
-  CalibrateOptions cal;
-  auto* calibrate = app.add_subcommand("calibrate", "measure collectives under mpirun and write a topology file");
-  calibrate->add_option("--gpus-per-node", cal.gpus_per_node, "ranks per node")->required()->check(CLI::PositiveNumber);
-  calibrate->add_option("--base", cal.base, "topology giving memory and peak FLOP/s")->capture_default_str();
-  calibrate->add_option("--name", cal.name, "name of the measured cluster")->capture_default_str();
-  calibrate->add_option("--output,-o", cal.output, "topology file to write")->capture_default_str();
-  calibrate->add_option("--repeats", cal.repeats, "timed repetitions per size")->capture_default_str()->check(CLI::PositiveNumber);
-  auto* cal_model = calibrate->add_option("--model", cal.model, "also time the local matmuls of this model's layers");
-  calibrate->add_option("--batch-seqs", cal.batch_seqs, "global batch (sequences) the matmul shapes are taken for")
-      ->check(CLI::PositiveNumber)
-      ->needs(cal_model);
-  calibrate->add_option("--matmul-repeats", cal.matmul_repeats, "timed runs per matmul shape")
+  bench->add_option("--threads", bench_threads, "threads evaluating candidates (0 = one per core)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
+
+  CommonArgs explain_args;
+  std::string explain_grid;
+  auto* explain = app.add_subcommand("explain", "one grid in detail: bandwidths, per-layer costs, memory, verdict");
+  add_common(explain, explain_args);
+  explain->add_option("--grid", explain_grid, "gx,gy,gz,gdata,ginter")->required();
+
+  auto* calibrate = app.add_subcommand(
+      "calibrate", "measure a cluster under mpirun and write a topology file (runs axplan-calibrate; "
+                   "'axplan calibrate --help' lists its options)");
+  calibrate->prefix_command();
+  calibrate->set_help_flag();
 
   ValidateOptions val;
   auto* validate = app.add_subcommand(
@@ -293,12 +286,18 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   try {
     if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
     if (plan->parsed()) return cmd_plan(plan_args, grid, output, out);
-    if (calibrate->parsed()) return run_calibrate(cal, kernel_timers, out, err);
+    if (explain->parsed()) return cmd_explain(explain_args, explain_grid, out);
+    if (calibrate->parsed()) {
+      if (!run_program)
+        throw InputError("axplan", "calibrate runs as its own program", "axplan calibrate",
+                         "the axplan program (not the in-process library call)");
+      return run_program("axplan-calibrate", calibrate->remaining(), err);
+    }
     if (validate->parsed()) return run_validate(val, out, err);
-    return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, out);
+    return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, bench_threads, out);
   } catch (const Error& e) {
     err << "axplan: " << e.what() << "\n";
-    return kExitUsage;
+    return exit_code(e);
   } catch (const std::exception& e) {
     err << "axplan: internal error: " << e.what() << "\n";
     return 1;

@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "axonn/topology/topology_io.hpp"
+
 namespace axonn::tools {
 namespace {
 
@@ -15,8 +17,7 @@ size_t shown(size_t n, size_t top) { return top == 0 ? n : std::min(n, top); }
 
 nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
   const auto& c = e.comm;
-  nlohmann::json j = {{"gx", e.grid.gx}, {"gy", e.grid.gy}, {"gz", e.grid.gz},
-                      {"gdata", e.grid.gdata}, {"ginter", e.grid.ginter}};
+  nlohmann::json j = topo::grid_to_json(e.grid);
   if (!e.rejected_because.empty()) j["rejected_because"] = e.rejected_because;
   if (e.microbatches > 0) {
     j["microbatch_seqs"] = e.microbatch_seqs;
@@ -110,6 +111,47 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
       fmt::print(out, "  {:>4} {:>4} {:>4} {:>5} {:>6}  {}\n", e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
                  e.grid.ginter, e.rejected_because);
   }
+}
+
+void print_explanation(std::ostream& out, const ReportContext& c, const planner::Explanation& x) {
+  const auto& e = x.evaluation;
+  fmt::print(out, "{} on {} GPUs of {}, batch {} x {} tokens; comm model {}, {}; placement {}\n", c.model, c.gpus,
+             c.topology, c.batch_seqs, c.seq_len, planner::comm_model_name(c.comm_model),
+             c.placement_aware ? "placement-aware" : "placement-agnostic", c.order);
+  fmt::print(out, "grid {}: {}\n\n", e.grid.to_string(),
+             e.feasible ? "feasible" : "rejected: " + e.rejected_because);
+  fmt::print(out, "{:<6} {:>5} {:>5}  {:<13} {:>14}\n", "group", "size", "ip", "where", "bandwidth");
+  for (int i = 0; i < topo::kNumAxes; ++i) {
+    const auto& a = x.axes[i];
+    fmt::print(out, "{:<6} {:>5} {:>5}  {:<13} {:>14}\n", topo::axis_name(static_cast<topo::Axis>(i)), a.size, a.ip,
+               a.size == 1 ? "-" : a.inside_node ? "inside a node" : "across nodes",
+               a.size == 1 ? "-" : fmt::format("{:.2f} GB/s", a.bandwidth_bytes_per_s / 1e9));
+  }
+  if (x.layers.empty()) return;
+  fmt::print(out, "\n{} micro-batch(es) of {} sequences; per micro-batch and occurrence, milliseconds:\n",
+             e.microbatches, e.microbatch_seqs);
+  const std::string header =
+      fmt::format("{:<22} {:<9} {:>5}  {:>9} {:>9} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8}", "layer (first)", "kind",
+                  "count", "forward", "dI", "dW", "AG z", "RS z", "AR fwd", "AR dI", "AR data");
+  out << header << "\n" << std::string(header.size(), '-') << "\n";
+  for (const auto& l : x.layers) {
+    const auto& k = l.costs;
+    fmt::print(out, "{:<22} {:<9} {:>5}  {:>9.4f} {:>9.4f} {:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n",
+               l.name, l.kind, l.count, k.forward_s * 1e3, k.backward_input_s * 1e3, k.backward_weight_s * 1e3,
+               k.comm.all_gather_s * 1e3, k.comm.reduce_scatter_s * 1e3, k.comm.forward_all_reduce_s * 1e3,
+               k.comm.input_grad_all_reduce_s * 1e3, k.comm.data_all_reduce_s * 1e3);
+  }
+  const auto& m = e.memory;
+  fmt::print(out, "\nmemory per GPU {:.2f} GiB: model state {:.2f}, gathered weights {:.2f}, un-scattered gradients "
+                  "{:.2f}, activations {:.2f}\n",
+             m.total_bytes() / kGiB, m.model_state_bytes / kGiB, m.gathered_weight_bytes / kGiB,
+             m.unscattered_grad_bytes / kGiB, m.activation_bytes / kGiB);
+  if (e.batch_s > 0)
+    fmt::print(out, "batch time {:.4f} s = compute {:.4f} s + exposed communication {:.4f} s; all communication "
+                    "{:.4f} s\n",
+               e.batch_s, e.compute_s, e.exposed_comm_s, e.comm_s);
+  else
+    fmt::print(out, "communication {:.4f} s per step\n", e.comm_s);
 }
 
 }  // namespace axonn::tools

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/planner/explain.hpp"
 #include "axonn/planner/planner.hpp"
 
 namespace axonn::tools {
@@ -26,5 +27,9 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
                    size_t top, bool show_rejected);
 
 nlohmann::json evaluation_to_json(const planner::Evaluation& e);
+
+// `axplan explain`: the grid's verdict, its groups' placement and bandwidth, each
+// distinct layer's costs, memory and batch time.
+void print_explanation(std::ostream& out, const ReportContext& c, const planner::Explanation& x);
 
 }  // namespace axonn::tools

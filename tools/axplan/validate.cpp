@@ -139,7 +139,7 @@ void write_file(const fs::path& path, const std::string& text) {
   {
     std::ofstream f(tmp);
     f << text;
-    if (!f.flush()) throw Error("validate", "cannot write", tmp.string(), "a writable --out-dir");
+    if (!f.flush()) throw InputError("validate", "cannot write", tmp.string(), "a writable --out-dir");
   }
   fs::rename(tmp, path);
 }
@@ -169,28 +169,28 @@ SvgPanel fig7_panel(const std::string& title, const std::vector<const Config*>& 
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
   // ---- input --------------------------------------------------------------------
   if (o.topology.empty())
-    throw Error("validate", "no topology", "--topology", "the cluster's topology file (axplan calibrate writes one)");
+    throw InputError("validate", "no topology", "--topology", "the cluster's topology file (axplan calibrate writes one)");
   const auto words = split_words(o.launcher);
   if (words.empty())
-    throw Error("validate", "no launcher", "--launcher", "a command prefix such as \"mpirun -np 8\"");
+    throw InputError("validate", "no launcher", "--launcher", "a command prefix such as \"mpirun -np 8\"");
   if (find_program(words.front()).empty() && !(words.front() == "bash" && words.size() > 1))
-    throw Error("validate", fmt::format("launcher program '{}' not found", words.front()), "--launcher",
+    throw InputError("validate", fmt::format("launcher program '{}' not found", words.front()), "--launcher",
                 "an MPI launcher on PATH (mpirun, srun) or a script path");
   if (words.front() == "bash" && words.size() > 1 && !fs::is_regular_file(words[1]))
-    throw Error("validate", fmt::format("launcher script '{}' not found", words[1]), "--launcher", "an existing script");
+    throw InputError("validate", fmt::format("launcher script '{}' not found", words[1]), "--launcher", "an existing script");
   if (find_program("mpirun").empty() && find_program("srun").empty())
-    throw Error("validate", "no MPI launcher on PATH", "PATH", "mpirun (Open MPI) or srun");
+    throw InputError("validate", "no MPI launcher on PATH", "PATH", "mpirun (Open MPI) or srun");
   std::string axrun = o.axrun;
   if (axrun.empty()) axrun = (fs::read_symlink("/proc/self/exe").parent_path() / "axrun").string();
   if (!executable(axrun))
-    throw Error("validate", fmt::format("runtime launcher '{}' not found", axrun), "--axrun",
+    throw InputError("validate", fmt::format("runtime launcher '{}' not found", axrun), "--axrun",
                 "the axrun program (built with LibTorch)");
-  if (o.steps < 2) throw Error("validate", "fewer than 2 steps", "--steps", "at least 2 (the first is a warm-up)");
+  if (o.steps < 2) throw InputError("validate", "fewer than 2 steps", "--steps", "at least 2 (the first is a warm-up)");
 
   const model::ModelDescription m = model::load_model(o.model);
   const topo::Topology t = topo::load_topology(o.topology);
   if (o.gpus != t.total_gpus())
-    throw Error("validate",
+    throw InputError("validate",
                 fmt::format("--gpus {} differs from the topology's {} nodes x {} GPUs = {}", o.gpus, t.num_nodes,
                             t.gpus_per_node, t.total_gpus()),
                 o.topology, "the topology of the cluster the launcher runs on (axplan calibrate on all of it)");
@@ -204,7 +204,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   const planner::Ranking agnostic = planner::rank_candidates(m, t, po);
   po.placement_aware = true;
   if (aware.feasible.empty())
-    throw Error("validate", "no feasible configuration: " + planner::explain_infeasible(aware, t),
+    throw InputError("validate", "no feasible configuration: " + planner::explain_infeasible(aware, t),
                 fmt::format("{} on {} GPUs", m.name, o.gpus), "a smaller model or batch");
 
   // ---- selection ----------------------------------------------------------------

@@ -5,16 +5,22 @@
 //          [--overlap-level 0-4] [--async-input-grad-all-reduce on|off]
 //          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
-//          [--progress thread|poll]
+//          [--progress thread|poll] [--log-every N]
 //
+// Under mpirun or srun (axonn/runtime/launch.hpp): the launcher's rank and size must
+// be MPI's, or the job stops with a message (an MPI without that launcher's support).
 // The overlap switches and activation checkpointing come from the plan; the flags
-// override them (--overlap-level first, then the individual switches). Rank 0 prints
-// a progress line per step and writes the measurement JSON (per-step batch time, the
-// time of each phase, the communication breakdown by kind); --trace DIR writes one
-// Chrome trace per rank (DIR/rank<R>.json). Input errors (bad plan, world size, data
-// file) are found on every rank before training; the job then exits with code 2 and
-// one message. A failure during training ends every rank through MPI_Abort.
+// override them (--overlap-level first, then the individual switches). Rank 0 shows
+// progress (step, loss, tokens/s, ETA): one live line on a terminal, else a line every
+// --log-every steps (and always the last step); --log-every N also forces lines on a
+// terminal. It writes the measurement JSON (per-step batch time, the time of each
+// phase, the communication breakdown by kind); --trace DIR writes one Chrome trace per
+// rank (DIR/rank<R>.json). Input errors (bad plan, world size, data file) are found
+// on every rank before training; the job then exits with code 2 and one message. A
+// failure during training ends every rank through MPI_Abort (exit code 3 for a
+// communication failure, 1 otherwise).
 #include <ATen/Parallel.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +31,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/gpt/gpt.hpp"
 #include "axonn/plan/plan.hpp"
@@ -32,6 +39,8 @@
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/trainer.hpp"
+#include "axonn/topology/topology_io.hpp"
+#include "axrun/progress.hpp"
 
 using namespace axonn;
 
@@ -47,6 +56,7 @@ struct Args {
   uint64_t seed = 1;
   int threads = 1;
   double lr = 1e-3;
+  int64_t log_every = 0;  // 0: live line on a terminal, else every 10 steps
 };
 
 // Fault injection for tests (docs/runtime.md): AXONN_FAIL_RANK and AXONN_FAIL_STEP make
@@ -56,16 +66,6 @@ void maybe_inject_failure(int rank, int64_t step) {
   const char* s = std::getenv("AXONN_FAIL_STEP");
   if (r && s && std::atoi(r) == rank && std::atoll(s) == step)
     throw std::runtime_error("injected failure (AXONN_FAIL_RANK/AXONN_FAIL_STEP)");
-}
-
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << text;
-    if (!out.flush()) throw Error("axrun", "cannot write", tmp, "a writable path");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error("axrun", "cannot rename", tmp, "a writable directory");
 }
 
 }  // namespace
@@ -99,6 +99,9 @@ int main(int argc, char** argv) {
   app.add_option("--progress", a.progress, "who drives MPI progress: a background thread, or polls at layer boundaries")
       ->check(CLI::IsMember({"thread", "poll"}))
       ->capture_default_str();
+  app.add_option("--log-every", a.log_every,
+                 "a progress line every N steps (default: one live line on a terminal, else every 10)")
+      ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -114,20 +117,33 @@ int main(int argc, char** argv) {
   plan::Plan plan;
   std::unique_ptr<runtime::TokenSource> source;
   gpt::GptConfig cfg;
+  runtime::LaunchInfo launch;
+  int setup_code = kExitUsage;
   try {
-    runtime::detect_launch(std::getenv);
+    launch = runtime::detect_launch(std::getenv);
+    if (launch.launcher != "none" && (launch.size != world->size() || launch.rank != rank))
+      throw InputError("axrun",
+                       fmt::format("the launcher ({}) started task {} of {}, but MPI sees rank {} of {}",
+                                   launch.launcher, launch.rank, launch.size, rank, world->size()),
+                       "launcher environment",
+                       "an MPI built with that launcher's support (under Slurm: srun --mpi=pmix, or mpirun "
+                       "inside the allocation)");
     plan = plan::load_plan(a.plan_path);
     if (plan.grid.total() != world->size())
-      throw Error("axrun", fmt::format("plan {} needs {} ranks ({}) but the job has {}", a.plan_path, plan.grid.total(),
+      throw InputError("axrun", fmt::format("plan {} needs {} ranks ({}) but the job has {}", a.plan_path, plan.grid.total(),
                                        plan.grid.to_string(), world->size()),
                   "MPI world size", fmt::format("mpirun -np {}", plan.grid.total()));
     cfg = gpt::GptConfig::from(plan.model);
     if (plan.grid.ginter != 1)
-      throw Error("axrun", "pipeline parallelism (ginter > 1) is not implemented in the runtime yet",
+      throw InputError("axrun", "pipeline parallelism (ginter > 1) is not implemented in the runtime yet",
                   a.plan_path + ": /grid/ginter", "1");
     source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
+  } catch (const Error& e) {
+    setup_error = e.what();
+    setup_code = exit_code(e);
   } catch (const std::exception& e) {
     setup_error = e.what();
+    setup_code = kExitInternal;
   }
   int failed = setup_error.empty() ? 0 : 1, any_failed = 0, first_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -135,7 +151,10 @@ int main(int argc, char** argv) {
     int mine = failed ? rank : world->size();
     MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == first_failed) std::cerr << "axrun: " << setup_error << "\n";
-    return kExitUsage;
+    int code = setup_code, worst = 0;  // the same exit code on every rank
+    if (!failed) code = 0;
+    MPI_Allreduce(&code, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
   }
 
   try {
@@ -165,15 +184,19 @@ int main(int argc, char** argv) {
     gpt::ParallelGpt model(cfg, grid, init.named_parameters(), options);
     runtime::Trainer trainer(grid, model, plan, runtime::TrainerOptions{a.lr, 1.0});
     if (rank == 0)
-      fmt::print("axrun: {} on {} ranks, grid {}, {} sequences x {} tokens per step, {} micro-batch(es); {} thread(s) "
+      fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es); {} thread(s) "
                  "per rank; overlap: async dI all-reduce {}, async dW reduce-scatter {}, all-gather prefetch {}, "
                  "cache {} layers, bucketed data all-reduce {}; checkpointing {}\n",
-                 plan.model.name, world->size(), plan.grid.to_string(), plan.batch.seqs, cfg.seq_len,
+                 plan.model.name, world->size(), launch.launcher == "none" ? "one process" : "launched by " + launch.launcher,
+                 plan.grid.to_string(), plan.batch.seqs, cfg.seq_len,
                  plan.microbatches(), a.threads, options.overlap.async_input_grad_all_reduce,
                  options.overlap.async_weight_grad_reduce_scatter, options.overlap.prefetch_all_gather,
                  options.overlap.cache_all_gather_layers, options.overlap.bucketed_data_parallel_all_reduce,
                  options.activation_checkpointing);
     nlohmann::json steps = nlohmann::json::array();
+    const bool live = a.log_every == 0 && ::isatty(STDOUT_FILENO);
+    tools::ProgressLine progress_line(a.steps, live ? 0 : (a.log_every > 0 ? a.log_every : 10),
+                                      static_cast<double>(plan.batch.seqs * cfg.seq_len));
     // Caught here, while the model and its collectives in flight are still alive: ending
     // the job must not wait for them (another rank may never complete them).
     try {
@@ -183,15 +206,12 @@ int main(int argc, char** argv) {
       steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
                        {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
                        {"optimizer_s", s.optimizer_s}, {"breakdown", s.breakdown.to_json()}});
-      const auto& b = s.breakdown;
-      if (rank == 0)
-        fmt::print("step {:>4}/{}  loss {:.4f}  batch {:.4f} s  (forward {:.4f}  backward {:.4f}  sync {:.4f}  "
-                   "optimizer {:.4f}; communication {:.4f} s, {:.0f}% exposed)\n",
-                   step + 1, a.steps, s.loss, s.batch_s, s.forward_s, s.backward_s, s.grad_sync_s, s.optimizer_s,
-                   b.comm_s, b.comm_s > 0 ? 100.0 * b.exposed_comm_s / b.comm_s : 0.0);
+      if (rank == 0) progress_line.update(std::cout, step + 1, s);
     }
+    } catch (const Error& e) {
+      runtime::abort_job(e.what(), exit_code(e));
     } catch (const std::exception& e) {
-      runtime::abort_job(e.what(), 3);
+      runtime::abort_job(e.what(), kExitInternal);
     }
     if (!a.trace_dir.empty()) {
       std::filesystem::create_directories(a.trace_dir);
@@ -199,14 +219,15 @@ int main(int argc, char** argv) {
     }
     if (rank == 0) {
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world->size()},
-                          {"grid", {{"gx", plan.grid.gx}, {"gy", plan.grid.gy}, {"gz", plan.grid.gz},
-                                    {"gdata", plan.grid.gdata}, {"ginter", plan.grid.ginter}}},
+                          {"grid", topo::grid_to_json(plan.grid)}, {"launcher", launch.launcher},
                           {"threads_per_rank", a.threads}, {"data", a.data.empty() ? "synthetic" : a.data},
                           {"steps", steps}};
-      write_atomically(a.measure, m.dump(2) + "\n");
+      write_file_atomically(a.measure, m.dump(2) + "\n", "axrun");
     }
+  } catch (const Error& e) {
+    runtime::abort_job(e.what(), exit_code(e));
   } catch (const std::exception& e) {
-    runtime::abort_job(e.what(), 3);
+    runtime::abort_job(e.what(), kExitInternal);
   }
   return 0;
 }

@@ -16,7 +16,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
@@ -24,17 +26,6 @@
 #include "bench_common.hpp"
 
 using namespace axonn;
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-}  // namespace
 
 int main(int argc, char** argv) {
   runtime::MpiEnvironment env(&argc, &argv);

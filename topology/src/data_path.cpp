@@ -52,7 +52,7 @@ std::string resolve_data_file(const std::string& module, const std::string& subd
   }
   std::string names;
   for (const auto& n : list_data_names(subdir)) names += (names.empty() ? "" : ", ") + n;
-  throw Error(module, "not found", "'" + name_or_path + "'",
+  throw InputError(module, "not found", "'" + name_or_path + "'",
               "an existing JSON file or a shipped name (" + (names.empty() ? "none found" : names) + ")");
 }
 

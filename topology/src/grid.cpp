@@ -21,7 +21,7 @@ const char* axis_name(Axis a) {
 Axis parse_axis(const std::string& name, const std::string& module, const std::string& where) {
   for (int i = 0; i < kNumAxes; ++i)
     if (name == axis_name(static_cast<Axis>(i))) return static_cast<Axis>(i);
-  throw Error(module, "unknown axis \"" + name + "\"", where, "one of x, y, z, pipe, data");
+  throw InputError(module, "unknown axis \"" + name + "\"", where, "one of x, y, z, pipe, data");
 }
 
 int64_t Grid::size(Axis a) const {
@@ -38,6 +38,31 @@ int64_t Grid::size(Axis a) const {
 std::string Grid::to_string() const {
   std::ostringstream s;
   s << "gx=" << gx << " gy=" << gy << " gz=" << gz << " gdata=" << gdata << " ginter=" << ginter;
+  return s.str();
+}
+
+Grid parse_grid(const std::string& text, const std::string& module, const std::string& where) {
+  const std::string expected = "gx,gy,gz,gdata,ginter (or gx,gy,gz,gdata with ginter = 1): positive integers";
+  std::vector<int64_t> v;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    try {
+      size_t used = 0;
+      const long long x = std::stoll(item, &used);
+      if (used != item.size() || x < 1) throw std::invalid_argument(item);
+      v.push_back(x);
+    } catch (const std::exception&) {
+      throw InputError(module, "bad grid value \"" + item + "\"", where, expected);
+    }
+  }
+  if (v.size() == 4) v.push_back(1);
+  if (v.size() != 5) throw InputError(module, "grid needs 4 or 5 values", where, expected);
+  return Grid{v[0], v[1], v[2], v[3], v[4]};
+}
+
+std::string grid_to_csv(const Grid& g) {
+  std::ostringstream s;
+  s << g.gx << "," << g.gy << "," << g.gz << "," << g.gdata << "," << g.ginter;
   return s.str();
 }
 
@@ -58,14 +83,14 @@ PlacementOrder parse_order(const std::string& text, const std::string& module,
   int n = 0;
   const std::string expected = "each of x, y, z, pipe, data exactly once, comma-separated";
   while (std::getline(ss, item, ',')) {
-    if (n >= kNumAxes) throw Error(module, "too many axes in \"" + text + "\"", where, expected);
+    if (n >= kNumAxes) throw InputError(module, "too many axes in \"" + text + "\"", where, expected);
     Axis a = parse_axis(item, module, where);
     if (seen[static_cast<int>(a)])
-      throw Error(module, "axis \"" + item + "\" repeated in \"" + text + "\"", where, expected);
+      throw InputError(module, "axis \"" + item + "\" repeated in \"" + text + "\"", where, expected);
     seen[static_cast<int>(a)] = true;
     order[n++] = a;
   }
-  if (n != kNumAxes) throw Error(module, "too few axes in \"" + text + "\"", where, expected);
+  if (n != kNumAxes) throw InputError(module, "too few axes in \"" + text + "\"", where, expected);
   return order;
 }
 

@@ -18,13 +18,13 @@ nlohmann::json parse_json_text(const std::string& module, const std::string& tex
     std::string msg = e.what();
     auto pos = msg.find("] ");
     if (pos != std::string::npos) msg = msg.substr(pos + 2);
-    throw Error(module, "malformed JSON", origin + ": " + msg, "a valid JSON document");
+    throw InputError(module, "malformed JSON", origin + ": " + msg, "a valid JSON document");
   }
 }
 
 nlohmann::json read_json_file(const std::string& module, const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw Error(module, "cannot open file", path, "a readable JSON file");
+  if (!in) throw InputError(module, "cannot open file", path, "a readable JSON file");
   std::stringstream ss;
   ss << in.rdbuf();
   return parse_json_text(module, ss.str(), path);
@@ -34,7 +34,7 @@ ObjectReader::ObjectReader(const nlohmann::json& j, std::string file, std::strin
                            std::string pointer)
     : j_(&j), file_(std::move(file)), module_(std::move(module)), pointer_(std::move(pointer)) {
   if (!j.is_object())
-    throw Error(module_, "wrong type", file_ + ": " + (pointer_.empty() ? "/" : pointer_),
+    throw InputError(module_, "wrong type", file_ + ": " + (pointer_.empty() ? "/" : pointer_),
                 "a JSON object");
 }
 
@@ -49,7 +49,7 @@ std::string ObjectReader::where(const std::string& key) const {
 
 void ObjectReader::fail(const std::string& key, const std::string& what,
                         const std::string& expected) const {
-  throw Error(module_, what, where(key), expected);
+  throw InputError(module_, what, where(key), expected);
 }
 
 const nlohmann::json& ObjectReader::value(const std::string& key, nlohmann::json::value_t type,
@@ -179,7 +179,7 @@ std::vector<ObjectReader> ObjectReader::object_array(const std::string& key) {
   std::vector<ObjectReader> out;
   for (size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_object())
-      throw Error(module_, "wrong element type (found " + v[i].dump() + ")",
+      throw InputError(module_, "wrong element type (found " + v[i].dump() + ")",
                   where(key) + "/" + std::to_string(i), "a JSON object");
     out.emplace_back(v[i], file_, module_, pointer_ + "/" + key + "/" + std::to_string(i));
   }

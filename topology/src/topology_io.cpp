@@ -120,4 +120,15 @@ Topology load_topology(const std::string& name_or_path) {
   return topology_from_json(read_json_file("topology", path), path);
 }
 
+nlohmann::json grid_to_json(const Grid& g) {
+  return {{"gx", g.gx}, {"gy", g.gy}, {"gz", g.gz}, {"gdata", g.gdata}, {"ginter", g.ginter}};
+}
+
+Grid grid_from_json(ObjectReader r) {
+  Grid g{r.positive_int("gx"), r.positive_int("gy"), r.positive_int("gz"), r.positive_int("gdata"),
+         r.positive_int("ginter")};
+  r.finish();
+  return g;
+}
+
 }  // namespace axonn::topo

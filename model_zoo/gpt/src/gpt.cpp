@@ -15,7 +15,7 @@ using topo::Axis;
 
 GptConfig GptConfig::from(const model::ModelDescription& m) {
   if (m.family != "gpt")
-    throw Error("gpt", "model '" + m.name + "' is of family \"" + m.family + "\"", "model description /family",
+    throw InputError("gpt", "model '" + m.name + "' is of family \"" + m.family + "\"", "model description /family",
                 "\"gpt\" (the runtime runs GPT models)");
   GptConfig c;
   c.layers = m.num_layers;
@@ -76,7 +76,7 @@ namespace {
 const at::Tensor& find(const NamedTensors& params, const std::string& name) {
   for (const auto& [n, t] : params)
     if (n == name) return t;
-  throw Error("gpt", "no parameter named " + name, "model weights", "a complete GPT state");
+  throw InputError("gpt", "no parameter named " + name, "model weights", "a complete GPT state");
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -183,7 +183,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const N
 const at::Tensor& ParallelGpt::p(const std::string& name) const {
   for (const auto& prm : params_)
     if (prm.name == name) return prm.tensor;
-  throw Error("gpt", "no parameter named " + name, "parallel model", "a complete GPT state");
+  throw InputError("gpt", "no parameter named " + name, "parallel model", "a complete GPT state");
 }
 
 at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t seqs) {

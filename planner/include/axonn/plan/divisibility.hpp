@@ -23,9 +23,18 @@
 
 namespace axonn::plan {
 
-// nullopt when everything divides, else the first problem in words.
+// nullopt when everything divides, else the first problem in words: the batch and
+// pipeline first (batch_divisibility_problem), then the layers in order.
 std::optional<std::string> divisibility_problem(const model::ModelDescription& m,
                                                 const topo::Grid& g, int64_t batch_seqs,
                                                 int64_t microbatch_seqs);
+
+// The two halves of divisibility_problem, for callers that check each distinct layer
+// once (the planner): the batch and pipeline requirements, and one layer's
+// (the message then starts "layer <name>: ").
+std::optional<std::string> batch_divisibility_problem(const model::ModelDescription& m, const topo::Grid& g,
+                                                      int64_t batch_seqs, int64_t microbatch_seqs);
+bool layer_divides(const model::Layer& l, const topo::Grid& g);
+std::string layer_divisibility_problem(const model::Layer& l, const topo::Grid& g);  // "" when it divides
 
 }  // namespace axonn::plan

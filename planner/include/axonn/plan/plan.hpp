@@ -36,8 +36,16 @@ struct CommBreakdown {
   double p2p_pipe = 0;  // pipeline point-to-point activations and gradients
 
   double total() const { return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe; }
-  CommBreakdown& operator+=(const CommBreakdown& o);
-  CommBreakdown scaled(double f) const;
+  CommBreakdown& operator+=(const CommBreakdown& o) {
+    ag_z += o.ag_z;
+    rs_z += o.rs_z;
+    ar_x += o.ar_x;
+    ar_y += o.ar_y;
+    ar_data += o.ar_data;
+    p2p_pipe += o.p2p_pipe;
+    return *this;
+  }
+  CommBreakdown scaled(double f) const { return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f}; }
 };
 
 // The four overlap optimizations of the 4D paper (section IV) plus bucketing.

@@ -34,15 +34,29 @@
 namespace axonn::planner {
 
 // One layer's costs for one micro-batch, seconds (collectives: one occurrence each).
-struct LayerTimes {
+// Identical layers (a GPT's blocks) share one.
+struct LayerCosts {
   double forward_s = 0;            // forward matmuls and element-wise work
   double backward_input_s = 0;     // dI matmuls and element-wise work
   double backward_weight_s = 0;    // dW matmuls
   LayerCollectives comm;           // its collectives (layer_comm.hpp; 0 where a group has size 1)
+};
+
+// What the timeline needs to know of one layer besides its costs.
+struct LayerRole {
   bool recomputed = false;         // run again in the backward under activation checkpointing
   bool cached = false;             // optimization 4: the backward reuses the forward's weight
   bool gather_in_backward = true;  // false for embeddings (their backward needs no weight)
   int64_t unit = 0;                // checkpointed unit (block): recomputed together
+};
+
+// One layer with its own costs (tests, explanations).
+struct LayerTimes : LayerCosts, LayerRole {};
+
+// One layer of a stage as the timeline reads it: shared costs, its own role.
+struct StageLayer {
+  const LayerCosts* costs = nullptr;
+  LayerRole role;
 };
 
 struct StageTime {
@@ -60,6 +74,8 @@ struct StageSchedule {
   plan::OverlapSettings overlap;
 };
 
+// The timeline of `count` layers (the planner's inner loop: no allocation).
+StageTime stage_time(const StageLayer* layers, size_t count, const StageSchedule& s);
 StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule& s);
 
 // With Ginter > 1 stages and M micro-batches (1F1B/GPipe): (M + Ginter - 1) slots of

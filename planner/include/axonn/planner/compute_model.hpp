@@ -15,7 +15,9 @@
 //   matmul_s(c, peak, {1024, 128, 512}) = overhead + 2*1024*128*512 / rate  (or the table's entry)
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 #include "axonn/model/model_description.hpp"
@@ -31,6 +33,21 @@ struct MatmulShape {
                                 static_cast<double>(n); }
   bool operator==(const MatmulShape& o) const { return m == o.m && k == o.k && n == o.n && batch == o.batch; }
 };
+
+// Up to three local matmuls of one pass of one layer, without allocating (the planner's
+// inner loop; the std::vector functions below return the same shapes).
+struct MatmulList {
+  std::array<MatmulShape, 3> shapes{};
+  size_t size = 0;
+  void push_back(const MatmulShape& s) { shapes[size++] = s; }
+  const MatmulShape* begin() const { return shapes.data(); }
+  const MatmulShape* end() const { return shapes.data() + size; }
+};
+MatmulList forward_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t seq_len);
+MatmulList backward_input_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                                      int64_t seq_len);
+MatmulList backward_weight_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
+                                       int64_t seq_len);
 
 // Local matmuls of one micro-batch of `microbatch_seqs` sequences (of one data-parallel group).
 std::vector<MatmulShape> forward_matmuls(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
@@ -58,9 +75,43 @@ ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, co
 // One Adam step over the layer's local weight shard (k*n / (Ga*Gb*Gz) elements), seconds.
 double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g);
 
+// The measured rates of a layer's element-wise operations, looked up once per layer
+// and topology (elementwise_s's terms in the same order, so the same sums).
+struct ElementwiseRates {
+  enum class Elements { Input, Output, Scores };  // what the operation touches (table above)
+  struct Term {
+    Elements elements = Elements::Output;
+    double forward_s_per_element = 0, backward_s_per_element = 0;
+  };
+  std::array<Term, 5> terms{};
+  size_t count = 0;
+  double adam_s_per_element = 0;  // 0: not measured
+};
+ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& l);
+ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g,
+                              int64_t microbatch_seqs, int64_t seq_len);
+double optimizer_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g);
+
 // Seconds for one matmul: the measured table entry of exactly this shape if there is
 // one, else matmul_overhead_s + flops / matmul_flops_per_s (peak_flops_per_s if 0).
 double matmul_s(const topo::Topology& t, const MatmulShape& s);
 double matmuls_s(const topo::Topology& t, const std::vector<MatmulShape>& shapes);
+
+// matmul_s with the table indexed once (the planner evaluates thousands of grids on
+// one topology). Keeps a reference to `t`.
+class MatmulTimes {
+ public:
+  explicit MatmulTimes(const topo::Topology& t);
+  double operator()(const MatmulShape& s) const;
+  double sum(const MatmulList& shapes) const;
+
+ private:
+  struct Hash {
+    size_t operator()(const MatmulShape& s) const;
+  };
+  const topo::Topology& t_;
+  double rate_flops_per_s_;
+  std::unordered_map<MatmulShape, double, Hash> table_;
+};
 
 }  // namespace axonn::planner

@@ -52,7 +52,25 @@ struct LayerCollectives {
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s);
 
-// Seconds per step, by collective. Attention layers cost nothing.
+// Seconds per step, by collective, from one occurrence of each: `microbatches` times
+// (n_ag all-gathers, one reduce-scatter, n_fwd forward and one backward all-reduce),
+// plus the data-parallel all-reduce once.
+inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t microbatches, int64_t all_gathers,
+                                         int64_t forward_all_reduces) {
+  plan::CommBreakdown c;
+  const double mb = static_cast<double>(microbatches);
+  c.ag_z = mb * static_cast<double>(all_gathers) * one.all_gather_s;
+  c.rs_z = mb * one.reduce_scatter_s;
+  const double fwd = mb * static_cast<double>(forward_all_reduces) * one.forward_all_reduce_s;
+  const double bwd = mb * one.input_grad_all_reduce_s;
+  (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
+  (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
+  c.ar_data = one.data_all_reduce_s;
+  return c;
+}
+
+// Seconds per step, by collective (comm_per_step of layer_collectives). Attention
+// layers cost nothing.
 plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                const LayerCommSettings& s);
 

@@ -38,6 +38,24 @@ struct MemorySettings {
   plan::Precision precision;
 };
 
+// Activation elements per row (token) of one layer's input plus output shard
+// (attention: its scores and probabilities, heads/Gy x seq_len per row).
+double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int64_t seq_len);
+
+// One layer of a stage as the memory model reads it (identical layers share the numbers).
+struct MemoryLayer {
+  double weight_elements = 0;           // k*n (0 for attention)
+  double activation_elems_per_row = 0;  // activation_elems_per_row()
+  int64_t unit = 0;
+  bool recomputed = false;
+  bool cached = false;                  // keeps its gathered weight (overlap optimization 4)
+};
+
+// Memory of the GPUs of a stage holding `count` layers (no allocation); `hidden` and
+// `seq_len` are the model's.
+MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hidden, int64_t seq_len,
+                             const topo::Grid& g, const MemorySettings& s);
+
 // Memory of the GPUs of the stage owning layers [first, last) of m.layers.
 // `cached(i)` tells whether layer i keeps its gathered weight (overlap optimization 4).
 MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, size_t last,

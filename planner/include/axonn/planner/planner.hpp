@@ -38,6 +38,7 @@ struct PlannerOptions {
   bool activation_checkpointing = true;
   plan::OverlapSettings overlap;
   plan::Precision precision;
+  int64_t threads = 0;             // rank_candidates: threads evaluating grids (0 = one per core)
 };
 
 enum class Rejection { None, Divisibility, Memory };
@@ -59,6 +60,10 @@ struct Evaluation {
   MemoryBreakdown memory;          // the stage needing the most memory
 };
 
+// docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
+// micro-batches (at least Ginter, to fill it) whose size divides over Z. 0 if none.
+int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter);
+
 // Every ordered (gx, gy, gz, gdata, ginter) with product `gpus`, all divisors.
 std::vector<topo::Grid> enumerate_grids(int64_t gpus);
 
@@ -75,7 +80,9 @@ struct Ranking {
 };
 
 // Enumerates, evaluates and sorts (full: by batch time; paper: by communication time).
-// With --comm-model paper only Ginter = 1 is enumerated.
+// With --comm-model paper only Ginter = 1 is enumerated. Identical layers are costed
+// once per candidate and candidates are spread over threads; the result is the same
+// as evaluate() on each grid, whatever the thread count.
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
 
 // The plan for one evaluated grid (`rank` of `candidates`, 1 = best), with its prediction.

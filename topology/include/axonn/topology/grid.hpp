@@ -43,9 +43,16 @@ struct Grid {
 using PlacementOrder = std::array<Axis, kNumAxes>;  // innermost first
 PlacementOrder default_order();                     // x, y, z, pipe, data
 std::string order_to_string(const PlacementOrder& o);  // "x,y,z,pipe,data"
-// Parses "x,y,z,pipe,data" (each axis exactly once); throws axonn::Error otherwise.
+// Parses "x,y,z,pipe,data" (each axis exactly once); throws InputError otherwise.
 PlacementOrder parse_order(const std::string& text, const std::string& module,
                            const std::string& where);
+
+// The one grid parser of the command lines: "gx,gy,gz,gdata,ginter" (five positive
+// integers), or "gx,gy,gz,gdata" with ginter = 1. Throws InputError (module `module`,
+// location `where`, e.g. "--grid 2,2") otherwise.
+Grid parse_grid(const std::string& text, const std::string& module, const std::string& where);
+// "gx,gy,gz,gdata,ginter", the form parse_grid reads.
+std::string grid_to_csv(const Grid& g);
 
 using Coords = std::array<int64_t, kNumAxes>;  // indexed by Axis
 

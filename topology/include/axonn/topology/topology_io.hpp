@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/common/json_reader.hpp"
+#include "axonn/topology/grid.hpp"
 #include "axonn/topology/topology.hpp"
 
 namespace axonn::topo {
@@ -17,6 +19,10 @@ namespace axonn::topo {
 // Validates every field; throws axonn::Error naming `origin` and the field.
 Topology topology_from_json(const nlohmann::json& j, const std::string& origin);
 nlohmann::json topology_to_json(const Topology& t);
+
+// The one grid <-> JSON mapping: {"gx": .., "gy": .., "gz": .., "gdata": .., "ginter": ..}.
+nlohmann::json grid_to_json(const Grid& g);
+Grid grid_from_json(ObjectReader r);  // every field a positive integer; no other field
 
 // `name_or_path`: a file path, or the name of a file in topology/clusters/.
 Topology load_topology(const std::string& name_or_path);

@@ -1,19 +1,20 @@
-// LibTorch kernel timers; see kernel_timer.hpp.
-#include "kernel_timer.hpp"
+// LibTorch kernel timers; see axonn/runtime/kernel_timing.hpp.
+#include "axonn/runtime/kernel_timing.hpp"
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <functional>
 #include <limits>
 #include <vector>
 
+#include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/common/median.hpp"
 
-namespace axonn::tools {
+namespace axonn::runtime {
 namespace {
 
 // Each timed run lasts at least kMinRun: ranks sharing cores are descheduled in slices
@@ -21,21 +22,14 @@ namespace {
 // average rate the ranks get.
 constexpr double kMinRun = 0.05;  // seconds
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double seconds_since(double t0) { return now_s() - t0; }
 
 // Median over `repeats` runs of the per-call time of `f`.
 double time_calls(const std::function<void()>& f, int repeats) {
   f();  // warm-up
   std::vector<double> times;
   for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_s();
     int64_t calls = 0;
     double elapsed = 0;
     do {
@@ -53,7 +47,7 @@ double time_backward(const std::function<at::Tensor()>& forward, std::vector<at:
   auto once = [&] {
     at::Tensor y = forward();
     at::Tensor g = at::ones_like(y);
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_s();
     y.backward(g);
     const double t = seconds_since(t0);
     for (auto& l : leaves) l.mutable_grad() = at::Tensor();
@@ -64,7 +58,7 @@ double time_backward(const std::function<at::Tensor()>& forward, std::vector<at:
   for (int r = 0; r < repeats; ++r) {
     double total = 0;
     int64_t calls = 0;
-    const auto t0 = std::chrono::steady_clock::now();
+    const double t0 = now_s();
     do {
       total += once();
       ++calls;
@@ -78,7 +72,7 @@ at::Tensor leaf(at::IntArrayRef shape) { return at::randn(shape).requires_grad_(
 
 }  // namespace
 
-double time_matmul_libtorch(const planner::MatmulShape& s, int repeats) {
+double time_matmul(const topo::MatmulTiming& s, int repeats) {
   at::set_num_threads(1);
   const bool batched = s.batch > 1;
   at::Tensor a = batched ? at::randn({s.batch, s.m, s.k}) : at::randn({s.m, s.k});
@@ -87,7 +81,7 @@ double time_matmul_libtorch(const planner::MatmulShape& s, int repeats) {
   return time_calls([&] { c = at::matmul(a, b); }, repeats);
 }
 
-topo::ElementwiseCost time_elementwise_libtorch(const std::string& op, int64_t rows, int64_t width, int repeats) {
+topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int64_t width, int repeats) {
   at::set_num_threads(1);
   const double elements = static_cast<double>(rows * width);
   std::function<at::Tensor()> forward;
@@ -131,10 +125,10 @@ topo::ElementwiseCost time_elementwise_libtorch(const std::string& op, int64_t r
         repeats);
     return {t / elements, 0.0};
   } else {
-    throw Error("calibrate", "unknown element-wise operation '" + op + "'", "kernel timer",
-                "one of topo::elementwise_op_names()");
+    throw InputError("calibrate", "unknown element-wise operation '" + op + "'", "kernel timer",
+                     "one of topo::elementwise_op_names()");
   }
   return {time_calls([&] { forward(); }, repeats) / elements, time_backward(forward, leaves, repeats) / elements};
 }
 
-}  // namespace axonn::tools
+}  // namespace axonn::runtime

@@ -1,0 +1,60 @@
+// From measurements to a topology file (`axplan calibrate`, docs/validation.md): pure
+// functions over what the runtime measured (axonn/topology/measurements.hpp).
+//
+//  - every (ip, p) group: latency and bandwidth fitted to its all-gathers,
+//    reduce-scatters and all-reduces (bandwidth_fit.hpp); groups inside a node fill
+//    the intra-node table; the ring over all ranks with ip = 1 gives the inter-node
+//    bandwidth (eq. 10 with ip = 1); the median latency becomes collective_latency_s;
+//  - point-to-point pairs inside a node and across nodes: their own fits;
+//  - matmuls: the table of measured shapes plus a fit t = overhead + flops / rate (or,
+//    when the times do not grow with FLOPs, the aggregate rate);
+//  - element-wise costs: copied.
+// Memory and peak FLOP/s come from the base topology.
+//
+// Example:
+//   CalibratedCluster c = calibrated_topology(load_topology("perlmutter"), measured, "mine", "measured on ...");
+//   c.topology.inter_node_bandwidth_bytes_per_s;   // the ring over all ranks
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "axonn/model/model_description.hpp"
+#include "axonn/planner/bandwidth_fit.hpp"
+#include "axonn/planner/compute_model.hpp"
+#include "axonn/topology/measurements.hpp"
+#include "axonn/topology/topology.hpp"
+
+namespace axonn::planner {
+
+struct GroupFit {
+  int64_t ip = 1, p = 2;
+  bool inside_node = true;
+  BandwidthFit fit;
+};
+
+struct CalibratedCluster {
+  topo::Topology topology;
+  std::vector<GroupFit> groups;  // by (ip, p)
+  std::optional<BandwidthFit> point_to_point_intra, point_to_point_inter;
+  std::optional<BandwidthFit> matmul;  // alpha = overhead (s), beta = FLOP/s
+  std::string matmul_note;             // why there is no matmul fit, when there is none
+};
+
+// Throws InputError when no ring spans the nodes (one node only).
+CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
+                                      const std::string& name, const std::string& description);
+
+// The distinct local matmul shapes of every layer of `m` on every grid of `gpus` GPUs
+// without a pipeline whose data-parallel size divides `batch_seqs` (one micro-batch),
+// in first-seen order. Throws InputError for batch_seqs < 1.
+std::vector<MatmulShape> model_matmul_shapes(const model::ModelDescription& m, int64_t gpus, int64_t batch_seqs);
+
+// The operand of each element-wise operation calibrate times for `m`: about 2^20
+// elements at the model's widths (bias and GELU: ffn; layer norm and residual: hidden;
+// softmax: seq_len; cross-entropy: vocab; Adam: 1024).
+std::map<std::string, topo::ElementwiseShape> elementwise_shapes(const model::ModelDescription& m);
+
+}  // namespace axonn::planner

@@ -1,0 +1,118 @@
+// From measurements to a topology; see axonn/planner/calibration.hpp.
+#include "axonn/planner/calibration.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "axonn/common/error.hpp"
+#include "axonn/common/median.hpp"
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/planner.hpp"
+
+namespace axonn::planner {
+
+CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
+                                      const std::string& name, const std::string& description) {
+  CalibratedCluster out;
+  topo::Topology& c = out.topology;
+  c = base;
+  c.name = name;
+  c.description = description;
+  c.gpus_per_node = m.gpus_per_node;
+  c.num_nodes = m.world / m.gpus_per_node;
+  c.intra_node_table.clear();
+
+  std::map<std::pair<int64_t, int64_t>, std::vector<CollectiveSample>> samples;
+  std::map<std::pair<int64_t, int64_t>, bool> inside;
+  for (const auto& t : m.collectives) {
+    const int p = static_cast<int>(t.p);
+    samples[{t.ip, t.p}].push_back(t.op == topo::CollectiveOp::AllReduce ? all_reduce_sample(p, t.bytes, t.seconds)
+                                                                          : all_gather_sample(p, t.bytes, t.seconds));
+    inside[{t.ip, t.p}] = t.inside_node;
+  }
+  std::vector<double> alphas;
+  double inter = 0, intra_fallback = 0;
+  for (const auto& [key, s] : samples) {
+    GroupFit g{key.first, key.second, inside[key], fit_latency_bandwidth(s)};
+    alphas.push_back(g.fit.alpha_s);
+    if (g.inside_node) {
+      c.intra_node_table.push_back({g.ip, g.p, g.fit.beta_bytes_per_s});
+      if (g.ip == 1 && g.p == 2) intra_fallback = g.fit.beta_bytes_per_s;
+    } else if (g.ip == 1 && g.p == m.world) {
+      inter = g.fit.beta_bytes_per_s;
+    }
+    out.groups.push_back(g);
+  }
+  if (inter == 0)
+    throw InputError("calibrate", "no ring spans the nodes", "--gpus-per-node", "more than one node");
+  c.inter_node_bandwidth_bytes_per_s = inter;
+  if (intra_fallback > 0) c.intra_node_bandwidth_bytes_per_s = intra_fallback;
+  c.collective_latency_s = median(alphas);
+
+  std::vector<CollectiveSample> p2p_intra, p2p_inter;
+  for (const auto& t : m.point_to_point) (t.inside_node ? p2p_intra : p2p_inter).push_back({1, t.bytes, t.seconds});
+  if (!p2p_intra.empty() && !p2p_inter.empty()) {
+    out.point_to_point_intra = fit_latency_bandwidth(p2p_intra);
+    out.point_to_point_inter = fit_latency_bandwidth(p2p_inter);
+    c.point_to_point = {out.point_to_point_intra->beta_bytes_per_s, out.point_to_point_inter->beta_bytes_per_s};
+  }
+
+  c.compute = {};
+  c.compute.elementwise = m.elementwise;
+  if (!m.matmuls.empty()) {
+    std::vector<CollectiveSample> flops_samples;
+    for (const auto& t : m.matmuls) {
+      flops_samples.push_back({1, MatmulShape{t.m, t.k, t.n, t.batch}.flops(), t.seconds});
+      c.compute.matmul_table.push_back(t);
+    }
+    try {
+      out.matmul = fit_latency_bandwidth(flops_samples);
+      c.compute.matmul_flops_per_s = out.matmul->beta_bytes_per_s;
+      c.compute.matmul_overhead_s = out.matmul->alpha_s;
+    } catch (const Error& e) {
+      // Times that do not grow with FLOPs (noise): the table still holds every shape;
+      // shapes outside it get the aggregate rate.
+      double flops = 0, seconds = 0;
+      for (const auto& s : flops_samples) flops += s.bytes_moved, seconds += s.seconds;
+      c.compute.matmul_flops_per_s = flops / seconds;
+      out.matmul_note = e.what();
+    }
+  }
+  return out;
+}
+
+std::vector<MatmulShape> model_matmul_shapes(const model::ModelDescription& m, int64_t gpus, int64_t batch_seqs) {
+  if (batch_seqs < 1)
+    throw InputError("calibrate", "no batch size for the model's shapes", "--batch-seqs", "an integer >= 1");
+  std::vector<MatmulShape> shapes;
+  auto add = [&](const std::vector<MatmulShape>& v) {
+    for (const auto& s : v)
+      if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
+  };
+  for (const auto& g : enumerate_grids(gpus)) {
+    if (g.ginter != 1 || batch_seqs % g.gdata != 0) continue;
+    const int64_t mb = batch_seqs / g.gdata;
+    if (plan::divisibility_problem(m, g, batch_seqs, mb)) continue;
+    for (const auto& l : m.layers) {
+      add(forward_matmuls(l, g, mb, m.seq_len));
+      add(backward_input_matmuls(l, g, mb, m.seq_len));
+      add(backward_weight_matmuls(l, g, mb, m.seq_len));
+    }
+  }
+  return shapes;
+}
+
+std::map<std::string, topo::ElementwiseShape> elementwise_shapes(const model::ModelDescription& m) {
+  const int64_t h = m.hidden, ffn = m.ffn_hidden > 0 ? m.ffn_hidden : h, vocab = m.vocab > 0 ? m.vocab : h;
+  const std::map<std::string, int64_t> width = {{"bias", ffn},           {"layer_norm", h}, {"gelu", ffn},
+                                                {"residual", h},         {"softmax", m.seq_len},
+                                                {"cross_entropy", vocab}, {"adam", 1024}};
+  std::map<std::string, topo::ElementwiseShape> out;
+  for (const auto& op : topo::elementwise_op_names()) {
+    const int64_t w = width.at(op), rows = std::max<int64_t>(1, (int64_t{1} << 20) / w);
+    out[op] = {op == "softmax" ? rows / w * w : rows, w};
+  }
+  return out;
+}
+
+}  // namespace axonn::planner

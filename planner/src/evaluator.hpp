@@ -1,0 +1,59 @@
+// The planner's evaluation of grids for one (model, topology, options), set up once
+// and used for every candidate (internal to planner/; the public entry points are
+// evaluate(), rank_candidates() and explain() in planner.hpp and explain.hpp).
+//
+// A GPT's blocks repeat the same layers, so each candidate computes the costs,
+// collectives, divisibility and memory figures of each distinct layer (a "class") once
+// and then walks the layer sequence with those shared numbers. The walk keeps the
+// per-layer order of every sum, so the result equals the per-layer evaluation of
+// docs/model.md bit for bit (tests/planner/reference_planner.cpp). No allocation per
+// candidate once a Scratch has grown to the model's size; evaluate() is const and
+// may run on several threads, each with its own Scratch.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "axonn/planner/batch_time.hpp"
+#include "axonn/planner/compute_model.hpp"
+#include "axonn/planner/memory_model.hpp"
+#include "axonn/planner/planner.hpp"
+
+namespace axonn::planner {
+
+class Evaluator {
+ public:
+  // Keeps references to `m` and `t`, which must outlive it.
+  Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
+
+  // Per-thread working memory, sized on first use.
+  struct Scratch {
+    std::vector<LayerCosts> costs;     // per class
+    std::vector<double> optimizer_s;   // per class
+    std::vector<double> activation_per_row;  // per class
+    std::vector<StageLayer> stage;     // per layer of the current stage
+    std::vector<MemoryLayer> memory;   // per layer of the current stage
+  };
+
+  // After a feasible or memory-rejected evaluate(), `s` holds each class's costs.
+  Evaluation evaluate(const topo::Grid& g, Scratch& s) const;
+
+  // The distinct layers, in order of first appearance, with their counts.
+  struct LayerClass {
+    const model::Layer* layer = nullptr;  // the first instance
+    int64_t count = 0;
+    ElementwiseRates rates;
+  };
+  const std::vector<LayerClass>& classes() const { return classes_; }
+
+ private:
+  const model::ModelDescription& m_;
+  const topo::Topology& t_;
+  PlannerOptions o_;
+  MatmulTimes matmul_;
+  std::vector<LayerClass> classes_;
+  std::vector<int32_t> class_of_;  // per layer
+  std::vector<bool> cached_;       // per layer: optimization 4 keeps its gathered weight
+};
+
+}  // namespace axonn::planner

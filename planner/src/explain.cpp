@@ -1,0 +1,40 @@
+// One grid in detail; see axonn/planner/explain.hpp.
+#include "axonn/planner/explain.hpp"
+
+#include "axonn/planner/bandwidth.hpp"
+#include "evaluator.hpp"
+
+namespace axonn::planner {
+
+Explanation explain(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
+                    const PlannerOptions& o) {
+  check_request(m, t, o);
+  const Evaluator evaluator(m, t, o);
+  Evaluator::Scratch scratch;
+  Explanation x;
+  x.evaluation = evaluator.evaluate(g, scratch);
+  const bool paper = o.comm_model == CommModel::Paper;
+  const AxisBandwidths bw =
+      o.placement_aware
+          ? placement_aware_bandwidths(t, g, o.order, paper ? BandwidthRule::Strict : BandwidthRule::Straddle)
+          : placement_agnostic_bandwidths(t, g);
+  const topo::RankLayout layout(g, o.order);
+  for (int i = 0; i < topo::kNumAxes; ++i) {
+    const auto a = static_cast<topo::Axis>(i);
+    AxisPlacement& p = x.axes[i];
+    p.size = g.size(a);
+    p.ip = layout.inner_size(a);
+    const int64_t span = p.ip * p.size, gpn = t.gpus_per_node;
+    p.inside_node = span <= gpn && (paper || gpn % span == 0);
+    p.bandwidth_bytes_per_s = bw[i];
+  }
+  if (x.evaluation.microbatches == 0) return x;  // did not divide: no costs
+  for (size_t c = 0; c < evaluator.classes().size(); ++c) {
+    const auto& k = evaluator.classes()[c];
+    x.layers.push_back({k.layer->name, model::layer_kind_name(k.layer->kind), k.count, scratch.costs[c],
+                        scratch.optimizer_s[c]});
+  }
+  return x;
+}
+
+}  // namespace axonn::planner

@@ -1,0 +1,41 @@
+// Measuring a cluster for `axplan calibrate` (docs/validation.md) with the MPI
+// backend. Collective over `world`; every rank returns the same measurements.
+//
+// For every group size p and stride ip (ip * p dividing the world size) every rank
+// joins the group {base + ip*j}; all-gather, reduce-scatter and all-reduce are timed
+// at each size (the slowest member's median). They are MPI's blocking collectives:
+// with axonn::prefer_ring_collectives (MpiEnvironment) Open MPI runs them as rings,
+// which move the bytes the model's ring formulas assume (its non-blocking all-gather
+// has no ring algorithm, and measured a third below the link rate on the emulated
+// cluster). A ping-pong between ranks 0 and 1 (same
+// node) and 0 and gpus_per_node (next node) gives the point-to-point times. Kernels
+// are timed by every rank at once (ranks of a node share its cores, as in training);
+// each shape keeps the median over ranks of each rank's median (a rank descheduled
+// for a long stretch is an outlier, not the rate the ranks get).
+//
+// Example:
+//   CalibrationRequest r;  r.gpus_per_node = 2;
+//   topo::ClusterMeasurements m = measure_cluster(*world, r);
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/topology/measurements.hpp"
+
+namespace axonn::runtime {
+
+struct CalibrationRequest {
+  int64_t gpus_per_node = 1;
+  std::vector<double> sizes_bytes = {1048576, 4194304, 16777216};  // full buffers, bytes
+  int repeats = 3;                                                  // timed runs per size (after a warm-up)
+  std::vector<topo::MatmulTiming> matmuls;                          // shapes to time (seconds ignored)
+  std::map<std::string, topo::ElementwiseShape> elementwise;        // operations to time
+  int kernel_repeats = 3;
+};
+
+topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const CalibrationRequest& r);
+
+}  // namespace axonn::runtime

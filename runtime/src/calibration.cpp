@@ -1,0 +1,114 @@
+// Measuring a cluster; see axonn/runtime/calibration.hpp.
+#include "axonn/runtime/calibration.hpp"
+
+#include <algorithm>
+
+#include "axonn/common/clock.hpp"
+#include "axonn/common/median.hpp"
+#include "axonn/runtime/kernel_timing.hpp"
+
+namespace axonn::runtime {
+namespace {
+
+// The slowest member's value of `seconds` (a max all-reduce over `c`).
+double slowest(Communicator& c, double seconds) {
+  at::Tensor t = at::full({1}, seconds, at::kDouble);
+  all_reduce_now(c, t, ReduceOp::Max);
+  return t.item<double>();
+}
+
+// The median over the ranks of `c` of each rank's `value`.
+double median_over_ranks(Communicator& c, double value) {
+  at::Tensor all = at::empty({c.size()}, at::kDouble);
+  c.all_gather(at::full({1}, value, at::kDouble), all)->wait();
+  return median(std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + c.size()));
+}
+
+double time_collective(MpiCommunicator& c, topo::CollectiveOp op, double bytes, int repeats) {
+  const int p = c.size();
+  const int count = std::max(1, static_cast<int>(bytes / 4 / p));  // floats per member chunk
+  std::vector<float> full(static_cast<size_t>(count) * p, 1.0f), chunk(static_cast<size_t>(count), 1.0f);
+  std::vector<int> counts(static_cast<size_t>(p), count);  // MPI_Reduce_scatter has a ring algorithm
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 1; ++r) {
+    c.barrier();
+    const double t0 = now_s();
+    switch (op) {
+      case topo::CollectiveOp::AllGather:
+        AXONN_CHECK(MPI_Allgather(chunk.data(), count, MPI_FLOAT, full.data(), count, MPI_FLOAT, c.handle()));
+        break;
+      case topo::CollectiveOp::ReduceScatter:
+        AXONN_CHECK(MPI_Reduce_scatter(full.data(), chunk.data(), counts.data(), MPI_FLOAT, MPI_SUM, c.handle()));
+        break;
+      case topo::CollectiveOp::AllReduce:
+        AXONN_CHECK(MPI_Allreduce(MPI_IN_PLACE, full.data(), count * p, MPI_FLOAT, MPI_SUM, c.handle()));
+        break;
+    }
+    const double t = slowest(c, now_s() - t0);
+    if (r > 0) times.push_back(t);  // the first is a warm-up
+  }
+  return median(times);
+}
+
+// One-way time of `bytes` between ranks a and b of `world` (half a ping-pong, median);
+// every rank takes part in the barriers and returns the same value.
+double time_point_to_point(Communicator& world, int a, int b, double bytes, int repeats) {
+  at::Tensor buf = at::zeros({std::max<int64_t>(1, static_cast<int64_t>(bytes / 4))}, at::kFloat);
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 1; ++r) {
+    world.barrier();
+    const double t0 = now_s();
+    if (world.rank() == a) {
+      world.send(buf, b, 7)->wait();
+      world.recv(buf, b, 7)->wait();
+    } else if (world.rank() == b) {
+      world.recv(buf, a, 7)->wait();
+      world.send(buf, a, 7)->wait();
+    }
+    const double t = slowest(world, (now_s() - t0) / 2);
+    if (r > 0) times.push_back(t);
+  }
+  return median(times);
+}
+
+}  // namespace
+
+topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const CalibrationRequest& r) {
+  topo::ClusterMeasurements m;
+  const int64_t n = world.size(), gpn = r.gpus_per_node, rank = world.rank();
+  m.world = n;
+  m.gpus_per_node = gpn;
+  for (int64_t p = 2; p <= n; ++p) {
+    if (n % p != 0) continue;
+    for (int64_t ip = 1; ip * p <= n; ++ip) {
+      if (n % (ip * p) != 0) continue;
+      // members: base + ip*j, base = block start + offset within the stride
+      const int64_t block = rank / (ip * p), offset = rank % ip;
+      auto split = world.split(static_cast<int>(block * ip + offset), static_cast<int>(rank), "calibrate");
+      auto& group = static_cast<MpiCommunicator&>(*split);  // the MPI backend splits into its own kind
+      const bool inside = ip * p <= gpn && gpn % (ip * p) == 0;
+      for (double bytes : r.sizes_bytes)
+        for (auto op : {topo::CollectiveOp::AllGather, topo::CollectiveOp::ReduceScatter, topo::CollectiveOp::AllReduce})
+          m.collectives.push_back({op, ip, p, inside, bytes, time_collective(group, op, bytes, r.repeats)});
+    }
+  }
+  for (double bytes : r.sizes_bytes) {
+    if (gpn >= 2) m.point_to_point.push_back({true, bytes, time_point_to_point(world, 0, 1, bytes, r.repeats)});
+    if (n > gpn)
+      m.point_to_point.push_back({false, bytes, time_point_to_point(world, 0, static_cast<int>(gpn), bytes, r.repeats)});
+  }
+  for (topo::MatmulTiming s : r.matmuls) {
+    world.barrier();
+    s.seconds = median_over_ranks(world, time_matmul(s, r.kernel_repeats));
+    m.matmuls.push_back(s);
+  }
+  for (const auto& [op, shape] : r.elementwise) {
+    world.barrier();
+    const topo::ElementwiseCost mine = time_elementwise(op, shape.rows, shape.width, r.kernel_repeats);
+    m.elementwise[op] = {median_over_ranks(world, mine.forward_s_per_element),
+                         median_over_ranks(world, mine.backward_s_per_element)};
+  }
+  return m;
+}
+
+}  // namespace axonn::runtime

@@ -1,0 +1,135 @@
+// The memoized, threaded planner against the per-layer reference evaluation
+// (reference_planner.cpp): on every shipped model, several clusters, GPU counts and
+// option sets (paper and full model, placement-aware and agnostic, checkpointing on
+// and off, the all-gather cache, a fixed micro-batch, a calibrated topology with a
+// matmul table and element-wise costs), every grid's evaluation is the same, bit for
+// bit, and the ranking does not depend on the thread count.
+#include <gtest/gtest.h>
+
+#include "axonn/common/data_path.hpp"
+#include "axonn/planner/planner.hpp"
+#include "axonn/topology/topology_io.hpp"
+#include "reference_planner.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+
+namespace {
+
+void expect_same(const Evaluation& a, const Evaluation& b, const std::string& where) {
+  EXPECT_TRUE(a.grid == b.grid) << where;
+  EXPECT_EQ(a.feasible, b.feasible) << where;
+  EXPECT_EQ(a.rejection, b.rejection) << where;
+  EXPECT_EQ(a.rejected_because, b.rejected_because) << where;
+  EXPECT_EQ(a.microbatch_seqs, b.microbatch_seqs) << where;
+  EXPECT_EQ(a.microbatches, b.microbatches) << where;
+  EXPECT_EQ(a.comm.ag_z, b.comm.ag_z) << where;
+  EXPECT_EQ(a.comm.rs_z, b.comm.rs_z) << where;
+  EXPECT_EQ(a.comm.ar_x, b.comm.ar_x) << where;
+  EXPECT_EQ(a.comm.ar_y, b.comm.ar_y) << where;
+  EXPECT_EQ(a.comm.ar_data, b.comm.ar_data) << where;
+  EXPECT_EQ(a.comm.p2p_pipe, b.comm.p2p_pipe) << where;
+  EXPECT_EQ(a.comm_s, b.comm_s) << where;
+  EXPECT_EQ(a.batch_s, b.batch_s) << where;
+  EXPECT_EQ(a.compute_s, b.compute_s) << where;
+  EXPECT_EQ(a.exposed_comm_s, b.exposed_comm_s) << where;
+  EXPECT_EQ(a.memory.model_state_bytes, b.memory.model_state_bytes) << where;
+  EXPECT_EQ(a.memory.gathered_weight_bytes, b.memory.gathered_weight_bytes) << where;
+  EXPECT_EQ(a.memory.unscattered_grad_bytes, b.memory.unscattered_grad_bytes) << where;
+  EXPECT_EQ(a.memory.activation_bytes, b.memory.activation_bytes) << where;
+}
+
+// Perlmutter with what calibrate adds: a latency, a matmul fit, a table holding some of
+// gpt-tiny's shapes, element-wise costs and point-to-point bandwidths.
+topo::Topology calibrated() {
+  topo::Topology t = topo::load_topology("perlmutter");
+  t.name = "calibrated";
+  t.collective_latency_s = 2e-5;
+  t.compute.matmul_flops_per_s = 3e10;
+  t.compute.matmul_overhead_s = 1e-5;
+  t.compute.matmul_table = {{512, 64, 192, 1, 1.5e-4}, {512, 64, 256, 1, 2e-4}, {64, 512, 64, 1, 9e-5}};
+  double rate = 1e-9;
+  for (const auto& op : topo::elementwise_op_names()) t.compute.elementwise[op] = {rate, 2 * rate}, rate *= 1.5;
+  t.point_to_point = {40e9, 10e9};
+  return t;
+}
+
+struct Variant {
+  std::string name;
+  PlannerOptions options;
+};
+
+std::vector<Variant> variants(int64_t gpus, int64_t batch) {
+  PlannerOptions base;
+  base.gpus = gpus;
+  base.batch_seqs = batch;
+  std::vector<Variant> v = {{"full", base}};
+  PlannerOptions o = base;
+  o.comm_model = CommModel::Paper;
+  v.push_back({"paper", o});
+  o = base;
+  o.placement_aware = false;
+  v.push_back({"agnostic", o});
+  o = base;
+  o.activation_checkpointing = false;
+  o.overlap = plan::OverlapSettings::synchronous();
+  v.push_back({"no checkpointing, synchronous", o});
+  o = base;
+  o.overlap.cache_all_gather_layers = 5;
+  o.precision = plan::Precision::fp32();
+  o.order = topo::parse_order("z,x,y,data,pipe", "test", "order");
+  v.push_back({"cache 5, fp32, order z,x,y,data,pipe", o});
+  o = base;
+  o.microbatch_seqs = 2;
+  o.memory_limit = false;
+  v.push_back({"micro-batch 2, no memory limit", o});
+  return v;
+}
+
+}  // namespace
+
+TEST(PlannerReference, EveryGridOfEveryShippedModelEqualsThePerLayerEvaluation) {
+  const std::vector<topo::Topology> clusters = {topo::load_topology("perlmutter"), topo::load_topology("frontier"),
+                                                calibrated()};
+  size_t compared = 0, feasible = 0;
+  for (const auto& name : list_data_names("model_zoo/models")) {
+    const model::ModelDescription m = model::load_model(name);
+    for (const auto& t : clusters)
+      for (int64_t gpus : {8, 32}) {
+        for (const auto& v : variants(gpus, 64)) {
+          for (const auto& g : enumerate_grids(gpus)) {
+            if (v.options.comm_model == CommModel::Paper && g.ginter != 1) continue;
+            const std::string where = name + " on " + t.name + ", " + v.name + ", grid " + g.to_string();
+            const Evaluation fast = evaluate(m, t, g, v.options);
+            expect_same(fast, test::reference_evaluate(m, t, g, v.options), where);
+            ++compared;
+            feasible += fast.feasible;
+          }
+        }
+      }
+  }
+  EXPECT_GT(compared, 20000u);
+  EXPECT_GT(feasible, 2000u);  // not only rejections
+}
+
+TEST(PlannerReference, RankingDoesNotDependOnTheThreadCount) {
+  const model::ModelDescription m = model::load_model("gpt-80b");
+  const topo::Topology t = topo::load_topology("frontier");
+  PlannerOptions o;
+  o.gpus = 16384;
+  o.batch_seqs = 8192;
+  o.threads = 1;
+  const Ranking one = rank_candidates(m, t, o);
+  o.threads = 4;
+  const Ranking four = rank_candidates(m, t, o);
+  ASSERT_EQ(one.feasible.size(), four.feasible.size());
+  ASSERT_EQ(one.rejected.size(), four.rejected.size());
+  ASSERT_GT(one.feasible.size(), 100u);
+  for (size_t i = 0; i < one.feasible.size(); ++i)
+    expect_same(one.feasible[i], four.feasible[i], "feasible #" + std::to_string(i));
+  for (size_t i = 0; i < one.rejected.size(); ++i)
+    expect_same(one.rejected[i], four.rejected[i], "rejected #" + std::to_string(i));
+  // and the threaded ranking holds the reference's evaluation of every grid
+  for (size_t i = 0; i < one.feasible.size(); i += 37)
+    expect_same(four.feasible[i], test::reference_evaluate(m, t, four.feasible[i].grid, o), "reference");
+}

@@ -1,0 +1,138 @@
+// axplan-calibrate: measure a real or emulated cluster under mpirun and write a
+// topology file in the planner's format (docs/validation.md). Reached as
+// `axplan calibrate ...` (axplan runs this sibling program with the same flags).
+//
+//   mpirun -np 4 axplan calibrate --gpus-per-node 2 [--base perlmutter] [--output cluster.json]
+//       [--model gpt-bench --batch-seqs 16]
+//
+// The measuring is the runtime's (axonn/runtime/calibration.hpp), the fitting the
+// planner's (axonn/planner/calibration.hpp); this program parses the flags, prints
+// the fits on rank 0 and writes the file. Bad input exits 2 on every rank (rank 0
+// prints it); a failure of one rank ends every rank.
+#include <ATen/Parallel.h>
+
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include "axonn/common/atomic_write.hpp"
+#include "axonn/common/error.hpp"
+#include "axonn/model/model_description.hpp"
+#include "axonn/planner/calibration.hpp"
+#include "axonn/runtime/calibration.hpp"
+#include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/topology/topology_io.hpp"
+
+using namespace axonn;
+
+namespace {
+
+struct Options {
+  int gpus_per_node = 0;
+  std::string base = "perlmutter", name = "calibrated", output = "calibrated_topology.json";
+  int repeats = 3;
+  std::string model;  // empty: no kernel timing
+  int64_t batch_seqs = 0;
+  int matmul_repeats = 3;
+};
+
+std::string fit_row(const std::string& what, const planner::BandwidthFit& f, double scale, const char* unit) {
+  return fmt::format("{:<28} {:>10.3f} {}  overhead {:>8.1f} us  R^2 {:.3f}  max rel. err {:.1f}%\n", what,
+                     f.beta_bytes_per_s / scale, unit, f.alpha_s * 1e6, f.r2, 100 * f.max_relative_error);
+}
+
+void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Options& o, int64_t world) {
+  fmt::print(out, "{:>4} {:>4}  {:>12}  {:>14}  {:>10}  {:>6}  {}\n", "ip", "p", "where", "beta (GB/s)", "alpha (us)",
+             "R^2", "max rel. err");
+  for (const auto& g : c.groups)
+    fmt::print(out, "{:>4} {:>4}  {:>12}  {:>14.3f}  {:>10.1f}  {:>6.3f}  {:.1f}%\n", g.ip, g.p,
+               g.inside_node ? "intra-node" : "across nodes", g.fit.beta_bytes_per_s / 1e9, g.fit.alpha_s * 1e6,
+               g.fit.r2, 100 * g.fit.max_relative_error);
+  out << "\n";
+  if (c.point_to_point_intra) out << fit_row("point-to-point intra-node", *c.point_to_point_intra, 1e9, "GB/s");
+  if (c.point_to_point_inter) out << fit_row("point-to-point across nodes", *c.point_to_point_inter, 1e9, "GB/s");
+  for (const auto& [op, cost] : c.topology.compute.elementwise)
+    fmt::print(out, "element-wise {:<14} forward {:>7.2f} ns/element  backward {:>7.2f} ns/element\n", op,
+               cost.forward_s_per_element * 1e9, cost.backward_s_per_element * 1e9);
+  const size_t shapes = c.topology.compute.matmul_table.size();
+  if (c.matmul)
+    out << fit_row(fmt::format("matmul ({} shapes of {})", shapes, o.model), *c.matmul, 1e9, "GFLOP/s");
+  else if (shapes > 0)
+    fmt::print(out, "matmul ({} shapes of {}): no fit ({}); aggregate {:.3f} GFLOP/s\n", shapes, o.model,
+               c.matmul_note, c.topology.compute.matmul_flops_per_s / 1e9);
+  fmt::print(out, "inter-node bandwidth {:.3f} GB/s (ring over all {} ranks), latency {:.1f} us; wrote {}\n",
+             c.topology.inter_node_bandwidth_bytes_per_s / 1e9, world, c.topology.collective_latency_s * 1e6,
+             o.output);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  runtime::MpiEnvironment env(&argc, &argv);
+  auto world = runtime::MpiCommunicator::world();
+  const int rank = world->rank();
+  Options o;
+  CLI::App app{"axplan calibrate: measure collectives (and a model's kernels) under mpirun; write a topology file"};
+  app.name("axplan calibrate");
+  app.add_option("--gpus-per-node", o.gpus_per_node, "ranks per node")->required()->check(CLI::PositiveNumber);
+  app.add_option("--base", o.base, "topology giving memory and peak FLOP/s")->capture_default_str();
+  app.add_option("--name", o.name, "name of the measured cluster")->capture_default_str();
+  app.add_option("--output,-o", o.output, "topology file to write")->capture_default_str();
+  app.add_option("--repeats", o.repeats, "timed repetitions per size")->capture_default_str()->check(CLI::PositiveNumber);
+  auto* model_opt = app.add_option("--model", o.model, "also time the local matmuls and element-wise work of this model");
+  app.add_option("--batch-seqs", o.batch_seqs, "global batch (sequences) the matmul shapes are taken for")
+      ->check(CLI::PositiveNumber)
+      ->needs(model_opt);
+  app.add_option("--matmul-repeats", o.matmul_repeats, "timed runs per kernel shape")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (rank == 0) return app.exit(e);
+    return e.get_exit_code() == 0 ? 0 : kExitUsage;
+  }
+  at::set_num_threads(1);
+  runtime::CalibrationRequest request;
+  topo::Topology base;
+  try {  // input errors: every rank finds them alike, rank 0 says so
+    if (world->size() < 2)
+      throw InputError("calibrate", "only 1 rank", "MPI world", "at least 2 ranks: run under mpirun -np N");
+    if (world->size() % o.gpus_per_node != 0)
+      throw InputError("calibrate", fmt::format("{} ranks do not fill nodes of {} GPUs", world->size(), o.gpus_per_node),
+                       "--gpus-per-node", "a divisor of the number of ranks");
+    base = topo::load_topology(o.base);
+    request.gpus_per_node = o.gpus_per_node;
+    request.repeats = o.repeats;
+    request.kernel_repeats = o.matmul_repeats;
+    if (!o.model.empty()) {
+      const model::ModelDescription m = model::load_model(o.model);
+      for (const auto& s : planner::model_matmul_shapes(m, world->size(), o.batch_seqs))
+        request.matmuls.push_back({s.m, s.k, s.n, s.batch, 0.0});
+      request.elementwise = planner::elementwise_shapes(m);
+    }
+  } catch (const Error& e) {
+    if (rank == 0) std::cerr << "axplan: " << e.what() << "\n";
+    return exit_code(e);
+  }
+  try {
+    const topo::ClusterMeasurements measured = runtime::measure_cluster(*world, request);
+    if (rank == 0) {
+      const std::string description = fmt::format(
+          "measured by axplan calibrate on {} ranks ({} per node){}; memory and peak FLOP/s from '{}'", world->size(),
+          o.gpus_per_node,
+          o.model.empty() ? "" : fmt::format(", matmuls of {} at {} sequences per step", o.model, o.batch_seqs),
+          o.base);
+      const planner::CalibratedCluster c = planner::calibrated_topology(base, measured, o.name, description);
+      write_file_atomically(o.output, topo::topology_to_json(c.topology).dump(2) + "\n", "calibrate");
+      print_fits(std::cout, c, o, world->size());
+    }
+  } catch (const Error& e) {
+    runtime::abort_job("calibrate failed: " + std::string(e.what()), exit_code(e));
+  } catch (const std::exception& e) {
+    runtime::abort_job("calibrate failed: " + std::string(e.what()), kExitInternal);
+  }
+  return 0;
+}

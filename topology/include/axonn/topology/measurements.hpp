@@ -1,0 +1,51 @@
+// What `axplan calibrate` measured on a cluster, before any fit: the records the
+// runtime produces (axonn/runtime/calibration.hpp) and the planner turns into a
+// topology file (axonn/planner/calibration.hpp). Plain data; units in the names.
+//
+// Example (one all-reduce over 4 ranks, 1 apart, with a full buffer of 4 MiB):
+//   CollectiveTiming{CollectiveOp::AllReduce, /*ip=*/1, /*p=*/4, /*inside_node=*/true, 4194304.0, 3.1e-3};
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "axonn/topology/topology.hpp"
+
+namespace axonn::topo {
+
+enum class CollectiveOp { AllGather, ReduceScatter, AllReduce };
+
+// The slowest member's median time of one collective over the group of `p` ranks,
+// `ip` ranks apart, with a full (gathered / unscattered) buffer of `bytes`.
+struct CollectiveTiming {
+  CollectiveOp op = CollectiveOp::AllReduce;
+  int64_t ip = 1, p = 2;
+  bool inside_node = true;  // the group (and every copy of it) stays inside a node
+  double bytes = 0;
+  double seconds = 0;
+};
+
+// One-way time of a message of `bytes` between two ranks (half a ping-pong, median).
+struct PointToPointTiming {
+  bool inside_node = true;
+  double bytes = 0;
+  double seconds = 0;
+};
+
+// The operand of one element-wise measurement: `rows` x `width` elements (softmax:
+// rows/width score matrices of width x width).
+struct ElementwiseShape {
+  int64_t rows = 0, width = 0;
+};
+
+struct ClusterMeasurements {
+  int64_t world = 0, gpus_per_node = 0;
+  std::vector<CollectiveTiming> collectives;
+  std::vector<PointToPointTiming> point_to_point;
+  std::vector<MatmulTiming> matmuls;                   // median over ranks, every rank busy at once
+  std::map<std::string, ElementwiseCost> elementwise;  // by topo::elementwise_op_names(); may be empty
+};
+
+}  // namespace axonn::topo
