@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs the whole test suite (GoogleTest through CTest).
+# Sets up, builds and runs the whole test suite (GoogleTest and scripts through CTest),
+# then proves the planner stands alone: a second build configured without LibTorch and
+# without MPI gives a working axplan and passes the planner tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 BUILD_DIR="${AXONN_BUILD_DIR:-build}"
-cd "$BUILD_DIR"
-ctest --output-on-failure --timeout 600 -j "$(nproc)"
+(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600 -j "$(nproc)")
+
+echo "== planner-only build (AXONN_WITH_TORCH=OFF, AXONN_WITH_MPI=OFF) =="
+PLANNER_DIR="${BUILD_DIR}-planner-only"
+cmake -S . -B "$PLANNER_DIR" -DCMAKE_BUILD_TYPE=Release -DAXONN_WITH_TORCH=OFF -DAXONN_WITH_MPI=OFF >/dev/null
+cmake --build "$PLANNER_DIR" -j "$(nproc)"
+(cd "$PLANNER_DIR" && ctest --output-on-failure --timeout 600 -j "$(nproc)")

@@ -4,6 +4,9 @@
 
 #include <sstream>
 
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "axonn/plan/plan.hpp"
 #include "axplan_cli.hpp"
 #include "svg_plot.hpp"
@@ -192,4 +195,48 @@ TEST(Svg, OneMarkerPerPointAndALegend) {
   EXPECT_EQ(count("stroke-dasharray"), 2u);   // y = x in each panel
   EXPECT_NE(svg.find("a &lt;b&gt;"), std::string::npos);  // escaped
   EXPECT_EQ(svg.rfind("</svg>\n"), svg.size() - 7);
+}
+
+TEST(Cli, ExplainShowsPlacementLayersAndVerdict) {
+  auto r = axplan(with({"explain", "--grid", "4,2,2,2,1"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("grid gx=4 gy=2 gz=2 gdata=2 ginter=1: feasible"), std::string::npos) << r.out;
+  // X of 4 stays in a Perlmutter node (225 GB/s); Y (ip 4) and Z (ip 8) cross nodes.
+  EXPECT_NE(r.out.find("inside a node    225.00 GB/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("block0.fc1             linear       32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("batch time"), std::string::npos) << r.out;
+  // The explanation's prediction is the ranking's.
+  auto j = nlohmann::json::parse(axplan(with({"rank", "--format", "json", "--top", "0"}, kGpt20b)).out);
+  for (const auto& c : j["candidates"])
+    if (c["gx"] == 4 && c["gy"] == 2 && c["gz"] == 2 && c["gdata"] == 2 && c["ginter"] == 1)
+      EXPECT_NE(r.out.find(fmt::format("batch time {:.4f} s", c["batch_s"].get<double>())), std::string::npos) << r.out;
+  auto rejected = axplan(with({"explain", "--grid", "1,1,1,32,1"}, kGpt20b));
+  ASSERT_EQ(rejected.rc, 0) << rejected.err;
+  EXPECT_NE(rejected.out.find("rejected: batch sequences=16 is not divisible by gdata=32"), std::string::npos)
+      << rejected.out;
+  expect_usage_error(axplan(with({"explain", "--grid", "3,2,2,2,1"}, kGpt20b)), "grid product 24 differs");
+  expect_usage_error(axplan(with({"explain"}, kGpt20b)), "--grid");
+}
+
+TEST(Cli, CalibrateRunsTheSiblingProgramWithTheSameFlags) {
+  std::ostringstream out, err;
+  std::string program;
+  std::vector<std::string> passed;
+  auto fake = [&](const std::string& p, const std::vector<std::string>& args, std::ostream&) {
+    program = p, passed = args;
+    return 7;
+  };
+  const int rc = axonn::tools::run_axplan({"axplan", "calibrate", "--gpus-per-node", "2", "--help", "-o", "x.json"}, out,
+                                          err, fake);
+  EXPECT_EQ(rc, 7);
+  EXPECT_EQ(program, "axplan-calibrate");
+  EXPECT_EQ(passed, (std::vector<std::string>{"--gpus-per-node", "2", "--help", "-o", "x.json"}));
+  // In-process, without a program runner, calibrate is refused with a message.
+  expect_usage_error(axplan({"calibrate", "--gpus-per-node", "2"}), "calibrate runs as its own program");
+}
+
+TEST(Cli, BenchTakesAThreadCount) {
+  auto r = axplan({"bench", "--gpus", "64", "--model", "gpt-5b", "--repeat", "1", "--threads", "2"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("candidates: 210 enumerated"), std::string::npos) << r.out;
 }

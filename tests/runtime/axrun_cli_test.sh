@@ -52,6 +52,32 @@ check "plan for a model the runtime cannot run" 2 "family \"explicit\"" -- "${MP
 check "grid does not divide the model" 2 "heads=4 is not divisible by gy=8" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/bad_heads.json"
 check "missing data file" 2 "cannot open data file: $T/nope.txt" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --data "$T/nope.txt"
 check "missing plan file" 2 "cannot open file" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/none.json"
+# Progress: --log-every 2 prints steps 2, 4 and the last (5), each a full line; under
+# mpirun the ranks' output is a pseudo-terminal, so without the flag the line is live.
+check "a progress line every 2 steps" 0 "step +5/5 +loss .* tokens/s +ETA" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" \
+  --steps 5 --log-every 2 --measure "$T/m5.json"
+if [ "$(grep -c "^step " "$T/out")" -eq 3 ] && grep -qE "^step +4/5" "$T/out" && ! grep -q $'\r' "$T/out"; then
+  passes=$((passes + 1)); echo "PASS --log-every 2: lines at steps 2, 4, 5 only"
+else
+  fails=$((fails + 1)); echo "FAIL --log-every 2"; cat -A "$T/out" | tail -8
+fi
+check "a live progress line on a terminal" 0 "ETA" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --steps 3 --measure "$T/m6.json"
+if [ "$(grep -o $'\r' "$T/out" | wc -l)" -eq 3 ]; then
+  passes=$((passes + 1)); echo "PASS live line rewritten after each of the 3 steps"
+else
+  fails=$((fails + 1)); echo "FAIL live line"; cat -A "$T/out" | tail -4
+fi
+
+# Slurm (srun): rank and size come from SLURM_* (set by hand here: no Slurm); they
+# must agree with MPI's world.
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 1 --batch-seqs 4 --output "$T/p1.json" >/dev/null
+check "under srun (SLURM_* variables)" 0 "launched by slurm" -- env SLURM_PROCID=0 SLURM_NTASKS=1 SLURM_LOCALID=0 \
+  "$AXRUN" --plan "$T/p1.json" --steps 2 --measure "$T/m7.json"
+grep -q '"launcher": "slurm"' "$T/m7.json" && { passes=$((passes + 1)); echo "PASS measurement names the launcher"; } \
+  || { fails=$((fails + 1)); echo "FAIL measurement names the launcher"; }
+check "srun task count differs from MPI's world" 2 "the launcher \(slurm\) started task 0 of 2, but MPI sees rank 0 of 1" -- \
+  env SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 "$AXRUN" --plan "$T/p1.json" --steps 2
+
 check "one rank fails: every rank ends, with the message" nonzero "rank 1 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=1 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/p4.json" --steps 50 --measure "$T/m3.json"
 

@@ -1,9 +1,10 @@
 // axrun's progress output (rank 0): step, loss, tokens per second and the estimated
 // time left, with the step's phase times and communication.
 //
-//   live (every_steps = 0): one line rewritten in place ("\r", erase to the end) after
-//                           every step, ended by a newline after the last step;
-//   lines (every_steps = N): a line after every N-th step and after the last one.
+//   live (every_steps = 0): one short line rewritten in place ("\r", erase to the end)
+//                           after every step, ended by a newline after the last step;
+//   lines (every_steps = N): a line after every N-th step and after the last one, with
+//                            the step's phase times and communication.
 //
 // tokens/s and the ETA use the mean batch time of the steps after the first (the first
 // warms up: allocations, connections), or the first one alone.
@@ -37,14 +38,19 @@ class ProgressLine {
     if (every_ > 0 && step % every_ != 0 && !last) return;
     const double mean_s = timed_ > 0 ? timed_s_ / static_cast<double>(timed_) : first_s_;
     const double tokens_per_s = mean_s > 0 ? tokens_per_step_ / mean_s : 0.0;
+    const std::string head = fmt::format("step {:>4}/{}  loss {:.4f}  {:.0f} tokens/s  ETA {}", step, total_, s.loss,
+                                         tokens_per_s, eta(static_cast<double>(total_ - step) * mean_s));
     const auto& b = s.breakdown;
-    const std::string line = fmt::format(
-        "step {:>4}/{}  loss {:.4f}  {:.0f} tokens/s  ETA {}  (batch {:.4f} s: forward {:.4f}  backward {:.4f}  "
-        "sync {:.4f}  optimizer {:.4f}; communication {:.4f} s, {:.0f}% exposed)",
-        step, total_, s.loss, tokens_per_s, eta(static_cast<double>(total_ - step) * mean_s), s.batch_s, s.forward_s,
-        s.backward_s, s.grad_sync_s, s.optimizer_s, b.comm_s, b.comm_s > 0 ? 100.0 * b.exposed_comm_s / b.comm_s : 0.0);
-    if (every_ > 0) out << line << "\n";
-    else out << "\r" << line << "\033[K" << (last ? "\n" : "");
+    const double exposed_pct = b.comm_s > 0 ? 100.0 * b.exposed_comm_s / b.comm_s : 0.0;
+    if (every_ == 0) {  // short enough for one terminal line
+      fmt::print(out, "\r{}  communication {:.4f} s, {:.0f}% exposed\033[K{}", head, b.comm_s, exposed_pct,
+                 last ? "\n" : "");
+    } else {
+      fmt::print(out,
+                 "{}  (batch {:.4f} s: forward {:.4f}  backward {:.4f}  sync {:.4f}  optimizer {:.4f}; communication "
+                 "{:.4f} s, {:.0f}% exposed)\n",
+                 head, s.batch_s, s.forward_s, s.backward_s, s.grad_sync_s, s.optimizer_s, b.comm_s, exposed_pct);
+    }
     out.flush();
   }
 

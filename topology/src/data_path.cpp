@@ -17,6 +17,12 @@ std::vector<fs::path> search_roots() {
   std::vector<fs::path> roots;
   // AXONN_DATA_DIR: a directory laid out like the source tree (topology/clusters, model_zoo/models).
   if (const char* env = std::getenv("AXONN_DATA_DIR")) roots.emplace_back(env);
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = self.parent_path().parent_path() / "share" / "axonn";
+    if (fs::is_directory(installed, ec)) roots.push_back(installed);
+  }
 #ifdef AXONN_SOURCE_DATA_DIR
   roots.emplace_back(AXONN_SOURCE_DATA_DIR);
 #endif
