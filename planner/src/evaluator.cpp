@@ -31,11 +31,14 @@ auto class_key(const model::Layer& l) {
 
 }  // namespace
 
-Evaluator::Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o)
+Evaluator::Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
+                     Sharing sharing)
     : m_(m), t_(t), o_(o), matmul_(t) {
-  std::map<decltype(class_key(model::Layer{})), int32_t> index;
-  for (const auto& l : m.layers) {
-    auto [it, added] = index.emplace(class_key(l), static_cast<int32_t>(classes_.size()));
+  std::map<std::pair<decltype(class_key(model::Layer{})), size_t>, int32_t> index;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const model::Layer& l = m.layers[i];
+    const auto key = std::make_pair(class_key(l), sharing == Sharing::None ? i : 0);
+    auto [it, added] = index.emplace(key, static_cast<int32_t>(classes_.size()));
     if (added) classes_.push_back({&l, 0, elementwise_rates(t, l)});
     ++classes_[it->second].count;
     class_of_.push_back(it->second);

@@ -6,9 +6,10 @@
 // collectives, divisibility and memory figures of each distinct layer (a "class") once
 // and then walks the layer sequence with those shared numbers. The walk keeps the
 // per-layer order of every sum, so the result equals the per-layer evaluation of
-// docs/model.md bit for bit (tests/planner/reference_planner.cpp). No allocation per
-// candidate once a Scratch has grown to the model's size; evaluate() is const and
-// may run on several threads, each with its own Scratch.
+// docs/model.md bit for bit: with Sharing::None every layer is its own class, and the
+// tests compare the two on every shipped model. No allocation per candidate once a
+// Scratch has grown to the model's size; evaluate() is const and may run on several
+// threads, each with its own Scratch.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,10 @@ namespace axonn::planner {
 
 class Evaluator {
  public:
+  enum class Sharing { IdenticalLayers, None };
   // Keeps references to `m` and `t`, which must outlive it.
-  Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
+  Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
+            Sharing sharing = Sharing::IdenticalLayers);
 
   // Per-thread working memory, sized on first use.
   struct Scratch {

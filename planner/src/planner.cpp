@@ -86,6 +86,12 @@ Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, c
   return Evaluator(m, t, o).evaluate(g, scratch);
 }
 
+Evaluation evaluate_layer_by_layer(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
+                                   const PlannerOptions& o) {
+  Evaluator::Scratch scratch;
+  return Evaluator(m, t, o, Evaluator::Sharing::None).evaluate(g, scratch);
+}
+
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   check_request(m, t, o);
   std::vector<topo::Grid> grids;

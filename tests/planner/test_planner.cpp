@@ -36,6 +36,14 @@ model::ModelDescription one_layer_model() {
                                 "one.json");
 }
 
+PlannerOptions options(int64_t gpus, int64_t batch_seqs, CommModel model = CommModel::Full) {
+  PlannerOptions o;
+  o.gpus = gpus;
+  o.batch_seqs = batch_seqs;
+  o.comm_model = model;
+  return o;
+}
+
 topo::Topology four_per_node() {
   topo::Topology t;
   t.name = "test";
@@ -51,10 +59,7 @@ topo::Topology four_per_node() {
 }  // namespace
 
 TEST(Evaluate, PaperModeOneLayerByHand) {
-  PlannerOptions o;
-  o.gpus = 32;
-  o.batch_seqs = 16;
-  o.comm_model = CommModel::Paper;
+  PlannerOptions o = options(32, 16, CommModel::Paper);
   // grid (2,4,2,2,1), m = 16*1024/2 = 8192. Eq. 10: X (ip 1, p 2) 100 GB/s;
   // Y (ip 2, p 4) 10/2 = 5 GB/s; Z (ip 8, p 2) 10/4 = 2.5 GB/s; data (ip 16) 2.5 GB/s.
   auto e = evaluate(one_layer_model(), four_per_node(), topo::Grid{2, 4, 2, 2, 1}, o);
@@ -68,10 +73,7 @@ TEST(Evaluate, PaperModeOneLayerByHand) {
 }
 
 TEST(Evaluate, PlacementAgnosticUsesInterNodeBandwidthEverywhere) {
-  PlannerOptions o;
-  o.gpus = 32;
-  o.batch_seqs = 16;
-  o.comm_model = CommModel::Paper;
+  PlannerOptions o = options(32, 16, CommModel::Paper);
   o.placement_aware = false;
   auto e = evaluate(one_layer_model(), four_per_node(), topo::Grid{2, 4, 2, 2, 1}, o);
   EXPECT_DOUBLE_EQ(e.comm.ar_x, 2 * (2 * 0.5 * 8388608 / 10e9));
@@ -81,9 +83,7 @@ TEST(Evaluate, PlacementAgnosticUsesInterNodeBandwidthEverywhere) {
 TEST(Evaluate, RejectsWithReasons) {
   auto m = model::load_model("gpt-20b");
   auto t = topo::load_topology("perlmutter");
-  PlannerOptions o;
-  o.gpus = 24;
-  o.batch_seqs = 16;
+  PlannerOptions o = options(24, 16);
   auto e = evaluate(m, t, topo::Grid{3, 1, 8, 1, 1}, o);
   EXPECT_FALSE(e.feasible);
   EXPECT_EQ(e.rejection, Rejection::Divisibility);
@@ -105,9 +105,7 @@ TEST(Evaluate, RejectsWithReasons) {
 TEST(Evaluate, ModelStateIsShardedOverTensorAndPipelineGroups) {
   auto m = model::load_model("gpt-20b");
   auto t = topo::load_topology("perlmutter");
-  PlannerOptions o;
-  o.gpus = 32;
-  o.batch_seqs = 16;
+  PlannerOptions o = options(32, 16);
   auto e = evaluate(m, t, topo::Grid{2, 2, 4, 2, 1}, o);
   EXPECT_DOUBLE_EQ(e.memory.model_state_bytes, 20.0 * static_cast<double>(m.parameters()) / 16.0);
   EXPECT_GT(e.memory.gathered_weight_bytes, 0.0);
@@ -119,9 +117,7 @@ TEST(Evaluate, ModelStateIsShardedOverTensorAndPipelineGroups) {
 TEST(Evaluate, FullModelPipelineAndCache) {
   auto m = model::load_model("gpt-20b");
   auto t = topo::load_topology("perlmutter");
-  PlannerOptions o;
-  o.gpus = 32;
-  o.batch_seqs = 16;
+  PlannerOptions o = options(32, 16);
   auto flat = evaluate(m, t, topo::Grid{2, 2, 2, 4, 1}, o);
   EXPECT_EQ(flat.comm.p2p_pipe, 0.0);
   EXPECT_EQ(flat.microbatches, 1);
@@ -138,10 +134,7 @@ TEST(Evaluate, FullModelPipelineAndCache) {
 TEST(Rank, SortedFeasibleAndPaperModeHasNoPipeline) {
   auto m = model::load_model("gpt-20b");
   auto t = topo::load_topology("perlmutter");
-  PlannerOptions o;
-  o.gpus = 32;
-  o.batch_seqs = 16;
-  o.comm_model = CommModel::Paper;
+  PlannerOptions o = options(32, 16, CommModel::Paper);
   auto r = rank_candidates(m, t, o);
   ASSERT_FALSE(r.feasible.empty());
   EXPECT_EQ(r.feasible.size() + r.rejected.size(), 56u);  // ginter = 1: C(8,3) 4-tuples of 32
@@ -162,9 +155,7 @@ TEST(Rank, SortedFeasibleAndPaperModeHasNoPipeline) {
 TEST(Rank, RequestErrorsAndInfeasibility) {
   auto m = model::load_model("gpt-80b");
   auto t = topo::load_topology("perlmutter");
-  PlannerOptions o;
-  o.gpus = 4;
-  o.batch_seqs = 4;
+  PlannerOptions o = options(4, 4);
   auto r = rank_candidates(m, t, o);
   EXPECT_TRUE(r.feasible.empty());
   auto why = explain_infeasible(r, t);

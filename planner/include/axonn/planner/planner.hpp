@@ -73,6 +73,10 @@ void check_request(const model::ModelDescription& m, const topo::Topology& t, co
 
 Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
                     const PlannerOptions& o);
+// The same evaluation with every layer costed on its own instead of once per distinct
+// layer: slower, and equal to evaluate() bit for bit (the check of the sharing).
+Evaluation evaluate_layer_by_layer(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
+                                   const PlannerOptions& o);
 
 struct Ranking {
   std::vector<Evaluation> feasible;  // best first: least batch_s (full), least comm_s (paper)

@@ -1,0 +1,62 @@
+// Comparing predictions with measured batch times (`axplan validate`,
+// docs/validation.md): which configurations to run and how well each model ranked and
+// predicted the measured ones. Pure functions; launching the runs is the tool's.
+//
+// Example:
+//   auto configs = validation_configs(aware, agnostic, [](const topo::Grid& g) { return true; });
+//   for (size_t i : select_for_validation(configs, /*top=*/5, /*sample=*/5, /*seed=*/1)) ... run it ...
+//   ValidationStatistics s = compare_with_measurements(configs);   // needs >= 2 measured
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "axonn/planner/planner.hpp"
+
+namespace axonn::planner {
+
+enum class RunStatus { NotSelected, NotRunnable, Measured, Failed };
+const char* run_status_name(RunStatus s);  // "not selected", "not runnable", "measured", "failed"
+
+struct ValidationConfig {
+  Evaluation aware, agnostic;                 // the same grid under both bandwidth models
+  int64_t aware_rank = 0, agnostic_rank = 0;  // among all feasible candidates of that model (1 = best)
+  std::string name;                           // "gxXgyXgzXgdataXginter", e.g. "2x1x2x1x1"
+  RunStatus status = RunStatus::NotSelected;
+  std::string reason;                         // why not runnable, or why it failed
+  std::string retried_after;                  // the first attempt's failure, when a retry succeeded
+  std::vector<double> steps_s;                // measured batch time of every step
+  double measured_s = 0;                      // measured_batch_s(steps_s)
+  std::string log_path;                       // the run's output (set by whoever ran it)
+};
+
+// Every feasible grid of `aware`, in its order, with the same grid's agnostic
+// evaluation; grids `runnable` refuses are NotRunnable with `not_runnable_reason`.
+std::vector<ValidationConfig> validation_configs(const Ranking& aware, const Ranking& agnostic,
+                                                 const std::function<bool(const topo::Grid&)>& runnable,
+                                                 const std::string& not_runnable_reason);
+
+// Indices of the configurations to run: every runnable one (top = 0), or the aware
+// model's first `top` runnable ones plus `sample` others drawn with `seed`.
+std::vector<size_t> select_for_validation(const std::vector<ValidationConfig>& configs, size_t top, size_t sample,
+                                          uint64_t seed);
+
+// The measured batch time of a run: the median of the steps after the first (the
+// first warms up: allocations, connections); the only step if there is one.
+double measured_batch_s(const std::vector<double>& steps_s);
+
+struct ModelStatistics {
+  double spearman = 0, kendall = 0, mape = 0, top5 = 0;
+  size_t best_rank = 0;  // predicted rank (among the measured) of the measured best
+};
+struct ValidationStatistics {
+  size_t measured = 0;
+  ModelStatistics aware, agnostic;
+};
+
+// Over the Measured configurations; throws InputError with fewer than two.
+ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs);
+
+}  // namespace axonn::planner

@@ -1,0 +1,87 @@
+// Predictions against measurements; see axonn/planner/validation.hpp.
+#include "axonn/planner/validation.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/common/median.hpp"
+#include "axonn/planner/statistics.hpp"
+
+namespace axonn::planner {
+
+const char* run_status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::NotSelected: return "not selected";
+    case RunStatus::NotRunnable: return "not runnable";
+    case RunStatus::Measured: return "measured";
+    case RunStatus::Failed: return "failed";
+  }
+  return "?";
+}
+
+std::vector<ValidationConfig> validation_configs(const Ranking& aware, const Ranking& agnostic,
+                                                 const std::function<bool(const topo::Grid&)>& runnable,
+                                                 const std::string& not_runnable_reason) {
+  std::vector<ValidationConfig> configs;
+  for (size_t i = 0; i < aware.feasible.size(); ++i) {
+    ValidationConfig c;
+    c.aware = aware.feasible[i];
+    c.aware_rank = static_cast<int64_t>(i) + 1;
+    for (size_t j = 0; j < agnostic.feasible.size(); ++j)
+      if (agnostic.feasible[j].grid == c.aware.grid)
+        c.agnostic = agnostic.feasible[j], c.agnostic_rank = static_cast<int64_t>(j) + 1;
+    const auto& g = c.aware.grid;
+    c.name = fmt::format("{}x{}x{}x{}x{}", g.gx, g.gy, g.gz, g.gdata, g.ginter);
+    if (!runnable(g)) c.status = RunStatus::NotRunnable, c.reason = not_runnable_reason;
+    configs.push_back(c);
+  }
+  return configs;
+}
+
+std::vector<size_t> select_for_validation(const std::vector<ValidationConfig>& configs, size_t top, size_t sample,
+                                          uint64_t seed) {
+  std::vector<size_t> runnable;
+  for (size_t i = 0; i < configs.size(); ++i)
+    if (configs[i].status != RunStatus::NotRunnable) runnable.push_back(i);
+  if (top == 0 || top >= runnable.size()) return runnable;
+  std::vector<size_t> selected(runnable.begin(), runnable.begin() + static_cast<long>(top));
+  std::vector<size_t> others(runnable.begin() + static_cast<long>(top), runnable.end());
+  std::mt19937_64 rng(seed);
+  std::shuffle(others.begin(), others.end(), rng);
+  others.resize(std::min(sample, others.size()));
+  selected.insert(selected.end(), others.begin(), others.end());
+  return selected;
+}
+
+double measured_batch_s(const std::vector<double>& steps_s) {
+  if (steps_s.size() <= 1) return median(steps_s);
+  return median(std::vector<double>(steps_s.begin() + 1, steps_s.end()));
+}
+
+ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs) {
+  std::vector<double> measured, aware, agnostic;
+  for (const auto& c : configs)
+    if (c.status == RunStatus::Measured) {
+      measured.push_back(c.measured_s);
+      aware.push_back(c.aware.batch_s);
+      agnostic.push_back(c.agnostic.batch_s);
+    }
+  if (measured.size() < 2)
+    throw InputError("validate", fmt::format("{} configuration(s) measured", measured.size()), "the sweep",
+                     "at least two to compare rankings");
+  auto stats = [&](const std::vector<double>& predicted) {
+    ModelStatistics s;
+    s.spearman = spearman(predicted, measured);
+    s.kendall = kendall_tau_b(predicted, measured);
+    s.mape = mape(predicted, measured);
+    s.top5 = top_k_overlap(predicted, measured, 5);
+    s.best_rank = predicted_rank_of_measured_best(predicted, measured);
+    return s;
+  };
+  return {measured.size(), stats(aware), stats(agnostic)};
+}
+
+}  // namespace axonn::planner

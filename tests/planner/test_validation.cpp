@@ -1,0 +1,75 @@
+// Choosing what `axplan validate` runs and comparing predictions with measurements
+// (axonn/planner/validation.hpp), with hand-made rankings.
+#include <gtest/gtest.h>
+
+#include "axonn/planner/validation.hpp"
+#include "test_util.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+
+namespace {
+
+Evaluation candidate(int64_t gx, int64_t ginter, double batch_s) {
+  Evaluation e;
+  e.grid = topo::Grid{gx, 1, 1, 8 / (gx * ginter), ginter};
+  e.feasible = true;
+  e.batch_s = batch_s;
+  return e;
+}
+
+// Aware ranking: (2,1,1,4,1) 1 s, (1,1,1,4,2) 2 s, (4,1,1,2,1) 3 s, (8,1,1,1,1) 4 s;
+// the agnostic one lists the same grids in another order.
+std::vector<ValidationConfig> four_configs() {
+  Ranking aware, agnostic;
+  aware.feasible = {candidate(2, 1, 1), candidate(1, 2, 2), candidate(4, 1, 3), candidate(8, 1, 4)};
+  agnostic.feasible = {candidate(8, 1, 10), candidate(4, 1, 20), candidate(2, 1, 30), candidate(1, 2, 40)};
+  return validation_configs(aware, agnostic, [](const topo::Grid& g) { return g.ginter == 1; }, "no pipeline");
+}
+
+}  // namespace
+
+TEST(Validation, ConfigsPairTheTwoModelsAndMarkWhatCannotRun) {
+  const auto c = four_configs();
+  ASSERT_EQ(c.size(), 4u);
+  EXPECT_EQ(c[0].name, "2x1x1x4x1");
+  EXPECT_EQ(c[0].aware_rank, 1);
+  EXPECT_EQ(c[0].agnostic_rank, 3);
+  EXPECT_EQ(c[0].agnostic.batch_s, 30);
+  EXPECT_EQ(c[1].status, RunStatus::NotRunnable);
+  EXPECT_EQ(c[1].reason, "no pipeline");
+  EXPECT_EQ(c[3].agnostic_rank, 1);
+}
+
+TEST(Validation, SelectionTakesTheTopAndASeededSample) {
+  const auto c = four_configs();
+  EXPECT_EQ(select_for_validation(c, 0, 0, 1), (std::vector<size_t>{0, 2, 3}));  // every runnable one
+  const auto s = select_for_validation(c, 1, 1, 7);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0], 0u);
+  EXPECT_TRUE(s[1] == 2 || s[1] == 3);
+  EXPECT_EQ(select_for_validation(c, 1, 1, 7), s);  // the same seed, the same sample
+  EXPECT_EQ(select_for_validation(c, 5, 0, 1).size(), 3u);
+}
+
+TEST(Validation, MeasuredTimeIsTheMedianAfterTheWarmUpStep) {
+  EXPECT_DOUBLE_EQ(measured_batch_s({9.0, 1.0, 3.0, 2.0}), 2.0);
+  EXPECT_DOUBLE_EQ(measured_batch_s({9.0, 1.0, 2.0}), 1.5);
+  EXPECT_DOUBLE_EQ(measured_batch_s({4.0}), 4.0);
+}
+
+TEST(Validation, StatisticsOverTheMeasuredOnly) {
+  auto c = four_configs();
+  // measured: 1.1 s, 3.3 s, 4.4 s: the aware model orders them right, the agnostic reversed
+  for (size_t i : {0, 2, 3}) c[i].status = RunStatus::Measured, c[i].measured_s = 1.1 * static_cast<double>(i + 1);
+  c[2].measured_s = 3.3, c[3].measured_s = 4.4;
+  const ValidationStatistics s = compare_with_measurements(c);
+  EXPECT_EQ(s.measured, 3u);
+  EXPECT_DOUBLE_EQ(s.aware.spearman, 1.0);
+  EXPECT_DOUBLE_EQ(s.agnostic.spearman, -1.0);
+  EXPECT_EQ(s.aware.best_rank, 1u);
+  EXPECT_EQ(s.agnostic.best_rank, 3u);
+  EXPECT_NEAR(s.aware.mape, (0.1 / 1.1 + 0.3 / 3.3 + 0.4 / 4.4) / 3, 1e-12);
+  c[2].status = c[3].status = RunStatus::Failed;
+  EXPECT_NE(test::error_of([&] { compare_with_measurements(c); }).find("1 configuration(s) measured"), std::string::npos);
+}

@@ -1,0 +1,153 @@
+// Rendering the validation report; see validation_report.hpp.
+#include "validation_report.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "axonn/topology/topology_io.hpp"
+#include "svg_plot.hpp"
+
+namespace axonn::tools {
+namespace {
+
+using planner::RunStatus;
+using planner::ValidationConfig;
+
+nlohmann::json stats_json(const planner::ModelStatistics& s) {
+  return {{"spearman", s.spearman},   {"kendall_tau_b", s.kendall},         {"mape", s.mape},
+          {"top5_overlap", s.top5},   {"measured_best_predicted_rank", s.best_rank}};
+}
+
+nlohmann::json prediction_json(const planner::Evaluation& e, int64_t rank) {
+  return {{"batch_s", e.batch_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", e.exposed_comm_s},
+          {"comm_s", e.comm_s},   {"rank", rank}};
+}
+
+std::vector<const ValidationConfig*> measured(const std::vector<ValidationConfig>& configs) {
+  std::vector<const ValidationConfig*> out;
+  for (const auto& c : configs)
+    if (c.status == RunStatus::Measured) out.push_back(&c);
+  return out;
+}
+
+SvgPanel fig7_panel(const std::string& title, std::vector<const ValidationConfig*> order, bool aware, double best,
+                    double within) {
+  std::sort(order.begin(), order.end(), [&](const ValidationConfig* a, const ValidationConfig* b) {
+    return aware ? a->aware.batch_s < b->aware.batch_s : a->agnostic.batch_s < b->agnostic.batch_s;
+  });
+  SvgPanel p;
+  p.title = title;
+  p.x_label = "predicted rank";
+  p.y_label = "measured batch time (s)";
+  SvgSeries eff{fmt::format("efficient (within {:.0f}% of the best)", within * 100), "#2ca02c", "square", {}};
+  SvgSeries rest{"other configurations", "#555555", "circle", {}};
+  for (size_t i = 0; i < order.size(); ++i)
+    (order[i]->measured_s <= best * (1 + within) ? eff : rest)
+        .points.emplace_back(static_cast<double>(i + 1), order[i]->measured_s);
+  p.series = {eff, rest};
+  return p;
+}
+
+}  // namespace
+
+nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<ValidationConfig>& configs,
+                                      const std::optional<planner::ValidationStatistics>& stats) {
+  nlohmann::json report = {{"model", run.model},       {"topology", run.topology},     {"gpus", run.gpus},
+                           {"batch_seqs", run.batch_seqs}, {"steps", run.steps},       {"launcher", run.launcher},
+                           {"axrun_args", run.axrun_args}, {"overlap_level", run.overlap_level},
+                           {"axrun", run.axrun},       {"precision", "fp32"},          {"configs", nlohmann::json::array()}};
+  for (const auto& c : configs) {
+    nlohmann::json j = {{"name", c.name},
+                        {"grid", topo::grid_to_json(c.aware.grid)},
+                        {"status", planner::run_status_name(c.status)},
+                        {"predicted", {{"placement_aware", prediction_json(c.aware, c.aware_rank)},
+                                       {"placement_agnostic", prediction_json(c.agnostic, c.agnostic_rank)}}}};
+    if (!c.reason.empty()) j["reason"] = c.reason;
+    if (!c.retried_after.empty()) j["retried_after"] = c.retried_after;
+    if (c.status == RunStatus::Measured) j["measured_batch_s"] = c.measured_s, j["measured_steps_s"] = c.steps_s;
+    if (!c.log_path.empty()) j["log"] = c.log_path;
+    report["configs"].push_back(j);
+  }
+  report["measured_configs"] = measured(configs).size();
+  if (stats)
+    report["statistics"] = {{"placement_aware", stats_json(stats->aware)},
+                            {"placement_agnostic", stats_json(stats->agnostic)}};
+  return report;
+}
+
+std::string validation_summary(const ValidationRun& run, const std::vector<ValidationConfig>& configs,
+                               const std::optional<planner::ValidationStatistics>& stats) {
+  std::string md = fmt::format(
+      "# axplan validate: {} on {} GPUs of {}\n\nBatch {} sequences of {} tokens, fp32, overlap level {} (no "
+      "all-gather cache), {} steps per configuration (measured = median of steps 2..{}).\nLauncher: `{}`; axrun "
+      "arguments: `{}`\n\n",
+      run.model, run.gpus, run.topology, run.batch_seqs, run.seq_len, run.overlap_level, run.steps, run.steps,
+      run.launcher, run.axrun_args);
+  md += "Ranks in the table are among all feasible candidates (pipelines included); the statistics below are over the "
+        "measured ones.\n\n";
+  md += "| grid (gx,gy,gz,gdata,ginter) | measured (s) | aware: predicted (s) | aware rank | agnostic: predicted (s) | "
+        "agnostic rank | status |\n|---|---|---|---|---|---|---|\n";
+  std::vector<const ValidationConfig*> rows;
+  for (const auto& c : configs) rows.push_back(&c);
+  std::stable_sort(rows.begin(), rows.end(), [](const ValidationConfig* a, const ValidationConfig* b) {
+    const bool am = a->status == RunStatus::Measured, bm = b->status == RunStatus::Measured;
+    if (am != bm) return am;
+    return am ? a->measured_s < b->measured_s : a->aware_rank < b->aware_rank;
+  });
+  for (const ValidationConfig* c : rows) {
+    const std::string status = planner::run_status_name(c->status);
+    md += fmt::format("| {} | {} | {:.3f} | {} | {:.3f} | {} | {} |\n", c->aware.grid.to_string(),
+                      c->status == RunStatus::Measured ? fmt::format("{:.3f}", c->measured_s) : "-", c->aware.batch_s,
+                      c->aware_rank, c->agnostic.batch_s, c->agnostic_rank,
+                      c->reason.empty() ? status : status + ": " + c->reason);
+  }
+  if (stats) {
+    const auto &sa = stats->aware, &sg = stats->agnostic;
+    md += fmt::format("\nOver the {} measured configurations:\n\n| statistic | placement-aware | placement-agnostic |\n"
+                      "|---|---|---|\n",
+                      stats->measured);
+    md += fmt::format("| Spearman rank correlation | {:.3f} | {:.3f} |\n", sa.spearman, sg.spearman);
+    md += fmt::format("| Kendall tau-b | {:.3f} | {:.3f} |\n", sa.kendall, sg.kendall);
+    md += fmt::format("| predicted rank of the measured best (among the measured) | {} | {} |\n", sa.best_rank,
+                      sg.best_rank);
+    md += fmt::format("| top-5 overlap | {:.2f} | {:.2f} |\n", sa.top5, sg.top5);
+    md += fmt::format("| batch-time MAPE | {:.1f}% | {:.1f}% |\n", 100 * sa.mape, 100 * sg.mape);
+    auto mark = [](bool ok) { return ok ? "met" : "NOT met"; };
+    md += "\nAcceptance (issue #5), placement-aware model:\n\n";
+    md += fmt::format("- measured best among the predicted top 3: {} (rank {})\n", mark(sa.best_rank <= 3), sa.best_rank);
+    md += fmt::format("- Spearman >= 0.8: {} ({:.3f})\n", mark(sa.spearman >= 0.8), sa.spearman);
+    md += fmt::format("- better than agnostic on Spearman and top-5 overlap: {} ({:.3f} vs {:.3f}; {:.2f} vs {:.2f})\n",
+                      mark(sa.spearman > sg.spearman && sa.top5 > sg.top5), sa.spearman, sg.spearman, sa.top5, sg.top5);
+    md += fmt::format("- batch-time MAPE <= 15%: {} ({:.1f}%)\n", mark(sa.mape <= 0.15), 100 * sa.mape);
+  } else {
+    md += fmt::format("\nOnly {} configuration(s) measured: no statistics.\n", measured(configs).size());
+  }
+  md += "\nPlots: `fig7.svg` (measured batch time by predicted rank), `predicted_vs_measured.svg`.\n";
+  return md;
+}
+
+std::string fig7_svg(const ValidationRun& run, const std::vector<ValidationConfig>& configs) {
+  const auto m = measured(configs);
+  double best = m.front()->measured_s;
+  for (const auto* c : m) best = std::min(best, c->measured_s);
+  return render_svg(
+      fmt::format("{} on {} GPUs: measured batch time of each configuration by predicted rank", run.model, run.gpus),
+      {fig7_panel("placement-agnostic model", m, false, best, run.efficient_within),
+       fig7_panel("placement-aware model", m, true, best, run.efficient_within)});
+}
+
+std::string predicted_vs_measured_svg(const ValidationRun& run, const std::vector<ValidationConfig>& configs) {
+  SvgPanel scatter;
+  scatter.title = "predicted vs measured batch time";
+  scatter.x_label = "predicted (s)";
+  scatter.y_label = "measured (s)";
+  scatter.diagonal = true;
+  SvgSeries a{"placement-aware", "#1f77b4", "circle", {}}, g{"placement-agnostic", "#ff7f0e", "square", {}};
+  for (const auto* c : measured(configs))
+    a.points.emplace_back(c->aware.batch_s, c->measured_s), g.points.emplace_back(c->agnostic.batch_s, c->measured_s);
+  scatter.series = {a, g};
+  return render_svg(fmt::format("{} on {} GPUs", run.model, run.gpus), {scatter});
+}
+
+}  // namespace axonn::tools

@@ -1,0 +1,36 @@
+// What `axplan validate` writes (docs/validation.md): report.json, summary.md and two
+// SVG plots, rendered from the configurations and their measurements. Pure string
+// building; validate.cpp writes the files.
+//
+// Example:
+//   std::string md = validation_summary(run, configs, stats);   // stats: nullopt with < 2 measured
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "axonn/planner/validation.hpp"
+
+namespace axonn::tools {
+
+// The sweep's settings, as the report states them.
+struct ValidationRun {
+  std::string model, topology, launcher, axrun, axrun_args;
+  int64_t gpus = 0, batch_seqs = 0, seq_len = 0, steps = 0;
+  int overlap_level = 0;
+  double efficient_within = 0.10;  // "efficient": measured within this fraction of the best
+};
+
+nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,
+                                      const std::optional<planner::ValidationStatistics>& stats);
+std::string validation_summary(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,
+                               const std::optional<planner::ValidationStatistics>& stats);
+// Measured batch time by each model's predicted rank (among the measured), the 4D
+// paper's Fig. 7; and predicted against measured with y = x. Need one measured config.
+std::string fig7_svg(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs);
+std::string predicted_vs_measured_svg(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs);
+
+}  // namespace axonn::tools
