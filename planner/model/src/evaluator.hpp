@@ -18,7 +18,9 @@
 #include "axonn/planner/batch_time.hpp"
 #include "axonn/planner/compute_model.hpp"
 #include "axonn/planner/memory_model.hpp"
+#include "axonn/planner/pipeline_time.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/schedule/schedule.hpp"
 
 namespace axonn::planner {
 
@@ -34,12 +36,18 @@ class Evaluator {
     std::vector<LayerCosts> costs;     // per class
     std::vector<double> optimizer_s;   // per class
     std::vector<double> activation_per_row;  // per class
-    std::vector<StageLayer> stage;     // per layer of the current stage
+    std::vector<double> unit_weight;   // per unit: predicted busy time (partition)
+    std::vector<schedule::PassLayer> pass;       // per layer of the current stage
+    std::vector<const LayerCosts*> pass_costs;   // per layer of the current stage
     std::vector<MemoryLayer> memory;   // per layer of the current stage
+    std::vector<double> prefetch_done; // simulate_pass's working memory
+    std::vector<StagePasses> stages;   // per stage
   };
 
   // After a feasible or memory-rejected evaluate(), `s` holds each class's costs.
-  Evaluation evaluate(const topo::Grid& g, Scratch& s) const;
+  // `trace`: the simulated step of each stage (the planner's instruction list).
+  Evaluation evaluate(const topo::Grid& g, Scratch& s,
+                      std::vector<std::vector<SimulatedInstruction>>* trace = nullptr) const;
 
   // The distinct layers, in order of first appearance, with their counts.
   struct LayerClass {
@@ -56,7 +64,10 @@ class Evaluator {
   MatmulTimes matmul_;
   std::vector<LayerClass> classes_;
   std::vector<int32_t> class_of_;  // per layer
-  std::vector<bool> cached_;       // per layer: optimization 4 keeps its gathered weight
 };
+
+// Contiguous units per stage, every stage at least one, minimizing the largest sum of
+// `unit_weight` over a stage (binary search on that sum, greedy packing).
+std::vector<int64_t> balanced_stage_units(const std::vector<double>& unit_weight, int64_t stages);
 
 }  // namespace axonn::planner

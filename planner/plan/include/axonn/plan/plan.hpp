@@ -1,5 +1,7 @@
 // The plan: what `axplan plan` writes and the runtime executes (format version 1,
-// documented in docs/plan-format.md, JSON Schema in docs/plan.schema.json).
+// documented in docs/plan-format.md, JSON Schema in docs/plan.schema.json). The
+// pipeline settings and the checkpoint interval are optional fields: plans written
+// before them read as message-driven, even stages, one block per checkpoint.
 //
 // A plan is self-contained: it embeds the model description and the topology it was
 // made for, so the runtime needs no other file.
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +85,22 @@ struct Precision {
   static Precision fp32() { return {4, 4, 16}; }
 };
 
+// How a pipeline (Ginter > 1) orders its micro-batches (axonn/schedule/step.hpp).
+enum class PipelineSchedule { MessageDriven, OneFOneB, GPipe };
+const char* pipeline_schedule_name(PipelineSchedule s);  // "message-driven", "1f1b", "gpipe"
+// Throws InputError (module `module`, location `where`) for another name.
+PipelineSchedule parse_pipeline_schedule(const std::string& name, const std::string& module, const std::string& where);
+
+struct PipelineSettings {
+  PipelineSchedule schedule = PipelineSchedule::MessageDriven;
+  int64_t limit = 0;                  // message-driven: micro-batches stage 0 keeps in flight (0 = Ginter)
+  std::vector<int64_t> stage_units;   // pipeline units (blocks) per stage, in order; empty = as even as possible
+};
+
+// The units (blocks) of each of `stages` stages: `given` if not empty, else an even
+// split with the remainder on the first stages (6 units on 4 stages: 2, 2, 1, 1).
+std::vector<int64_t> stage_units_or_even(const std::vector<int64_t>& given, int64_t units, int64_t stages);
+
 struct BatchSettings {
   int64_t seqs = 0;             // sequences per step, all data-parallel groups together
   int64_t microbatch_seqs = 0;  // sequences per micro-batch in one data-parallel group
@@ -110,11 +129,19 @@ struct Plan {
   topo::PlacementOrder placement_order = topo::default_order();
   BatchSettings batch;
   bool activation_checkpointing = true;
+  // Blocks recomputed together under activation checkpointing (1: every block its own
+  // checkpoint; AxoNN's rule: the factor of the blocks per stage closest to sqrt(blocks)).
+  int64_t checkpoint_interval = 1;
   OverlapSettings overlap;
   Precision precision;
+  PipelineSettings pipeline;
   std::optional<Prediction> prediction;
 
   int64_t microbatches() const { return batch.seqs / grid.gdata / batch.microbatch_seqs; }
+  int64_t pipeline_limit() const { return pipeline.limit > 0 ? pipeline.limit : grid.ginter; }
+  std::vector<int64_t> stage_units() const {
+    return stage_units_or_even(pipeline.stage_units, model.num_units, grid.ginter);
+  }
 };
 
 nlohmann::json plan_to_json(const Plan& p);

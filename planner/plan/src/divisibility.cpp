@@ -19,8 +19,9 @@ std::optional<std::string> batch_divisibility_problem(const model::ModelDescript
                    microbatch_seqs);
   if (microbatch_seqs % g.gz != 0)
     return not_div("micro-batch sequences", microbatch_seqs, "gz", g.gz);
-  if (m.num_units % g.ginter != 0)
-    return not_div("pipeline units (layers)", m.num_units, "ginter", g.ginter);
+  if (m.num_units < g.ginter)
+    return "pipeline units (layers)=" + std::to_string(m.num_units) + " are fewer than ginter=" +
+           std::to_string(g.ginter);
   return std::nullopt;
 }
 

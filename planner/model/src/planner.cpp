@@ -149,8 +149,12 @@ plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, 
   p.placement_order = o.order;
   p.batch = {o.batch_seqs, e.microbatch_seqs};
   p.activation_checkpointing = o.activation_checkpointing;
+  p.checkpoint_interval = e.checkpoint_interval;
   p.overlap = o.overlap;
   p.precision = o.precision;
+  p.pipeline.schedule = o.pipeline_schedule;
+  p.pipeline.limit = o.pipeline_limit;
+  if (e.grid.ginter > 1) p.pipeline.stage_units = e.stage_units;
   plan::Prediction pr;
   pr.comm_model = comm_model_name(o.comm_model);
   pr.placement_aware = o.placement_aware;

@@ -7,7 +7,7 @@
 //   heads % Gy == 0                    attention heads split over QKV's output group
 // and for the batch and pipeline:
 //   seqs % Gdata == 0, (seqs/Gdata) % microbatch_seqs == 0, microbatch_seqs % Gz == 0
-//   num_units % Ginter == 0
+//   num_units >= Ginter                every pipeline stage holds at least one unit
 //
 // Example:
 //   auto why = divisibility_problem(gpt20b, Grid{3, 1, 1, 1, 1}, 16, 16);

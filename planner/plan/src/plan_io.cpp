@@ -1,5 +1,7 @@
 // Plan JSON reading and writing; see axonn/plan/plan.hpp and docs/plan-format.md.
 
+#include <algorithm>
+
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/json_reader.hpp"
@@ -8,6 +10,28 @@
 #include "axonn/topology/topology_io.hpp"
 
 namespace axonn::plan {
+
+const char* pipeline_schedule_name(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::MessageDriven: return "message-driven";
+    case PipelineSchedule::OneFOneB: return "1f1b";
+    case PipelineSchedule::GPipe: return "gpipe";
+  }
+  return "?";
+}
+
+PipelineSchedule parse_pipeline_schedule(const std::string& name, const std::string& module, const std::string& where) {
+  for (auto s : {PipelineSchedule::MessageDriven, PipelineSchedule::OneFOneB, PipelineSchedule::GPipe})
+    if (name == pipeline_schedule_name(s)) return s;
+  throw InputError(module, "unknown pipeline schedule \"" + name + "\"", where, "message-driven, 1f1b or gpipe");
+}
+
+std::vector<int64_t> stage_units_or_even(const std::vector<int64_t>& given, int64_t units, int64_t stages) {
+  if (!given.empty()) return given;
+  std::vector<int64_t> out(static_cast<size_t>(std::max<int64_t>(stages, 1)), units / std::max<int64_t>(stages, 1));
+  for (int64_t i = 0; i < units % std::max<int64_t>(stages, 1); ++i) ++out[static_cast<size_t>(i)];
+  return out;
+}
 
 namespace {
 
@@ -60,6 +84,10 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["rank_layout"] = rank_formula(p.placement_order);
   j["batch"] = {{"seqs", p.batch.seqs}, {"microbatch_seqs", p.batch.microbatch_seqs}};
   j["activation_checkpointing"] = p.activation_checkpointing;
+  j["checkpoint_interval"] = p.checkpoint_interval;
+  j["pipeline"] = {{"schedule", pipeline_schedule_name(p.pipeline.schedule)},
+                   {"limit", p.pipeline_limit()},
+                   {"stage_units", p.stage_units()}};
   const auto& o = p.overlap;
   j["overlap"] = {{"async_input_grad_all_reduce", o.async_input_grad_all_reduce},
                   {"async_weight_grad_reduce_scatter", o.async_weight_grad_reduce_scatter},
@@ -125,6 +153,23 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     b.finish();
   }
   p.activation_checkpointing = r.boolean("activation_checkpointing");
+  p.checkpoint_interval = r.positive_int_or("checkpoint_interval", 1);
+  if (r.has("pipeline")) {
+    auto pl = r.object("pipeline");
+    p.pipeline.schedule = parse_pipeline_schedule(pl.one_of("schedule", {"message-driven", "1f1b", "gpipe"}), "plan",
+                                                  pl.where("schedule"));
+    p.pipeline.limit = pl.positive_int_or("limit", 0);
+    if (pl.has("stage_units")) {
+      const auto& units = pl.raw("stage_units");
+      if (!units.is_array()) pl.fail("stage_units", "not an array", "an array of positive integers, one per stage");
+      for (const auto& u : units) {
+        if (!u.is_number_integer() || u.get<int64_t>() < 1)
+          pl.fail("stage_units", "holds " + u.dump(), "an array of positive integers, one per stage");
+        p.pipeline.stage_units.push_back(u.get<int64_t>());
+      }
+    }
+    pl.finish();
+  }
   {
     auto o = r.object("overlap");
     p.overlap.async_input_grad_all_reduce = o.boolean("async_input_grad_all_reduce");
@@ -159,6 +204,17 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     p.prediction = pd;
   }
   r.finish();
+  if (!p.pipeline.stage_units.empty()) {
+    int64_t sum = 0;
+    for (int64_t u : p.pipeline.stage_units) sum += u;
+    if (static_cast<int64_t>(p.pipeline.stage_units.size()) != p.grid.ginter || sum != p.model.num_units)
+      throw InputError("plan",
+                       "pipeline/stage_units has " + std::to_string(p.pipeline.stage_units.size()) + " stages of " +
+                           std::to_string(sum) + " units in all",
+                       origin + ": /pipeline/stage_units",
+                       "ginter = " + std::to_string(p.grid.ginter) + " entries summing to the model's " +
+                           std::to_string(p.model.num_units) + " pipeline units");
+  }
   if (auto why = divisibility_problem(p.model, p.grid, p.batch.seqs, p.batch.microbatch_seqs))
     throw InputError("plan", "grid does not divide the model or batch: " + *why, origin + ": /grid",
                 "a grid whose sizes divide every layer, the heads and the batch (docs/model.md)");

@@ -38,6 +38,14 @@ struct PlannerOptions {
   bool activation_checkpointing = true;
   plan::OverlapSettings overlap;
   plan::Precision precision;
+  // Pipelines (Ginter > 1): the schedule, its limit (0 = Ginter) and the units per stage
+  // (empty: balanced by predicted stage time).
+  plan::PipelineSchedule pipeline_schedule = plan::PipelineSchedule::MessageDriven;
+  int64_t pipeline_limit = 0;
+  std::vector<int64_t> stage_units;
+  // Blocks recomputed together (1: each block; 0: AxoNN's rule, the factor of the blocks
+  // per stage closest to sqrt(blocks)).
+  int64_t checkpoint_interval = 1;
   int64_t threads = 0;             // rank_candidates: threads evaluating grids (0 = one per core)
 };
 
@@ -58,6 +66,9 @@ struct Evaluation {
   double exposed_comm_s = 0;       // batch_s - compute_s: communication not hidden, and the
                                    // pipeline bubble (Ginter > 1)
   MemoryBreakdown memory;          // the stage needing the most memory
+  std::vector<int64_t> stage_units;  // units (blocks) per pipeline stage; {units} without a pipeline
+  int64_t checkpoint_interval = 1;   // blocks recomputed together
+  double bubble_fraction = 0;        // pipelines: the slowest stage's idle share before its tail
 };
 
 // docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest

@@ -1,0 +1,52 @@
+// Predicted batch time of a pipeline (docs/model.md section 10): every stage's step
+// program (axonn/schedule/step.hpp) run on its own clock, with the pass times of each
+// stage (batch_time.hpp) and the point-to-point time of a message between neighbours.
+//
+//  - gpipe, 1f1b: each stage runs its fixed program in order; a receive waits for the
+//    message; a send occupies the stage's outgoing link to that neighbour for p2p_s and
+//    the message arrives when it is through (the sender goes on).
+//  - message-driven: an event simulation of MessageDrivenStage, the rule the runtime
+//    runs: messages are handled in order of arrival, each stage one at a time.
+// A stage's step ends after its last backward, its data-parallel tail and its
+// optimizer step; the batch time is the latest stage's end.
+//
+// Example (2 stages, 2 micro-batches, forward 1 s, backward 2 s, no p2p time, gpipe):
+//   F0 F1 on stage 0 at 0-2; stage 1: F0 1-2, F1 2-3, B0 3-5, B1 5-7; stage 0: B0 5-7,
+//   B1 7-9: 9 s = (M + G - 1) * (1 + 2).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "axonn/plan/plan.hpp"
+#include "axonn/schedule/step.hpp"
+
+namespace axonn::planner {
+
+// One stage's passes, seconds.
+struct StagePasses {
+  double forward_s = 0, backward_s = 0, last_backward_s = 0;          // busy time of each pass
+  double forward_compute_s = 0, backward_compute_s = 0, last_backward_compute_s = 0;
+  double tail_s = 0;       // after the last backward: waiting for the data-parallel reductions
+  double optimizer_s = 0;
+};
+
+struct PipelineTime {
+  double batch_s = 0;
+  double compute_s = 0;       // compute of the stage that ends last
+  double bubble_fraction = 0; // that stage's idle share of the batch time before its tail
+};
+
+// One executed instruction of a stage, with its simulated times.
+struct SimulatedInstruction {
+  schedule::StepInstruction instruction;
+  double start_s = 0, end_s = 0;
+};
+
+// `p2p_s`: one activation or gradient message between neighbouring stages. `trace`, if
+// given, receives each stage's executed instructions in order.
+PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, double p2p_s, plan::PipelineSchedule schedule,
+                               int64_t microbatches, int64_t limit,
+                               std::vector<std::vector<SimulatedInstruction>>* trace = nullptr);
+
+}  // namespace axonn::planner

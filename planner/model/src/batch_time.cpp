@@ -1,0 +1,136 @@
+// The pass clock; see axonn/planner/batch_time.hpp and docs/model.md section 8.
+#include "axonn/planner/batch_time.hpp"
+
+#include <algorithm>
+
+namespace axonn::planner {
+
+using schedule::LayerInstruction;
+using schedule::LayerOp;
+using schedule::PassKind;
+using schedule::PassLayer;
+using schedule::Source;
+
+namespace {
+
+// The clock of one rank through one pass (times from the pass start, seconds).
+struct PassClock {
+  const LayerCosts* const* costs;
+  std::vector<double>& prefetch_done;  // per layer: when its prefetched all-gather ends
+  double t = 0, compute = 0;
+  double gather_free = 0;   // the prefetch stream is busy until then
+  double input_grad_done = 0;  // the dI all-reduce in flight
+  double rs_free = 0;       // the reduce-scatter FIFO is busy until then
+  double data_free = 0;     // the data-parallel FIFO is busy until then
+  double bucket_ready = 0;  // the reduce-scatters of the bucket being filled are done by then
+  double bucket_s = 0;      // its all-reduce time so far
+  double unbucketed_s = 0;
+
+  void compute_for(double seconds) {
+    t += seconds;
+    compute += seconds;
+  }
+
+  void operator()(const LayerInstruction& in) {
+    const LayerCosts& l = *costs[in.layer >= 0 ? in.layer : 0];
+    switch (in.op) {
+      case LayerOp::Prefetch:
+        gather_free = std::max(t, gather_free) + l.comm.all_gather_s;
+        prefetch_done[in.layer] = gather_free;
+        break;
+      case LayerOp::Fetch:
+        if (in.source == Source::Gather) t += l.comm.all_gather_s;
+        if (in.source == Source::Prefetched) t = std::max(t, prefetch_done[in.layer]);
+        break;
+      case LayerOp::Forward: compute_for(l.forward_s); break;
+      case LayerOp::ForwardAllReduce: t += l.comm.forward_all_reduce_s; break;
+      case LayerOp::BackwardInput: compute_for(l.backward_input_s); break;
+      case LayerOp::InputGradAllReduce: input_grad_done = t + l.comm.input_grad_all_reduce_s; break;
+      case LayerOp::InputGradWait: t = std::max(t, input_grad_done); break;
+      case LayerOp::BackwardWeight: compute_for(l.backward_weight_s); break;
+      case LayerOp::ReduceScatter:
+        if (async_rs) {
+          rs_free = std::max(t, rs_free) + l.comm.reduce_scatter_s;
+        } else {
+          t += l.comm.reduce_scatter_s;
+          rs_free = std::max(rs_free, t);
+        }
+        if (last) {  // the layer's gradient is final: it joins a bucket when reduce-scattered
+          if (bucketed) {
+            bucket_ready = std::max(bucket_ready, async_rs ? rs_free : t);
+            bucket_s += l.comm.data_all_reduce_s;
+          } else {
+            unbucketed_s += l.comm.data_all_reduce_s;
+          }
+        }
+        break;
+      case LayerOp::BucketAllReduce:
+        data_free = std::max(bucket_ready, data_free) + bucket_s;
+        bucket_s = 0;
+        break;
+      case LayerOp::WaitReduceScatters:
+        t = std::max(t, rs_free);
+        bucket_ready = std::max(bucket_ready, t);  // the last bucket starts after the pass at the earliest
+        break;
+    }
+  }
+
+  bool async_rs = false, last = false, bucketed = false;
+};
+
+}  // namespace
+
+PassTime simulate_pass(const PassLayer* layers, const LayerCosts* const* costs, size_t count,
+                       const schedule::PassSettings& s, PassKind kind, std::vector<double>& prefetch_done) {
+  if (prefetch_done.size() < count) prefetch_done.resize(count);
+  PassClock c{costs, prefetch_done};
+  c.async_rs = s.overlap.async_weight_grad_reduce_scatter;
+  c.last = kind == PassKind::LastBackward && s.data_parallel;
+  c.bucketed = s.overlap.bucketed_data_parallel_all_reduce;
+  if (count > 0) schedule::emit_pass(layers, count, s, kind, c);
+  PassTime out;
+  out.duration_s = c.t;
+  out.compute_s = c.compute;
+  out.data_done_s = c.data_free;
+  out.unbucketed_data_s = c.unbucketed_s;
+  return out;
+}
+
+StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule& s) {
+  std::vector<PassLayer> pass;
+  std::vector<const LayerCosts*> costs;
+  for (const auto& l : layers) {
+    PassLayer p;
+    p.weighted = l.weighted;
+    p.input_gradient = l.input_gradient;
+    p.weight_in_backward = l.gather_in_backward;
+    p.recomputed = s.activation_checkpointing && l.recomputed;
+    p.cached = l.cached;
+    p.segment = l.unit;
+    p.grad_bytes = l.comm.data_bytes;
+    pass.push_back(p);
+    costs.push_back(&l);
+  }
+  schedule::PassSettings settings;
+  settings.overlap = s.overlap;
+  settings.checkpointing = s.activation_checkpointing;
+  settings.data_parallel = s.data_all_reduce;
+  std::vector<double> scratch;
+  auto run = [&](PassKind k) { return simulate_pass(pass.data(), costs.data(), pass.size(), settings, k, scratch); };
+  const PassTime f = run(PassKind::Forward), b = run(PassKind::Backward), last = run(PassKind::LastBackward);
+  const double m = static_cast<double>(s.microbatches);
+  StageTime out;
+  const double before_tail = (m - 1) * (f.duration_s + b.duration_s) + f.duration_s + last.duration_s;
+  out.data_tail_s = std::max(0.0, last.data_done_s - last.duration_s) + last.unbucketed_data_s;
+  out.batch_s = before_tail + out.data_tail_s + s.optimizer_s;
+  out.compute_s = m * f.compute_s + (m - 1) * b.compute_s + last.compute_s + s.optimizer_s;
+  out.exposed_comm_s = out.batch_s - out.compute_s;
+  return out;
+}
+
+double pipeline_batch_s(double slowest_microbatch_s, double p2p_per_microbatch_s, int64_t microbatches,
+                        int64_t ginter, double data_tail_s) {
+  return static_cast<double>(microbatches + ginter - 1) * (slowest_microbatch_s + p2p_per_microbatch_s) + data_tail_s;
+}
+
+}  // namespace axonn::planner

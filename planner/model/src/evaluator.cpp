@@ -1,0 +1,302 @@
+// The memoized evaluation of grids; see evaluator.hpp and docs/model.md.
+#include "evaluator.hpp"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/collectives.hpp"
+#include "axonn/planner/layer_comm.hpp"
+
+namespace axonn::planner {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+Evaluation reject(Evaluation e, Rejection why, std::string reason) {
+  e.feasible = false;
+  e.rejection = why;
+  e.rejected_because = std::move(reason);
+  return e;
+}
+
+// Everything of a layer the model reads, except its name and pipeline unit.
+auto class_key(const model::Layer& l) {
+  return std::make_tuple(l.kind, l.k, l.n, l.transposed, l.heads, l.head_dim, l.in_block, l.recomputed, l.bias,
+                         l.norm_before, l.gelu_after, l.residual_after, l.loss_after);
+}
+
+}  // namespace
+
+std::vector<int64_t> balanced_stage_units(const std::vector<double>& unit_weight, int64_t stages) {
+  const auto units = static_cast<int64_t>(unit_weight.size());
+  AXONN_ASSERT(stages >= 1 && units >= stages);
+  // How many stages of at most `cap` each the greedy packing needs.
+  auto stages_for = [&](double cap) {
+    int64_t used = 1;
+    double load = 0;
+    for (double w : unit_weight) {
+      if (load > 0 && load + w > cap) ++used, load = 0;
+      load += w;
+    }
+    return used;
+  };
+  double lo = *std::max_element(unit_weight.begin(), unit_weight.end()), hi = 0;
+  for (double w : unit_weight) hi += w;
+  for (int it = 0; it < 60 && hi - lo > 1e-12 * hi; ++it) {
+    const double mid = 0.5 * (lo + hi);
+    (stages_for(mid) <= stages ? hi : lo) = mid;
+  }
+  // Pack greedily under `hi`, leaving at least one unit for every later stage.
+  std::vector<int64_t> out;
+  double load = 0;
+  int64_t count = 0;
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t stages_left = stages - static_cast<int64_t>(out.size());
+    const bool must_close = units - u == stages_left - 1 && count > 0;
+    if (count > 0 && (load + unit_weight[static_cast<size_t>(u)] > hi || must_close) &&
+        static_cast<int64_t>(out.size()) < stages - 1) {
+      out.push_back(count);
+      load = 0;
+      count = 0;
+    }
+    load += unit_weight[static_cast<size_t>(u)];
+    ++count;
+  }
+  out.push_back(count);
+  return out;
+}
+
+Evaluator::Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
+                     Sharing sharing)
+    : m_(m), t_(t), o_(o), matmul_(t) {
+  std::map<std::pair<decltype(class_key(model::Layer{})), size_t>, int32_t> index;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const model::Layer& l = m.layers[i];
+    const auto key = std::make_pair(class_key(l), sharing == Sharing::None ? i : 0);
+    auto [it, added] = index.emplace(key, static_cast<int32_t>(classes_.size()));
+    if (added) classes_.push_back({&l, 0, elementwise_rates(t, l)});
+    ++classes_[it->second].count;
+    class_of_.push_back(it->second);
+  }
+}
+
+Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
+                               std::vector<std::vector<SimulatedInstruction>>* trace) const {
+  const auto& m = m_;
+  const auto& t = t_;
+  const auto& o = o_;
+  Evaluation e;
+  e.grid = g;
+  const bool paper = o.comm_model == CommModel::Paper;
+  if (o.batch_seqs % g.gdata != 0)
+    return reject(e, Rejection::Divisibility,
+                  fmt::format("batch sequences={} is not divisible by gdata={}", o.batch_seqs, g.gdata));
+  const int64_t per_group = o.batch_seqs / g.gdata;
+  const int64_t mb =
+      paper ? per_group : (o.microbatch_seqs > 0 ? o.microbatch_seqs : default_microbatch_seqs(per_group, g.gz, g.ginter));
+  if (mb == 0)
+    return reject(e, Rejection::Divisibility,
+                  fmt::format("{} sequences per data-parallel group do not split into >= ginter={} "
+                              "micro-batches of a multiple of gz={} sequences",
+                              per_group, g.ginter, g.gz));
+  if (auto why = plan::batch_divisibility_problem(m, g, o.batch_seqs, mb))
+    return reject(e, Rejection::Divisibility, *why);
+  for (const auto& c : classes_)  // the first failing class holds the first failing layer
+    if (!plan::layer_divides(*c.layer, g))
+      return reject(e, Rejection::Divisibility, plan::layer_divisibility_problem(*c.layer, g));
+  if (!o.stage_units.empty() && g.ginter > 1) {
+    int64_t sum = 0;
+    for (int64_t u : o.stage_units) sum += u < 1 ? m.num_units + 1 : u;
+    if (static_cast<int64_t>(o.stage_units.size()) != g.ginter || sum != m.num_units)
+      return reject(e, Rejection::Divisibility,
+                    fmt::format("--stage-units has {} stages of {} units in all; ginter={} of the model's {}",
+                                o.stage_units.size(), sum, g.ginter, m.num_units));
+  }
+  e.microbatch_seqs = mb;
+  e.microbatches = per_group / mb;
+
+  const AxisBandwidths bw =
+      o.placement_aware
+          ? placement_aware_bandwidths(t, g, o.order, paper ? BandwidthRule::Strict : BandwidthRule::Straddle)
+          : placement_agnostic_bandwidths(t, g);
+
+  LayerCommSettings ls;
+  ls.tokens = mb * m.seq_len;
+  ls.microbatches = paper ? 1 : e.microbatches;
+  ls.element_bytes = paper ? 2 : o.precision.compute_bytes;
+  ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
+  ls.latency_s = paper ? 0.0 : t.collective_latency_s;
+
+  // Each distinct layer once.
+  const size_t nc = classes_.size();
+  sc.costs.resize(nc);
+  sc.optimizer_s.resize(nc);
+  sc.activation_per_row.resize(nc);
+  if (sc.pass.size() < m.layers.size()) {
+    sc.pass.resize(m.layers.size());
+    sc.pass_costs.resize(m.layers.size());
+    sc.memory.resize(m.layers.size());
+  }
+  for (size_t c = 0; c < nc; ++c) {
+    const model::Layer& l = *classes_[c].layer;
+    LayerCommSettings s = ls;
+    s.input_gradient = l.kind != model::LayerKind::Embedding;
+    LayerCosts& costs = sc.costs[c];
+    if (!paper) {
+      const ElementwiseTime ew = elementwise_s(classes_[c].rates, l, g, mb, m.seq_len);
+      costs.forward_s = matmul_.sum(forward_matmul_list(l, g, mb, m.seq_len)) + ew.forward_s;
+      costs.backward_input_s =
+          (s.input_gradient ? matmul_.sum(backward_input_matmul_list(l, g, mb, m.seq_len)) : 0.0) + ew.backward_s;
+      costs.backward_weight_s = matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len));
+      sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
+    }
+    costs.comm = layer_collectives(l, g, bw, s);
+    sc.activation_per_row[c] = activation_elems_per_row(l, g, m.seq_len);
+  }
+
+  // The pipeline: units per stage (given, else balanced by predicted busy time), and
+  // the checkpoint interval.
+  if (g.ginter == 1) {
+    e.stage_units.assign(1, m.num_units);
+  } else if (!o.stage_units.empty()) {
+    e.stage_units = o.stage_units;
+  } else {
+    sc.unit_weight.assign(static_cast<size_t>(m.num_units), 0.0);
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      const LayerCosts& k = sc.costs[static_cast<size_t>(class_of_[i])];
+      const double recompute = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
+      sc.unit_weight[static_cast<size_t>(m.layers[i].unit)] +=
+          recompute * (k.forward_s + k.comm.forward_all_reduce_s) + k.backward_input_s + k.backward_weight_s;
+    }
+    e.stage_units = balanced_stage_units(sc.unit_weight, g.ginter);
+  }
+  e.checkpoint_interval = o.checkpoint_interval > 0
+                              ? o.checkpoint_interval
+                              : schedule::axonn_checkpoint_interval(m.num_units / g.ginter, m.num_units);
+  const int64_t limit = o.pipeline_limit > 0 ? o.pipeline_limit : g.ginter;
+
+  MemorySettings ms;
+  ms.microbatch_seqs = mb;
+  ms.activation_checkpointing = o.activation_checkpointing;
+  ms.overlap = o.overlap;
+  ms.precision = o.precision;
+
+  schedule::PassSettings ps;
+  ps.overlap = o.overlap;
+  ps.checkpointing = o.activation_checkpointing;
+  ps.data_parallel = g.gdata > 1;
+
+  // One message between neighbouring stages: each GPU sends its (rows/Gz) x (hidden/Gx)
+  // shard of the activation (forward) or of its gradient (backward).
+  double p2p_s = 0;
+  if (g.ginter > 1)
+    p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(mb * m.seq_len) *
+                                 static_cast<double>(m.hidden) / static_cast<double>(g.gx * g.gz),
+                             pipeline_p2p_bandwidth(t, g, o.order, o.placement_aware && !paper,
+                                                    bw[static_cast<int>(topo::Axis::Pipe)]),
+                             ls.latency_s);
+
+  sc.stages.resize(static_cast<size_t>(g.ginter));
+  int64_t first_unit = 0;
+  size_t first = 0;
+  for (int64_t stage = 0; stage < g.ginter; ++stage) {
+    const int64_t units = e.stage_units[static_cast<size_t>(stage)];
+    size_t last = first;
+    while (last < m.layers.size() && m.layers[last].unit < first_unit + units) ++last;
+    const size_t n = last - first;
+    plan::CommBreakdown c;
+    for (size_t i = first; i < last; ++i) {
+      const model::Layer& l = m.layers[i];
+      sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit);
+      sc.pass[i].grad_bytes = sc.costs[static_cast<size_t>(class_of_[i])].comm.data_bytes;
+    }
+    schedule::mark_cached(sc.pass.data() + first, n, paper ? 0 : o.overlap.cache_all_gather_layers);
+    for (size_t i = first; i < last; ++i) {
+      const model::Layer& l = m.layers[i];
+      const size_t j = i;
+      const int32_t k = class_of_[i];
+      const schedule::PassLayer& pl = sc.pass[j];
+      sc.pass_costs[j] = &sc.costs[static_cast<size_t>(k)];
+      sc.memory[j] = {static_cast<double>(l.weight_elements()), sc.activation_per_row[static_cast<size_t>(k)],
+                      pl.segment, l.recomputed, pl.cached};
+      if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
+      const bool embedding = l.kind == model::LayerKind::Embedding;
+      const int64_t all_gathers = paper ? 2 : ((pl.cached || embedding) ? 1 : 2);
+      const int64_t forward_all_reduces = paper ? 2 : ((o.activation_checkpointing && l.recomputed) ? 2 : 1);
+      if (l.kind != model::LayerKind::Attention)
+        c += comm_per_step(sc.costs[static_cast<size_t>(k)].comm, ls.microbatches, all_gathers, forward_all_reduces);
+    }
+    if (g.ginter > 1) {
+      // One activation forward (unless last stage) and one gradient backward (unless
+      // first) per micro-batch.
+      const int64_t sends = e.microbatches * ((stage < g.ginter - 1) + (stage > 0));
+      c.p2p_pipe = static_cast<double>(sends) * p2p_s;
+    }
+    if (c.total() > e.comm.total() || stage == 0) e.comm = c;
+    ms.inflight_microbatches =
+        schedule::inflight_microbatches(o.pipeline_schedule, stage, g.ginter, e.microbatches, limit);
+    const MemoryBreakdown mem = stage_memory(sc.memory.data() + first, n, m.hidden, m.seq_len, g, ms);
+    if (mem.total_bytes() > e.memory.total_bytes()) e.memory = mem;
+    first = last;
+    first_unit += units;
+  }
+  e.comm_s = e.comm.total();
+  // Over the memory limit: rejected before its time is simulated.
+  if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
+    return reject(e, Rejection::Memory,
+                  fmt::format("memory {:.1f} GiB > {:.1f} GiB", e.memory.total_bytes() / kGiB,
+                              static_cast<double>(t.gpu_memory_bytes) / kGiB));
+
+  first = 0;
+  first_unit = 0;
+  for (int64_t stage = 0; stage < g.ginter && !paper; ++stage) {
+    const int64_t units = e.stage_units[static_cast<size_t>(stage)];
+    size_t last = first;
+    while (last < m.layers.size() && m.layers[last].unit < first_unit + units) ++last;
+    const size_t n = last - first;
+    double stage_optimizer_s = 0;
+    for (size_t i = first; i < last; ++i) stage_optimizer_s += sc.optimizer_s[static_cast<size_t>(class_of_[i])];
+    {
+      auto run = [&](schedule::PassKind kind) {
+        return simulate_pass(sc.pass.data() + first, sc.pass_costs.data() + first, n, ps, kind, sc.prefetch_done);
+      };
+      const PassTime f = run(schedule::PassKind::Forward), b = run(schedule::PassKind::Backward),
+                     lb = run(schedule::PassKind::LastBackward);
+      StagePasses& sp = sc.stages[static_cast<size_t>(stage)];
+      sp.forward_s = f.duration_s;
+      sp.backward_s = b.duration_s;
+      sp.last_backward_s = lb.duration_s;
+      sp.forward_compute_s = f.compute_s;
+      sp.backward_compute_s = b.compute_s;
+      sp.last_backward_compute_s = lb.compute_s;
+      sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
+      sp.optimizer_s = stage_optimizer_s;
+    }
+    first = last;
+    first_unit += units;
+  }
+  if (!paper) {
+    if (g.ginter == 1 && !trace) {  // one stage: its micro-batches one after another
+      const StagePasses& p = sc.stages[0];
+      const double mbs = static_cast<double>(e.microbatches);
+      e.batch_s = (mbs - 1) * (p.forward_s + p.backward_s) + p.forward_s + p.last_backward_s + p.tail_s + p.optimizer_s;
+      e.compute_s = mbs * p.forward_compute_s + (mbs - 1) * p.backward_compute_s + p.last_backward_compute_s +
+                    p.optimizer_s;
+    } else {
+      const PipelineTime pt = simulate_pipeline(sc.stages, p2p_s, o.pipeline_schedule, e.microbatches, limit, trace);
+      e.batch_s = pt.batch_s;
+      e.compute_s = pt.compute_s;
+      e.bubble_fraction = pt.bubble_fraction;
+    }
+  }
+  if (!paper) e.exposed_comm_s = e.batch_s - e.compute_s;
+  e.feasible = true;
+  return e;
+}
+
+}  // namespace axonn::planner

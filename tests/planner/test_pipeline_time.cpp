@@ -1,0 +1,76 @@
+// The pipeline clock (axonn/planner/pipeline_time.hpp): hand-computed timelines, the
+// closed form for equal stages, and schedules that must not deadlock.
+#include <gtest/gtest.h>
+
+#include "axonn/planner/batch_time.hpp"
+#include "axonn/planner/pipeline_time.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+using plan::PipelineSchedule;
+
+namespace {
+
+std::vector<StagePasses> equal_stages(int64_t g, double f, double b) {
+  StagePasses p;
+  p.forward_s = p.forward_compute_s = f;
+  p.backward_s = p.last_backward_s = p.backward_compute_s = p.last_backward_compute_s = b;
+  return std::vector<StagePasses>(static_cast<size_t>(g), p);
+}
+
+}  // namespace
+
+TEST(PipelineTime, EqualStagesMatchTheClosedForm) {
+  for (auto s : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::MessageDriven})
+    for (int64_t g : {2, 3, 4})
+      for (int64_t m : {1, 2, 5, 8}) {
+        const PipelineTime t = simulate_pipeline(equal_stages(g, 1.0, 2.0), 0.0, s, m, g);
+        EXPECT_DOUBLE_EQ(t.batch_s, pipeline_batch_s(3.0, 0.0, m, g, 0.0))
+            << plan::pipeline_schedule_name(s) << " G=" << g << " M=" << m;
+        EXPECT_DOUBLE_EQ(t.compute_s, 3.0 * static_cast<double>(m));
+      }
+}
+
+TEST(PipelineTime, GPipeByHandWithMessagesTailAndOptimizer) {
+  // 2 stages, 2 micro-batches, forward 1, backward 2, messages 0.5, stage tails 0.25,
+  // optimizer 1. Stage 0: F0 0-1 (send -> 1.5), F1 1-2 (link busy until 2.5).
+  // Stage 1: F0 1.5-2.5, F1 2.5-3.5, B0 3.5-5.5 (grad -> 6), B1 5.5-7.5 (-> 8).
+  // Stage 0: B0 6-8, B1 8-10, tail 10.25, optimizer 11.25.
+  auto st = equal_stages(2, 1.0, 2.0);
+  for (auto& p : st) p.tail_s = 0.25, p.optimizer_s = 1.0;
+  std::vector<std::vector<SimulatedInstruction>> trace;
+  const PipelineTime t = simulate_pipeline(st, 0.5, PipelineSchedule::GPipe, 2, 2, &trace);
+  EXPECT_DOUBLE_EQ(t.batch_s, 11.25);
+  ASSERT_EQ(trace.size(), 2u);
+  EXPECT_EQ(trace[1][0].instruction.to_string(), "RecvActivation(0)");
+  EXPECT_DOUBLE_EQ(trace[1][0].end_s, 1.5);
+  EXPECT_DOUBLE_EQ(trace[0].back().end_s, 11.25);
+  // Stage 0 idles 6 - 2 = 4 s waiting for the first gradient: 4 / 10 of its time before the tail.
+  EXPECT_DOUBLE_EQ(t.bubble_fraction, 0.4);
+  // The simulated order is the program's.
+  std::vector<schedule::StepInstruction> simulated;
+  for (const auto& s : trace[1]) simulated.push_back(s.instruction);
+  EXPECT_EQ(simulated, schedule::step_program(PipelineSchedule::GPipe, 1, 2, 2));
+}
+
+TEST(PipelineTime, ASlowStageBoundsEveryScheduleAndNoneDeadlocks) {
+  // Stage 1 is three times slower: every schedule takes at least its 9 s per micro-batch,
+  // and none deadlocks with fewer micro-batches than stages (1) or a count the limit
+  // does not divide (3, 5 with limit 2).
+  auto st = equal_stages(4, 1.0, 2.0);
+  st[1].forward_s = st[1].forward_compute_s = 3.0;
+  st[1].backward_s = st[1].last_backward_s = st[1].backward_compute_s = st[1].last_backward_compute_s = 6.0;
+  for (auto s : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::MessageDriven})
+    for (int64_t m : {1, 3, 5}) {
+      const PipelineTime t = simulate_pipeline(st, 0.1, s, m, 2);
+      EXPECT_GE(t.batch_s, 9.0 * static_cast<double>(m)) << plan::pipeline_schedule_name(s) << " M=" << m;
+    }
+  // One micro-batch goes down and back up the pipeline: 1 + 3 + 1 + 1 forward, 2 + 2 + 6 + 2
+  // backward and six messages of 0.1 s, whatever the schedule.
+  for (auto s : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::MessageDriven})
+    EXPECT_DOUBLE_EQ(simulate_pipeline(st, 0.1, s, 1, 2).batch_s, 18.6) << plan::pipeline_schedule_name(s);
+  // Message-driven interleaves forwards and backwards where gpipe runs every forward
+  // first: behind the slow stage it finishes earlier.
+  EXPECT_LT(simulate_pipeline(st, 0.1, PipelineSchedule::MessageDriven, 3, 3).batch_s,
+            simulate_pipeline(st, 0.1, PipelineSchedule::GPipe, 3, 3).batch_s);
+}
