@@ -34,6 +34,7 @@ ProcessGrid::ProcessGrid(Communicator& world, const topo::Grid& grid, const topo
   }
   z_data_ = group_over(world, layout_, coords_, {Axis::Z, Axis::Data}, "z_data");
   model_ = group_over(world, layout_, coords_, {Axis::X, Axis::Y, Axis::Z, Axis::Pipe}, "model");
+  tensor_ = group_over(world, layout_, coords_, {Axis::X, Axis::Y, Axis::Z}, "tensor");
 }
 
 }  // namespace axonn::runtime

@@ -69,7 +69,8 @@ at::Tensor unshard(ProcessGrid& g, const at::Tensor& local, const ShardSpec& s, 
   bool canonical = true;
   for (int i = 0; i < topo::kNumAxes; ++i) {
     auto a = static_cast<Axis>(i);
-    if (a == Axis::Data || a == s.axis_a || (s.kind == ShardSpec::Kind::Matrix && (a == s.axis_b || a == Axis::Z)))
+    if (a == Axis::Data || a == Axis::Pipe || a == s.axis_a ||
+        (s.kind == ShardSpec::Kind::Matrix && (a == s.axis_b || a == Axis::Z)))
       continue;
     canonical = canonical && g.coord(a) == 0;
   }
@@ -88,7 +89,7 @@ at::Tensor unshard(ProcessGrid& g, const at::Tensor& local, const ShardSpec& s, 
       permuted.narrow(0, ia * rows, rows).narrow(1, ib * cols, cols).copy_(block.view({rows, cols}));
     }
   }
-  all_reduce_now(g.model(), permuted);
+  all_reduce_now(g.tensor(), permuted);
   if (s.qkv_heads == 0) return permuted;
   const int64_t dim = permuted.dim() - 1;
   full.index_copy_(dim, qkv_permutation(permuted.size(dim), grid.gy), permuted);

@@ -13,19 +13,24 @@ using topo::Axis;
 
 namespace {
 
-// Autograd contexts store the engine as an integer; the engine outlives every graph.
-int64_t to_handle(CommEngine* e) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(e)); }
-CommEngine& engine_of(int64_t handle) { return *reinterpret_cast<CommEngine*>(static_cast<intptr_t>(handle)); }
-CommEngine& engine_of(const AutogradContext* ctx) { return engine_of(ctx->saved_data.at("engine").toInt()); }
+using schedule::LayerOp;
 
-// Times a compute span when the engine traces.
+// Autograd contexts store the engine as an integer; the engine outlives every graph.
+int64_t to_handle(Engine* e) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(e)); }
+Engine& engine_of(int64_t handle) { return *reinterpret_cast<Engine*>(static_cast<intptr_t>(handle)); }
+Engine& engine_of(const AutogradContext* ctx) { return engine_of(ctx->saved_data.at("engine").toInt()); }
+
+void record(Engine& e, LayerOp op, int64_t layer) { e.recorder.record({op, static_cast<int32_t>(layer)}); }
+
+// Runs a compute of a layer: recorded, and timed when the engine traces.
 template <class F>
-at::Tensor timed(CommEngine& e, const std::string& name, F&& f) {
+at::Tensor compute(Engine& e, LayerOp op, int64_t layer, F&& f) {
+  record(e, op, layer);
   Tracer* t = e.tracer();
   if (!t || !t->keeps_events()) return f();
   const double t0 = t->now();
   at::Tensor out = f();
-  t->compute(name, t0, t->now());
+  t->compute(std::string(schedule::layer_op_name(op)) + " " + std::to_string(layer), t0, t->now());
   return out;
 }
 
@@ -33,43 +38,46 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor input, at::Tensor weight_shard, int64_t engine,
                             int64_t layer, int64_t k_local, int64_t n_local, bool transposed) {
     (void)weight_shard;  // an input so that autograd routes its gradient; read through the engine
-    CommEngine& e = engine_of(engine);
-    ProcessGrid& g = e.grid();
-    at::Tensor w = e.weight_block(layer).view({k_local, n_local});
-    at::Tensor out = timed(e, e.layer_name(layer) + " forward", [&] { return at::matmul(input, w); });
-    e.all_reduce(transposed ? g.y() : g.x(), out, transposed ? "ar_y" : "ar_x");  // partial over W's rows
+    Engine& e = engine_of(engine);
+    ProcessGrid& g = e.grid;
+    at::Tensor w = e.weights.weight(layer).view({k_local, n_local});
+    at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(input, w); });
+    record(e, LayerOp::ForwardAllReduce, layer);
+    e.ops.all_reduce(transposed ? g.y() : g.x(), out, transposed ? "ar_y" : "ar_x");  // partial over W's rows
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["k"] = k_local;
     ctx->saved_data["n"] = n_local;
     ctx->saved_data["transposed"] = transposed;
     // The recompute's gathered weight serves the backward pass that follows it at once.
-    if (e.phase() == Phase::Recompute) ctx->saved_data["weight"] = w;
+    if (e.weights.in_backward()) ctx->saved_data["weight"] = w;
     ctx->save_for_backward({input});
     return out;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    CommEngine& e = engine_of(ctx);
-    ProcessGrid& g = e.grid();
+    Engine& e = engine_of(ctx);
+    ProcessGrid& g = e.grid;
     const int64_t layer = ctx->saved_data["layer"].toInt();
     const auto k = ctx->saved_data["k"].toInt(), n = ctx->saved_data["n"].toInt();
     const bool transposed = ctx->saved_data["transposed"].toBool();
     const at::Tensor input = ctx->get_saved_variables()[0];
     at::Tensor dout = grads[0].contiguous();
     at::Tensor w = ctx->saved_data.count("weight") ? ctx->saved_data["weight"].toTensor()
-                                                   : e.weight_block(layer).view({k, n});
-    const std::string& name = e.layer_name(layer);
-    at::Tensor dinput = timed(e, name + " backward dI", [&] { return at::matmul(dout, w.t()).contiguous(); });
+                                                   : e.weights.weight(layer).view({k, n});
+    at::Tensor dinput =
+        compute(e, LayerOp::BackwardInput, layer, [&] { return at::matmul(dout, w.t()).contiguous(); });
     // Optimization 1: the dI all-reduce (partial over W's columns) runs under the dW matmul.
     Communicator& c = transposed ? g.x() : g.y();
     const char* kind = transposed ? "ar_x" : "ar_y";
-    CommEngine::InFlight f = e.issue_all_reduce(c, dinput, kind);
-    if (!e.overlap().async_input_grad_all_reduce) e.wait(f);
-    at::Tensor dw = timed(e, name + " backward dW",
-                          [&] { return at::matmul(input.reshape({-1, k}).t(), dout.reshape({-1, n})); });
-    e.reduce_scatter_weight_grad(layer, dw);
-    e.wait(f);
+    record(e, LayerOp::InputGradAllReduce, layer);
+    OperatorComm::InFlight f = e.ops.issue_all_reduce(c, dinput, kind);
+    const bool async = e.overlap.async_input_grad_all_reduce;
+    if (!async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
+    at::Tensor dw = compute(e, LayerOp::BackwardWeight, layer,
+                            [&] { return at::matmul(input.reshape({-1, k}).t(), dout.reshape({-1, n})); });
+    e.grads.reduce_scatter(layer, dw);
+    if (async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
     e.poll();
     return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -79,14 +87,19 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor tokens, at::Tensor weight_shard, int64_t engine,
                             int64_t layer, int64_t vocab_local, int64_t hidden_local) {
     (void)weight_shard;
-    CommEngine& e = engine_of(engine);
-    const int64_t first = e.grid().coord(Axis::Y) * vocab_local;  // this rank's vocabulary rows
+    Engine& e = engine_of(engine);
+    const int64_t first = e.grid.coord(Axis::Y) * vocab_local;  // this rank's vocabulary rows
     at::Tensor local = tokens - first;
     at::Tensor mask = (local >= 0).logical_and(local < vocab_local);
     at::Tensor index = local.clamp(0, vocab_local - 1);
-    at::Tensor table = e.weight_block(layer).view({vocab_local, hidden_local});
-    at::Tensor out = table.index_select(0, index) * mask.unsqueeze(1).to(table.scalar_type());
-    e.all_reduce(e.grid().y(), out, "ar_y");
+    at::Tensor table = e.weights.weight(layer).view({vocab_local, hidden_local});
+    // One vocabulary group (Gy = 1): LibTorch's lookup; else the rows this rank holds.
+    at::Tensor out = compute(e, LayerOp::Forward, layer, [&] {
+      return e.grid.y().size() == 1 ? at::embedding(table, tokens)
+                                    : table.index_select(0, index) * mask.unsqueeze(1).to(table.scalar_type());
+    });
+    record(e, LayerOp::ForwardAllReduce, layer);
+    e.ops.all_reduce(e.grid.y(), out, "ar_y");
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["vocab"] = vocab_local;
@@ -96,12 +109,15 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    CommEngine& e = engine_of(ctx);
+    Engine& e = engine_of(ctx);
     auto saved = ctx->get_saved_variables();
     const auto vocab = ctx->saved_data["vocab"].toInt(), hidden = ctx->saved_data["hidden"].toInt();
-    at::Tensor dout = grads[0] * saved[1].unsqueeze(1).to(grads[0].scalar_type());
-    at::Tensor dtable = at::zeros({vocab, hidden}, dout.options()).index_add_(0, saved[0], dout);
-    e.reduce_scatter_weight_grad(ctx->saved_data["layer"].toInt(), dtable);
+    const int64_t layer = ctx->saved_data["layer"].toInt();
+    at::Tensor dtable = compute(e, LayerOp::BackwardWeight, layer, [&] {
+      at::Tensor dout = grads[0] * saved[1].unsqueeze(1).to(grads[0].scalar_type());
+      return at::zeros({vocab, hidden}, dout.options()).index_add_(0, saved[0], dout);
+    });
+    e.grads.reduce_scatter(layer, dtable);
     e.poll();
     return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -110,14 +126,14 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
 struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor gamma, at::Tensor beta, int64_t engine,
                             int64_t hidden, double eps) {
-    CommEngine& e = engine_of(engine);
+    Engine& e = engine_of(engine);
     const double H = static_cast<double>(hidden);
     at::Tensor mean = x.sum(-1, true).contiguous();
-    e.all_reduce(e.grid().x(), mean, "ar_x_norm");
+    e.ops.all_reduce(e.grid.x(), mean, "ar_x_norm");
     mean.div_(H);
     at::Tensor xc = x - mean;
     at::Tensor var = (xc * xc).sum(-1, true).contiguous();
-    e.all_reduce(e.grid().x(), var, "ar_x_norm");
+    e.ops.all_reduce(e.grid.x(), var, "ar_x_norm");
     var.div_(H);
     at::Tensor rstd = (var + eps).rsqrt();
     at::Tensor xhat = xc * rstd;
@@ -128,7 +144,7 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    CommEngine& e = engine_of(ctx);
+    Engine& e = engine_of(ctx);
     auto saved = ctx->get_saved_variables();
     const at::Tensor &xhat = saved[0], &rstd = saved[1], &gamma = saved[2];
     const double H = static_cast<double>(ctx->saved_data["hidden"].toInt());
@@ -136,7 +152,7 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     at::Tensor gy = dy * gamma;
     // dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)), means over the full hidden width
     at::Tensor sums = at::cat({gy.sum(-1, true), (gy * xhat).sum(-1, true)}, -1).contiguous();
-    e.all_reduce(e.grid().x(), sums, "ar_x_norm");
+    e.ops.all_reduce(e.grid.x(), sums, "ar_x_norm");
     sums.div_(H);
     at::Tensor dx = rstd * (gy - sums.narrow(-1, 0, 1) - xhat * sums.narrow(-1, 1, 1));
     const auto rows = dy.numel() / dy.size(-1);
@@ -149,19 +165,19 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
 struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor logits, at::Tensor targets, int64_t engine,
                             int64_t vocab_local) {
-    CommEngine& e = engine_of(engine);
-    Communicator& y = e.grid().y();
+    Engine& e = engine_of(engine);
+    Communicator& y = e.grid.y();
     at::Tensor max = std::get<0>(logits.max(-1, true)).contiguous();
-    e.all_reduce(y, max, "ar_y_loss", ReduceOp::Max);
+    e.ops.all_reduce(y, max, "ar_y_loss", ReduceOp::Max);
     at::Tensor ex = (logits - max).exp();
     at::Tensor sum = ex.sum(-1, true).contiguous();
-    e.all_reduce(y, sum, "ar_y_loss");
-    const int64_t first = e.grid().coord(Axis::Y) * vocab_local;
+    e.ops.all_reduce(y, sum, "ar_y_loss");
+    const int64_t first = e.grid.coord(Axis::Y) * vocab_local;
     at::Tensor local = targets - first;
     at::Tensor mask = (local >= 0).logical_and(local < vocab_local).to(logits.scalar_type());
     at::Tensor index = local.clamp(0, vocab_local - 1).unsqueeze(-1);
     at::Tensor target_logit = (logits.gather(-1, index).squeeze(-1) * mask).contiguous();
-    e.all_reduce(y, target_logit, "ar_y_loss");
+    e.ops.all_reduce(y, target_logit, "ar_y_loss");
     ctx->save_for_backward({ex / sum, index, mask});
     return sum.log().squeeze(-1) + max.squeeze(-1) - target_logit;
   }
@@ -176,30 +192,29 @@ struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
 
 }  // namespace
 
-at::Tensor tp_linear(CommEngine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
+at::Tensor tp_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
                      const LinearShape& s) {
-  const topo::Grid& g = e.grid().grid();
+  const topo::Grid& g = e.grid.grid();
   const int64_t ga = s.transposed ? g.gy : g.gx, gb = s.transposed ? g.gx : g.gy;
-  at::Tensor out = LinearFn::apply(input.contiguous(), *e.weight_shard(layer), to_handle(&e), layer, s.k / ga,
+  at::Tensor out = LinearFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, s.k / ga,
                                    s.n / gb, s.transposed);
   return bias.defined() ? out + bias : out;
 }
 
-at::Tensor tp_embedding(CommEngine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden) {
-  const topo::Grid& g = e.grid().grid();
-  if (g.gy == 1 && g.gz == 1) return at::embedding(e.weight_shard(layer)->view({vocab, hidden / g.gx}), tokens);
-  return EmbeddingFn::apply(tokens, *e.weight_shard(layer), to_handle(&e), layer, vocab / g.gy, hidden / g.gx);
+at::Tensor tp_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden) {
+  const topo::Grid& g = e.grid.grid();
+  return EmbeddingFn::apply(tokens, *e.weights.shard(layer), to_handle(&e), layer, vocab / g.gy, hidden / g.gx);
 }
 
-at::Tensor tp_layer_norm(CommEngine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
+at::Tensor tp_layer_norm(Engine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps) {
-  if (e.grid().grid().gx == 1) return at::layer_norm(x, {hidden}, gamma, beta, eps);
+  if (e.grid.grid().gx == 1) return at::layer_norm(x, {hidden}, gamma, beta, eps);
   return LayerNormFn::apply(x, gamma, beta, to_handle(&e), hidden, eps);
 }
 
-at::Tensor tp_cross_entropy(CommEngine& e, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab) {
-  if (e.grid().grid().gy == 1) return at::cross_entropy_loss(logits, targets, {}, at::Reduction::None);
-  return CrossEntropyFn::apply(logits.contiguous(), targets, to_handle(&e), vocab / e.grid().grid().gy);
+at::Tensor tp_cross_entropy(Engine& e, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab) {
+  if (e.grid.grid().gy == 1) return at::cross_entropy_loss(logits, targets, {}, at::Reduction::None);
+  return CrossEntropyFn::apply(logits.contiguous(), targets, to_handle(&e), vocab / e.grid.grid().gy);
 }
 
 }  // namespace axonn::runtime

@@ -1,14 +1,20 @@
-// The training step; see axonn/runtime/trainer.hpp.
+// The executor of a training step; see axonn/runtime/trainer.hpp.
 #include "axonn/runtime/trainer.hpp"
 
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
+#include <thread>
 
 #include "axonn/common/clock.hpp"
+#include "axonn/common/error.hpp"
 #include "axonn/runtime/data.hpp"
 
 namespace axonn::runtime {
+
+using schedule::StepInstruction;
+using schedule::StepOp;
 
 double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm) {
   at::Tensor sq = at::zeros({1}, at::kDouble);
@@ -26,66 +32,238 @@ double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double 
   return norm;
 }
 
+namespace {
+
+constexpr int kActivationTag = 1, kGradientTag = 2;
+
+// A pipeline message: this rank's shard of an activation or of its gradient, followed
+// by the micro-batch it belongs to (one element of the same type).
+struct Message {
+  WorkHandle work;
+  at::Tensor buffer;
+  int64_t microbatch = -1;
+};
+
+}  // namespace
+
 struct Trainer::Impl {
   ProcessGrid& grid;
   ParallelModel& model;
-  plan::Plan plan;
+  StageEngine& se;
   TrainerOptions options;
+  const schedule::StageSchedule& sched;
   std::unique_ptr<torch::optim::Adam> adam;
 
-  Impl(ProcessGrid& g, ParallelModel& m, const plan::Plan& p, TrainerOptions o)
-      : grid(g), model(m), plan(p), options(o) {
+  // The step in progress.
+  at::Tensor batch;
+  double global_tokens = 0;
+  int64_t micro_seqs = 0;
+  topo::Coords coords{};
+  struct Stash {
+    at::Tensor input, output;  // input: the received activation (a leaf), undefined on the first stage
+  };
+  std::map<int64_t, Stash> stash;
+  Message activation_in, gradient_in;
+  std::vector<Message> sends;
+  std::vector<StepInstruction> executed;
+  at::Tensor loss_sum;
+  StepStats* stats = nullptr;
+
+  Impl(ProcessGrid& g, ParallelModel& m, StageEngine& e, TrainerOptions o)
+      : grid(g), model(m), se(e), options(o), sched(e.schedule()) {
     std::vector<at::Tensor> tensors;
     for (auto& prm : model.parameters()) tensors.push_back(prm.tensor);
     adam = std::make_unique<torch::optim::Adam>(tensors, torch::optim::AdamOptions(options.learning_rate));
+    se.set_parameters(&model.parameters());
   }
 
+  int64_t stage() const { return sched.layout.stage; }
+  at::Tensor tokens(int64_t mb) { return local_microbatch(batch, grid.grid(), coords, micro_seqs, mb); }
+  at::ScalarType dtype() { return model.parameters().front().tensor.scalar_type(); }
+
+  void post(Message& m, int64_t mb, int peer, int tag) {
+    int64_t n = 1;
+    for (int64_t d : model.activation_shape(micro_seqs / grid.grid().gz)) n *= d;
+    m.buffer = at::empty({n + 1}, at::TensorOptions().dtype(dtype()));
+    m.microbatch = mb;
+    m.work = grid.pipe().recv(m.buffer, peer, tag);
+  }
+
+  // Waits for `m` (micro-batch `mb`); returns the payload shaped as an activation.
+  at::Tensor take(Message& m, int64_t mb, const char* what) {
+    AXONN_ASSERT(m.work && m.microbatch == mb);
+    const double t0 = now_s();
+    while (!m.work->test()) {
+      se.engine().poll();
+      std::this_thread::yield();
+    }
+    stats->recv_wait_s += now_s() - t0;
+    m.work.reset();
+    const int64_t n = m.buffer.numel() - 1;
+    const auto tagged = static_cast<int64_t>(std::llround(m.buffer[n].item<double>()));
+    if (tagged != mb)
+      throw InternalError("runtime",
+                          "stage " + std::to_string(stage()) + " received the " + what + " of micro-batch " +
+                              std::to_string(tagged),
+                          "pipeline message", "micro-batch " + std::to_string(mb));
+    return m.buffer.narrow(0, 0, n).view(model.activation_shape(micro_seqs / grid.grid().gz));
+  }
+
+  void send(const at::Tensor& t, int64_t mb, int peer, int tag) {
+    Message m;
+    m.buffer = at::cat({t.detach().reshape({-1}), at::full({1}, static_cast<double>(mb), t.options())});
+    m.microbatch = mb;
+    m.work = grid.pipe().send(m.buffer, peer, tag);
+    sends.push_back(std::move(m));
+  }
+
+  void post_next(Message& m, int64_t mb, int peer, int tag) {
+    if (mb < sched.microbatches) post(m, mb, peer, tag);
+  }
+
+  void run(const StepInstruction& in) {
+    executed.push_back(in);
+    const int64_t mb = in.microbatch;
+    const int prev = static_cast<int>(stage()) - 1, next = static_cast<int>(stage()) + 1;
+    switch (in.op) {
+      case StepOp::RecvActivation: {
+        at::Tensor a = take(activation_in, mb, "activation");
+        stash[mb].input = a.clone().requires_grad_(true);
+        post_next(activation_in, mb + 1, prev, kActivationTag);
+        break;
+      }
+      case StepOp::RecvGradient:
+        // Taken by the Backward that follows (the received gradient seeds it).
+        break;
+      case StepOp::Forward: {
+        const double t0 = now_s();
+        se.begin_forward(mb);
+        Stash& s = stash[mb];
+        s.output = model.forward(s.input, tokens(mb), global_tokens);
+        se.end_forward();
+        if (sched.last_stage()) loss_sum += s.output.detach().to(at::kDouble);
+        stats->forward_s += now_s() - t0;
+        break;
+      }
+      case StepOp::SendActivation: send(stash[mb].output, mb, next, kActivationTag); break;
+      case StepOp::Backward: {
+        at::Tensor seed;
+        if (!sched.last_stage()) {
+          seed = take(gradient_in, mb, "gradient");
+          post_next(gradient_in, mb + 1, next, kGradientTag);
+        }
+        const double t0 = now_s();
+        se.begin_backward(mb);
+        Stash& s = stash.at(mb);
+        if (seed.defined()) s.output.backward(seed);
+        else s.output.backward();
+        const double t1 = now_s();
+        se.end_backward();
+        stats->backward_s += t1 - t0;
+        stats->grad_sync_s += now_s() - t1;
+        s.output = at::Tensor();
+        if (sched.first_stage()) stash.erase(mb);
+        break;
+      }
+      case StepOp::SendGradient:
+        send(stash.at(mb).input.grad(), mb, prev, kGradientTag);
+        stash.erase(mb);
+        break;
+      case StepOp::ReduceGradients: {
+        const double t0 = now_s();
+        for (auto& m : sends) m.work->wait();
+        sends.clear();
+        se.reduce_gradients();
+        stats->grad_sync_s += now_s() - t0;
+        break;
+      }
+      case StepOp::OptimizerStep: break;  // step() applies it after the loss is reduced
+    }
+  }
+
+  // The message-driven program: whichever message arrives next (gradients first on a tie).
+  void run_message_driven() {
+    schedule::MessageDrivenStage rule(stage(), sched.stages, sched.microbatches, sched.limit);
+    std::vector<StepInstruction> todo;
+    rule.start(todo);
+    for (const auto& in : todo) run(in);
+    while (!rule.done()) {
+      todo.clear();
+      const double t0 = now_s();
+      for (;;) {
+        if (rule.expects_gradient() && gradient_in.work->test()) {
+          stats->recv_wait_s += now_s() - t0;
+          executed.push_back({StepOp::RecvGradient, static_cast<int32_t>(rule.next_gradient())});
+          rule.on_gradient(rule.next_gradient(), todo);  // its Backward takes the message
+          break;
+        }
+        if (rule.expects_activation() && activation_in.work->test()) {
+          stats->recv_wait_s += now_s() - t0;
+          const int64_t mb = rule.next_activation();
+          run({StepOp::RecvActivation, static_cast<int32_t>(mb)});
+          rule.on_activation(mb, todo);
+          break;
+        }
+        se.engine().poll();
+        std::this_thread::yield();
+      }
+      for (const auto& in : todo) run(in);
+    }
+    run({StepOp::ReduceGradients, -1});
+    run({StepOp::OptimizerStep, -1});
+  }
+
+  // Every instruction of the step up to and including OptimizerStep (not applied).
+  void run_step(const at::Tensor& global_batch, StepStats& s) {
+    stats = &s;
+    batch = global_batch;
+    const auto& g = grid.grid();
+    global_tokens = static_cast<double>(global_batch.size(0) * (global_batch.size(1) - 1));
+    micro_seqs = global_batch.size(0) / g.gdata / sched.microbatches;
+    coords = grid.layout().coords_of(grid.world().rank());
+    loss_sum = at::zeros({1}, at::kDouble);
+    executed.clear();
+    stash.clear();
+    adam->zero_grad();
+    if (!sched.first_stage()) post(activation_in, 0, static_cast<int>(stage()) - 1, kActivationTag);
+    if (!sched.last_stage()) post(gradient_in, 0, static_cast<int>(stage()) + 1, kGradientTag);
+    if (sched.steps.empty()) run_message_driven();
+    else
+      for (const auto& in : sched.steps) run(in);
+    // The losses of the other sequences (Z, data) and, with a pipeline, from the last stage.
+    se.engine().ops.all_reduce(grid.z_data(), loss_sum, "ar_z_data");
+    se.engine().ops.all_reduce(grid.pipe(), loss_sum, "ar_pipe_loss");
+    s.loss = loss_sum.item<double>();
+  }
 };
 
-Trainer::Trainer(ProcessGrid& grid, ParallelModel& model, const plan::Plan& plan, TrainerOptions options)
-    : impl_(std::make_unique<Impl>(grid, model, plan, options)) {}
+Trainer::Trainer(ProcessGrid& grid, ParallelModel& model, StageEngine& engine, TrainerOptions options)
+    : impl_(std::make_unique<Impl>(grid, model, engine, options)) {}
 
 Trainer::~Trainer() = default;
+
+const std::vector<StepInstruction>& Trainer::executed() const { return impl_->executed; }
+
+StepStats Trainer::gradients(const at::Tensor& global_batch) {
+  StepStats s;
+  impl_->run_step(global_batch, s);
+  return s;
+}
 
 StepStats Trainer::step(const at::Tensor& global_batch) {
   auto& I = *impl_;
   StepStats s;
-  CommEngine& e = I.model.engine();
-  if (e.tracer()) e.tracer()->begin_step();
+  Tracer* tracer = I.se.engine().tracer();
+  if (tracer) tracer->begin_step();
   const double t_start = now_s();
-  I.adam->zero_grad();
-  const auto& g = I.grid.grid();
-  const int64_t seq_len = global_batch.size(1) - 1;
-  const double global_tokens = static_cast<double>(global_batch.size(0) * seq_len);
-  const int64_t micro_seqs = I.plan.batch.microbatch_seqs;
-  const int64_t micros = global_batch.size(0) / g.gdata / micro_seqs;
-  const auto coords = I.grid.layout().coords_of(I.grid.world().rank());
-  at::Tensor loss_sum = at::zeros({1}, at::kDouble);
-  for (int64_t i = 0; i < micros; ++i) {
-    e.begin_microbatch(i == micros - 1);
-    at::Tensor tokens = local_microbatch(global_batch, g, coords, micro_seqs, i);
-    const double t0 = now_s();
-    at::Tensor loss = I.model.loss(tokens, global_tokens);
-    const double t1 = now_s();
-    e.set_phase(Phase::Backward);
-    loss.backward();
-    const double t2 = now_s();
-    e.finish_backward();  // after the last micro-batch: the data-parallel reductions too
-    const double t3 = now_s();
-    s.forward_s += t1 - t0;
-    s.backward_s += t2 - t1;
-    s.grad_sync_s += t3 - t2;
-    loss_sum += loss.detach().to(at::kDouble);
-  }
-  const double t4 = now_s();
-  e.all_reduce(I.grid.z_data(), loss_sum, "ar_z_data");  // the losses of the other sequences
+  I.run_step(global_batch, s);
+  const double t0 = now_s();
   s.grad_norm = clip_gradients(I.grid, I.model.parameters(), I.options.max_grad_norm);
   I.adam->step();
-  const double t5 = now_s();
-  s.optimizer_s = t5 - t4;
-  s.batch_s = t5 - t_start;
-  s.loss = loss_sum.item<double>();
-  if (e.tracer()) s.breakdown = e.tracer()->end_step();
+  const double t1 = now_s();
+  s.optimizer_s = t1 - t0;
+  s.batch_s = t1 - t_start;
+  if (tracer) s.breakdown = tracer->end_step();
   return s;
 }
 

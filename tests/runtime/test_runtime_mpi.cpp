@@ -8,15 +8,17 @@
 #include <torch/torch.h>
 
 #include "axonn/common/error.hpp"
-#include "axonn/gpt/gpt.hpp"
+#include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/nccl_communicator.hpp"
+#include "axonn/runtime/stage_engine.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 #include "axonn/runtime/trainer.hpp"
+#include "axonn/schedule/schedule.hpp"
 
 using namespace axonn;
 using runtime::ProcessGrid;
@@ -156,6 +158,24 @@ TEST(Grid, GroupsFollowTheRankLayout) {
   }
 }
 
+namespace {
+
+// The schedule of a stage holding one weighted layer, synchronous, one micro-batch.
+schedule::StageSchedule one_layer_schedule(bool data_parallel) {
+  schedule::StageSchedule s;
+  s.layers = {schedule::PassLayer{}};
+  s.layer_names = {"w"};
+  s.settings.overlap = plan::OverlapSettings::synchronous();
+  s.settings.data_parallel = data_parallel;
+  s.forward = schedule::pass_program(s.layers.data(), 1, s.settings, schedule::PassKind::Forward);
+  s.backward = schedule::pass_program(s.layers.data(), 1, s.settings, schedule::PassKind::Backward);
+  s.last_backward = schedule::pass_program(s.layers.data(), 1, s.settings, schedule::PassKind::LastBackward);
+  s.steps = schedule::step_program(plan::PipelineSchedule::MessageDriven, 0, 1, 1);
+  return s;
+}
+
+}  // namespace
+
 // One normal and one transposed layer, every grid: output, input gradient, weight and
 // bias gradients against serial LibTorch.
 TEST(Linear, MatchesSerialOnEveryGrid) {
@@ -183,15 +203,18 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
           {"w", runtime::shard_of(W, wspec, g, coords).set_requires_grad(true), wspec},
           {"b", runtime::shard_of(b, bspec, g, coords).set_requires_grad(true), bspec}};
       at::Tensor &Wl = params[0].tensor, &bl = params[1].tensor;
-      runtime::CommEngine engine(pg, plan::OverlapSettings::synchronous(), false, nullptr);
-      const int64_t id = engine.add_layer(&Wl, -1, "w");
+      runtime::StageEngine engine(pg, one_layer_schedule(g.gdata > 1), nullptr);
+      const int64_t id = 0;
+      engine.engine().add_layer(id, &Wl);
       engine.set_parameters(&params);
-      engine.begin_microbatch(true);
-      at::Tensor Ol = runtime::tp_linear(engine, id, Il, bl, runtime::LinearShape{k, n, transposed});
+      engine.begin_forward(0);
+      at::Tensor Ol = runtime::tp_linear(engine.engine(), id, Il, bl, runtime::LinearShape{k, n, transposed});
+      engine.end_forward();
       at::Tensor Rl = R.narrow(0, row0, rows).narrow(1, pg.coord(bx) * nl, nl);
-      engine.set_phase(runtime::Phase::Backward);
+      engine.begin_backward(0);
       (Ol * Rl).sum().backward();
-      engine.finish_backward();
+      engine.end_backward();
+      engine.reduce_gradients();
       const std::string where = g.to_string() + (transposed ? " transposed" : " normal");
       EXPECT_LT(relative_error(Ol, Os.narrow(0, row0, rows).narrow(1, pg.coord(bx) * nl, nl)), 1e-5) << where;
       EXPECT_LT(relative_error(Il.grad(), Is.grad().narrow(0, row0, rows).narrow(1, pg.coord(a) * kl, kl)), 1e-5)
@@ -206,29 +229,39 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
 
 namespace {
 
-// One micro-batch forward and backward with the gradients synchronised; returns the
-// loss summed over the ranks (the mean loss of the batch).
-at::Tensor loss_and_gradients(gpt::ParallelGpt& par, ProcessGrid& pg, const at::Tensor& batch, int64_t seqs,
-                              int64_t seq_len) {
-  auto& e = par.engine();
-  e.begin_microbatch(true);
-  at::Tensor tokens = runtime::local_microbatch(batch, pg.grid(), pg.layout().coords_of(g_world->rank()),
-                                                seqs / pg.grid().gdata, 0);
-  at::Tensor loss = par.loss(tokens, static_cast<double>(seqs * seq_len));
-  e.set_phase(runtime::Phase::Backward);
-  loss.backward();
-  e.finish_backward();
-  at::Tensor total = loss.detach().clone().view({1});
-  runtime::all_reduce_now(pg.z_data(), total);
-  return total;
+// A plan for `desc` on `g` over `seqs` sequences in micro-batches of `micro_seqs` per
+// data-parallel group (0: one micro-batch), every overlap switch off, no checkpointing.
+plan::Plan test_plan(const model::ModelDescription& desc, const topo::Grid& g, int64_t seqs, int64_t micro_seqs = 0) {
+  plan::Plan p;
+  p.model = desc;
+  p.grid = g;
+  p.gpus = g.total();
+  p.batch = {seqs, micro_seqs > 0 ? micro_seqs : seqs / g.gdata};
+  p.overlap = plan::OverlapSettings::synchronous();
+  p.activation_checkpointing = false;
+  p.precision = plan::Precision::fp32();
+  return p;
 }
 
-// The largest relative error over every parameter's gathered gradient.
+// The forward and backward of every micro-batch with the gradients synchronised (the
+// step without the optimizer); returns the loss summed over the ranks (the mean loss
+// of the batch).
+at::Tensor loss_and_gradients(gpt::GptStage& run, const at::Tensor& batch) {
+  return at::full({1}, run.trainer.gradients(batch).loss, batch.options().dtype(at::kDouble));
+}
+
+const at::Tensor& serial_parameter(gpt::SerialGpt& serial, const std::string& name) {
+  for (const auto& [n, t] : serial.named_parameters())
+    if (n == name) return t;
+  throw std::runtime_error("no serial parameter " + name);
+}
+
+// The largest relative error over every parameter's gathered gradient (this rank's stage).
 double worst_gradient_error(gpt::ParallelGpt& par, gpt::SerialGpt& serial) {
   auto grads = par.gather(true);
   double worst = 0;
-  for (size_t i = 0; i < grads.size(); ++i)
-    worst = std::max(worst, relative_error(grads[i].second, serial.named_parameters()[i].second.grad()));
+  for (const auto& [name, grad] : grads)
+    worst = std::max(worst, relative_error(grad, serial_parameter(serial, name).grad()));
   return worst;
 }
 
@@ -250,11 +283,11 @@ TEST(Gpt, LossAndEveryGradientMatchSerialOnEveryGrid) {
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
-    gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters());
-    at::Tensor total = loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
+    gpt::GptStage run(test_plan(c.desc, g, c.seqs), pg, c.cfg, serial.named_parameters(), nullptr);
+    at::Tensor total = loss_and_gradients(run, batch);
     EXPECT_LT(relative_error(total, serial_loss.detach().view({1})), 1e-5) << g.to_string();
-    auto grads = par.gather(true);
-    auto weights = par.gather(false);
+    auto grads = run.model.gather(true);
+    auto weights = run.model.gather(false);
     for (size_t i = 0; i < grads.size(); ++i) {
       const auto& [name, ref] = serial.named_parameters()[i];
       EXPECT_EQ(grads[i].first, name);
@@ -277,9 +310,9 @@ TEST(Gpt, DoublePrecisionAgreesToRounding) {
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
-    gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters());
-    loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
-    EXPECT_LT(worst_gradient_error(par, serial), 1e-12) << g.to_string();
+    gpt::GptStage run(test_plan(c.desc, g, c.seqs), pg, c.cfg, serial.named_parameters(), nullptr);
+    loss_and_gradients(run, batch);
+    EXPECT_LT(worst_gradient_error(run.model, serial), 1e-12) << g.to_string();
   }
 }
 
@@ -292,10 +325,13 @@ TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
   at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 5)->batch(0);
   at::Tensor serial_loss = serial.loss(batch);
   serial_loss.backward();
-  std::vector<gpt::ParallelOptions> variants;
+  struct Variant {
+    plan::OverlapSettings overlap;
+    bool checkpointing = true;
+  };
+  std::vector<Variant> variants;
   for (int bits = 0; bits < 16; ++bits) {
-    gpt::ParallelOptions o;
-    o.activation_checkpointing = true;
+    Variant o;
     o.overlap.async_input_grad_all_reduce = bits & 1;
     o.overlap.async_weight_grad_reduce_scatter = bits & 2;
     o.overlap.prefetch_all_gather = bits & 4;
@@ -304,18 +340,21 @@ TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
     o.overlap.bucket_bytes = 40000;                          // several buckets for gpt-tiny
     variants.push_back(o);
   }
-  gpt::ParallelOptions no_checkpointing;
-  no_checkpointing.overlap = plan::OverlapSettings{};  // everything on
+  Variant no_checkpointing;
+  no_checkpointing.checkpointing = false;  // everything on
   no_checkpointing.overlap.bucket_bytes = 40000;
   variants.push_back(no_checkpointing);
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
     for (size_t v = 0; v < variants.size(); ++v) {
-      gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters(), variants[v]);
-      at::Tensor total = loss_and_gradients(par, pg, batch, c.seqs, c.cfg.seq_len);
+      plan::Plan p = test_plan(c.desc, g, c.seqs);
+      p.overlap = variants[v].overlap;
+      p.activation_checkpointing = variants[v].checkpointing;
+      gpt::GptStage run(p, pg, c.cfg, serial.named_parameters(), nullptr);
+      at::Tensor total = loss_and_gradients(run, batch);
       double worst = relative_error(total, serial_loss.detach().view({1}));
-      worst = std::max(worst, worst_gradient_error(par, serial));
+      worst = std::max(worst, worst_gradient_error(run.model, serial));
       EXPECT_LT(worst, 1e-5) << g.to_string() << " variant " << v;
     }
   }
@@ -329,27 +368,19 @@ TEST(Overlap, TwoMicroBatchesAccumulateTheSerialGradients) {
   gpt::SerialGpt serial(c.cfg, 12);
   at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 13)->batch(0);
   serial.loss(batch).backward();
-  gpt::ParallelOptions o;
-  o.activation_checkpointing = true;
-  o.overlap = plan::OverlapSettings{};
-  o.overlap.cache_all_gather_layers = 2;
-  o.overlap.bucket_bytes = 40000;
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     const int64_t per_group = c.seqs / g.gdata;
     if (per_group < 2 || (per_group / 2) % g.gz != 0) continue;
     ProcessGrid pg(*g_world, g, topo::default_order());
-    gpt::ParallelGpt par(c.cfg, pg, serial.named_parameters(), o);
-    auto& e = par.engine();
-    for (int64_t i = 0; i < 2; ++i) {
-      e.begin_microbatch(i == 1);
-      at::Tensor tokens = runtime::local_microbatch(batch, g, pg.layout().coords_of(g_world->rank()), per_group / 2, i);
-      at::Tensor loss = par.loss(tokens, static_cast<double>(c.seqs * c.cfg.seq_len));
-      e.set_phase(runtime::Phase::Backward);
-      loss.backward();
-      e.finish_backward();
-    }
-    EXPECT_LT(worst_gradient_error(par, serial), 1e-5) << g.to_string();
+    plan::Plan p = test_plan(c.desc, g, c.seqs, per_group / 2);
+    p.activation_checkpointing = true;
+    p.overlap = plan::OverlapSettings{};
+    p.overlap.cache_all_gather_layers = 2;
+    p.overlap.bucket_bytes = 40000;
+    gpt::GptStage run(p, pg, c.cfg, serial.named_parameters(), nullptr);
+    loss_and_gradients(run, batch);
+    EXPECT_LT(worst_gradient_error(run.model, serial), 1e-5) << g.to_string();
   }
 }
 
@@ -376,22 +407,18 @@ TEST(Gpt, TwentyTrainingStepsFollowTheSerialLossCurve) {
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
-    gpt::ParallelOptions options;  // the plan's defaults: every optimization on, checkpointing, a cache
-    options.activation_checkpointing = true;
-    options.overlap = plan::OverlapSettings{};
-    options.overlap.cache_all_gather_layers = 2;
-    options.overlap.bucket_bytes = 40000;
-    gpt::ParallelGpt par(c.cfg, pg, initial.named_parameters(), options);
-    plan::Plan p;
-    p.model = c.desc;
-    p.grid = g;
-    p.gpus = g.total();
     // two micro-batches where the batch allows it, to exercise gradient accumulation
     const int64_t per_group = c.seqs / g.gdata;
-    p.batch = {c.seqs, (per_group / 2) % g.gz == 0 && per_group >= 2 ? per_group / 2 : per_group};
-    runtime::Trainer trainer(pg, par, p, runtime::TrainerOptions{lr, clip});
+    plan::Plan p = test_plan(c.desc, g, c.seqs, (per_group / 2) % g.gz == 0 && per_group >= 2 ? per_group / 2 : 0);
+    // the plan's defaults: every optimization on, checkpointing, a cache
+    p.activation_checkpointing = true;
+    p.overlap = plan::OverlapSettings{};
+    p.overlap.cache_all_gather_layers = 2;
+    p.overlap.bucket_bytes = 40000;
+    gpt::GptStage run(p, pg, c.cfg, initial.named_parameters(), nullptr, runtime::TrainerOptions{lr, clip});
     double worst = 0;
-    for (int s = 0; s < steps; ++s) worst = std::max(worst, std::abs(trainer.step(source->batch(s)).loss - serial_losses[s]));
+    for (int s = 0; s < steps; ++s)
+      worst = std::max(worst, std::abs(run.trainer.step(source->batch(s)).loss - serial_losses[s]));
     EXPECT_LT(worst, 1e-4) << g.to_string() << " micro-batch " << p.batch.microbatch_seqs;
   }
   // the optimizer moved the weights (so equal curves are not two idle optimizers)

@@ -5,7 +5,7 @@
 //          [--overlap-level 0-4] [--async-input-grad-all-reduce on|off]
 //          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
-//          [--progress thread|poll] [--log-every N]
+//          [--progress thread|poll] [--log-every N] [--pipeline-schedule message-driven|1f1b|gpipe]
 //
 // Under mpirun or srun (axonn/runtime/launch.hpp): the launcher's rank and size must
 // be MPI's, or the job stops with a message (an MPI without that launcher's support).
@@ -33,7 +33,7 @@
 
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
-#include "axonn/gpt/gpt.hpp"
+#include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/launch.hpp"
@@ -52,6 +52,7 @@ struct Args {
   int64_t cache_layers = -1;
   std::string async_ar, async_rs, prefetch, bucketed, checkpointing;  // empty, on or off
   std::string progress = "thread";
+  std::string pipeline_schedule;  // empty: the plan's
   int64_t steps = 20;
   uint64_t seed = 1;
   int threads = 1;
@@ -99,6 +100,8 @@ int main(int argc, char** argv) {
   app.add_option("--progress", a.progress, "who drives MPI progress: a background thread, or polls at layer boundaries")
       ->check(CLI::IsMember({"thread", "poll"}))
       ->capture_default_str();
+  app.add_option("--pipeline-schedule", a.pipeline_schedule, "pipeline schedule (default: the plan's)")
+      ->check(CLI::IsMember({"message-driven", "1f1b", "gpipe"}));
   app.add_option("--log-every", a.log_every,
                  "a progress line every N steps (default: one live line on a terminal, else every 10)")
       ->check(CLI::PositiveNumber);
@@ -134,9 +137,6 @@ int main(int argc, char** argv) {
                                        plan.grid.to_string(), world->size()),
                   "MPI world size", fmt::format("mpirun -np {}", plan.grid.total()));
     cfg = gpt::GptConfig::from(plan.model);
-    if (plan.grid.ginter != 1)
-      throw InputError("axrun", "pipeline parallelism (ginter > 1) is not implemented in the runtime yet",
-                  a.plan_path + ": /grid/ginter", "1");
     source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
   } catch (const Error& e) {
     setup_error = e.what();
@@ -159,40 +159,41 @@ int main(int argc, char** argv) {
 
   try {
     runtime::ProcessGrid grid(*world, plan.grid, plan.placement_order);
-    gpt::ParallelOptions options;
-    options.overlap = plan.overlap;
-    options.activation_checkpointing = plan.activation_checkpointing;
     if (a.overlap_level >= 0) {
-      const int64_t bucket = options.overlap.bucket_bytes;
-      options.overlap = plan::OverlapSettings::level(a.overlap_level, plan.overlap.cache_all_gather_layers);
-      options.overlap.bucket_bytes = bucket;
+      const int64_t bucket = plan.overlap.bucket_bytes;
+      plan.overlap = plan::OverlapSettings::level(a.overlap_level, plan.overlap.cache_all_gather_layers);
+      plan.overlap.bucket_bytes = bucket;
     }
     auto set = [](const std::string& v, bool& field) {
       if (!v.empty()) field = v == "on";
     };
-    set(a.async_ar, options.overlap.async_input_grad_all_reduce);
-    set(a.async_rs, options.overlap.async_weight_grad_reduce_scatter);
-    set(a.prefetch, options.overlap.prefetch_all_gather);
-    set(a.bucketed, options.overlap.bucketed_data_parallel_all_reduce);
-    set(a.checkpointing, options.activation_checkpointing);
-    if (a.cache_layers >= 0) options.overlap.cache_all_gather_layers = a.cache_layers;
+    set(a.async_ar, plan.overlap.async_input_grad_all_reduce);
+    set(a.async_rs, plan.overlap.async_weight_grad_reduce_scatter);
+    set(a.prefetch, plan.overlap.prefetch_all_gather);
+    set(a.bucketed, plan.overlap.bucketed_data_parallel_all_reduce);
+    set(a.checkpointing, plan.activation_checkpointing);
+    if (a.cache_layers >= 0) plan.overlap.cache_all_gather_layers = a.cache_layers;
+    if (!a.pipeline_schedule.empty())
+      plan.pipeline.schedule = plan::parse_pipeline_schedule(a.pipeline_schedule, "axrun", "--pipeline-schedule");
     std::unique_ptr<runtime::MpiProgressThread> progress;
     if (a.progress == "thread") progress = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(50));
     runtime::Tracer tracer(!a.trace_dir.empty());
-    options.tracer = &tracer;
     gpt::SerialGpt init(cfg, a.seed);  // every rank builds the serial weights, then keeps its shards
-    gpt::ParallelGpt model(cfg, grid, init.named_parameters(), options);
-    runtime::Trainer trainer(grid, model, plan, runtime::TrainerOptions{a.lr, 1.0});
+    gpt::GptStage run(plan, grid, cfg, init.named_parameters(), &tracer, runtime::TrainerOptions{a.lr, 1.0});
+    runtime::Trainer& trainer = run.trainer;
+    const auto& o = plan.overlap;
     if (rank == 0)
-      fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es); {} thread(s) "
-                 "per rank; overlap: async dI all-reduce {}, async dW reduce-scatter {}, all-gather prefetch {}, "
-                 "cache {} layers, bucketed data all-reduce {}; checkpointing {}\n",
+      fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es){}; {} "
+                 "thread(s) per rank; overlap: async dI all-reduce {}, async dW reduce-scatter {}, all-gather prefetch "
+                 "{}, cache {} layers, bucketed data all-reduce {}; checkpointing {}\n",
                  plan.model.name, world->size(), launch.launcher == "none" ? "one process" : "launched by " + launch.launcher,
-                 plan.grid.to_string(), plan.batch.seqs, cfg.seq_len,
-                 plan.microbatches(), a.threads, options.overlap.async_input_grad_all_reduce,
-                 options.overlap.async_weight_grad_reduce_scatter, options.overlap.prefetch_all_gather,
-                 options.overlap.cache_all_gather_layers, options.overlap.bucketed_data_parallel_all_reduce,
-                 options.activation_checkpointing);
+                 plan.grid.to_string(), plan.batch.seqs, cfg.seq_len, plan.microbatches(),
+                 plan.grid.ginter == 1 ? ""
+                                       : fmt::format(", pipeline {} (limit {}) over stages of {} units",
+                                                     plan::pipeline_schedule_name(plan.pipeline.schedule),
+                                                     plan.pipeline_limit(), fmt::join(plan.stage_units(), "/")),
+                 a.threads, o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
+                 o.cache_all_gather_layers, o.bucketed_data_parallel_all_reduce, plan.activation_checkpointing);
     nlohmann::json steps = nlohmann::json::array();
     const bool live = a.log_every == 0 && ::isatty(STDOUT_FILENO);
     tools::ProgressLine progress_line(a.steps, live ? 0 : (a.log_every > 0 ? a.log_every : 10),
@@ -205,7 +206,8 @@ int main(int argc, char** argv) {
       runtime::StepStats s = trainer.step(source->batch(step));
       steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
                        {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
-                       {"optimizer_s", s.optimizer_s}, {"breakdown", s.breakdown.to_json()}});
+                       {"optimizer_s", s.optimizer_s}, {"recv_wait_s", s.recv_wait_s},
+                       {"breakdown", s.breakdown.to_json()}});
       if (rank == 0) progress_line.update(std::cout, step + 1, s);
     }
     } catch (const Error& e) {

@@ -19,7 +19,7 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
-#include "axonn/gpt/gpt.hpp"
+#include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/trainer.hpp"
@@ -61,21 +61,18 @@ int main(int argc, char** argv) {
     gpt::SerialGpt weights(cfg, 1);
     constexpr int kLevels = 5;
     std::vector<std::unique_ptr<runtime::Tracer>> tracers;
-    std::vector<std::unique_ptr<gpt::ParallelGpt>> models;
-    std::vector<std::unique_ptr<runtime::Trainer>> trainers;
+    std::vector<std::unique_ptr<gpt::GptStage>> runs;
     for (int level = 0; level < kLevels; ++level) {
       tracers.push_back(std::make_unique<runtime::Tracer>(false));
-      gpt::ParallelOptions o;
-      o.activation_checkpointing = true;
-      o.overlap = plan::OverlapSettings::level(level, 4 * cfg.layers);
-      o.tracer = tracers.back().get();
-      models.push_back(std::make_unique<gpt::ParallelGpt>(cfg, pg, weights.named_parameters(), o));
-      trainers.push_back(std::make_unique<runtime::Trainer>(pg, *models.back(), plan, runtime::TrainerOptions{}));
+      plan::Plan p = plan;
+      p.activation_checkpointing = true;
+      p.overlap = plan::OverlapSettings::level(level, 4 * cfg.layers);
+      runs.push_back(std::make_unique<gpt::GptStage>(p, pg, cfg, weights.named_parameters(), tracers.back().get()));
     }
     std::vector<std::vector<double>> batch(kLevels), comm(kLevels), exposed(kLevels);
     for (int s = 0; s < warmup + steps; ++s)
       for (int level = 0; level < kLevels; ++level) {
-        runtime::StepStats st = trainers[level]->step(source->batch(s));
+        runtime::StepStats st = runs[level]->trainer.step(source->batch(s));
         at::Tensor t = at::tensor({st.batch_s, st.breakdown.comm_s, st.breakdown.exposed_comm_s}, at::kDouble);
         runtime::all_reduce_now(*world, t, runtime::ReduceOp::Max);  // the slowest rank
         if (s < warmup) continue;

@@ -19,7 +19,7 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
-#include "axonn/gpt/gpt.hpp"
+#include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/trainer.hpp"
@@ -49,12 +49,14 @@ int main(int argc, char** argv) {
     topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, world->size(), 1}
                                         : tools::parse_bench_grid(grid_text, world->size());
     plan::Plan plan = tools::bench_plan(desc, grid, seqs);
+    plan.overlap = plan::OverlapSettings::synchronous();  // the runtime's plain path against plain LibTorch
+    plan.activation_checkpointing = false;
     runtime::ProcessGrid pg(*world, grid, topo::default_order());
     auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
     gpt::SerialGpt serial(cfg, 1);
     gpt::SerialGpt weights(cfg, 1);
-    gpt::ParallelGpt parallel(cfg, pg, weights.named_parameters());
-    runtime::Trainer trainer(pg, parallel, plan, runtime::TrainerOptions{1e-3, 1.0});
+    gpt::GptStage run(plan, pg, cfg, weights.named_parameters(), nullptr, runtime::TrainerOptions{1e-3, 1.0});
+    runtime::Trainer& trainer = run.trainer;
     std::vector<at::Tensor> sp;
     for (auto& [n, t] : serial.named_parameters()) sp.push_back(t);
     torch::optim::Adam adam(sp, torch::optim::AdamOptions(1e-3));

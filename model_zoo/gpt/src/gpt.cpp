@@ -124,18 +124,21 @@ at::Tensor SerialGpt::loss(const at::Tensor& tokens) {
 
 namespace {
 
-// Activation checkpointing of one block: the forward pass keeps only the block's input;
-// the backward pass recomputes the block with autograd on and back-propagates through
-// it (reentrant backward), which also accumulates the block's parameter gradients.
-struct BlockCheckpointFn : public torch::autograd::Function<BlockCheckpointFn> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor h, int64_t model, int64_t block,
-                            int64_t seqs) {
+// Activation checkpointing of a segment of blocks: the forward pass keeps only the
+// segment's input; the backward pass recomputes the segment with autograd on and
+// back-propagates through it (reentrant backward), which also accumulates its
+// parameter gradients. The weight source knows it is inside a backward pass, so the
+// recompute fetches as the schedule says.
+struct SegmentCheckpointFn : public torch::autograd::Function<SegmentCheckpointFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, at::Tensor h, int64_t model, int64_t first,
+                            int64_t last, int64_t seqs) {
     auto& m = *reinterpret_cast<ParallelGpt*>(static_cast<intptr_t>(model));
     ctx->saved_data["model"] = model;
-    ctx->saved_data["block"] = block;
+    ctx->saved_data["first"] = first;
+    ctx->saved_data["last"] = last;
     ctx->saved_data["seqs"] = seqs;
     ctx->save_for_backward({h});
-    return m.block_forward(block, h, seqs);  // autograd is off inside forward()
+    return m.blocks_forward(first, last, h, seqs);  // autograd is off inside forward()
   }
 
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx,
@@ -143,39 +146,54 @@ struct BlockCheckpointFn : public torch::autograd::Function<BlockCheckpointFn> {
     auto& m = *reinterpret_cast<ParallelGpt*>(static_cast<intptr_t>(ctx->saved_data["model"].toInt()));
     at::Tensor h = ctx->get_saved_variables()[0].detach().requires_grad_(true);
     at::Tensor out;
-    m.engine().set_phase(runtime::Phase::Recompute);
     {
       torch::AutoGradMode enable(true);
-      out = m.block_forward(ctx->saved_data["block"].toInt(), h, ctx->saved_data["seqs"].toInt());
+      out = m.blocks_forward(ctx->saved_data["first"].toInt(), ctx->saved_data["last"].toInt(), h,
+                             ctx->saved_data["seqs"].toInt());
     }
-    m.engine().set_phase(runtime::Phase::Backward);
     torch::autograd::backward({out}, {grads[0]});
-    return {h.grad(), at::Tensor(), at::Tensor(), at::Tensor()};
+    return {h.grad(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
+
+int64_t block_of(const std::string& name) {
+  return name.rfind("block", 0) == 0 ? std::stoll(name.substr(5, name.find('.') - 5)) : -1;
+}
 
 }  // namespace
 
 ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial,
-                         const ParallelOptions& options)
+                         const schedule::StageSchedule& stage, runtime::Engine& engine)
     : c_(c),
       grid_(grid),
-      layout_(parameter_layout(c)),
-      engine_(grid, options.overlap, options.activation_checkpointing, options.tracer) {
+      engine_(engine),
+      first_stage_(stage.first_stage()),
+      last_stage_(stage.last_stage()),
+      checkpointing_(stage.settings.checkpointing),
+      first_block_(stage.layout.first_unit),
+      blocks_(stage.layout.units),
+      interval_(std::max<int64_t>(stage.checkpoint_interval, 1)) {
   const auto coords = grid.layout().coords_of(grid.world().rank());
-  for (const auto& l : layout_) {
+  for (const auto& l : parameter_layout(c)) {
+    const int64_t b = block_of(l.name);
+    const bool mine = b >= 0 ? (b >= first_block_ && b < first_block_ + blocks_)
+                             : (l.name == "embedding.weight" ? first_stage_ : last_stage_);
+    if (!mine) continue;
     at::Tensor shard = runtime::shard_of(find(serial, l.name), l.spec, grid.grid(), coords);
     params_.push_back({l.name, shard.set_requires_grad(true), l.spec});
+    layout_.push_back(l);
   }
-  // Z-sharded weights in forward (topological) order; blocks are recomputed as a unit.
+  // Weights: the stage's layers of the schedule (a layer is named as its weight).
   for (auto& prm : params_) {
     if (prm.spec.kind != ShardSpec::Kind::Matrix) continue;
-    int64_t block = -1;
-    if (prm.name.rfind("block", 0) == 0) block = std::stoll(prm.name.substr(5, prm.name.find('.') - 5));
-    const std::string name = prm.name.substr(0, prm.name.rfind('.'));
-    layer_id_[prm.name] = engine_.add_layer(&prm.tensor, block, name, prm.name != "embedding.weight");
+    const std::string layer = prm.name.substr(0, prm.name.rfind('.'));
+    const int64_t index = stage.layer_index(layer);
+    if (index < 0)
+      throw InternalError("gpt", "weight " + prm.name + " has no layer in the stage's schedule", "the model description",
+                          "a layer named " + layer);
+    layer_of_[prm.name] = index;
+    engine_.add_layer(index, &prm.tensor);
   }
-  engine_.set_parameters(&params_);
   const int64_t hx = c.hidden / grid.grid().gx;
   positions_ = position_encoding(c.seq_len, c.hidden, c.dtype).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
 }
@@ -183,7 +201,11 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const N
 const at::Tensor& ParallelGpt::p(const std::string& name) const {
   for (const auto& prm : params_)
     if (prm.name == name) return prm.tensor;
-  throw InputError("gpt", "no parameter named " + name, "parallel model", "a complete GPT state");
+  throw InternalError("gpt", "no parameter named " + name, "parallel model", "a complete GPT state");
+}
+
+std::vector<int64_t> ParallelGpt::activation_shape(int64_t seqs) const {
+  return {seqs * c_.seq_len, c_.hidden / grid_.grid().gx};
 }
 
 at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t seqs) {
@@ -194,7 +216,7 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
     return runtime::tp_layer_norm(e, x, p(n + ".weight"), p(n + ".bias"), H, c_.layer_norm_eps);
   };
   auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed) {
-    return runtime::tp_linear(e, layer_id_.at(n + ".weight"), x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
+    return runtime::tp_linear(e, layer_of_.at(n + ".weight"), x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
   };
   const std::string pre = "block" + std::to_string(b) + ".";
   at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
@@ -203,18 +225,31 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
   return h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
 }
 
-at::Tensor ParallelGpt::loss(const at::Tensor& tokens, double global_tokens) {
+at::Tensor ParallelGpt::blocks_forward(int64_t first, int64_t last, const at::Tensor& h_in, int64_t seqs) {
+  at::Tensor h = h_in;
+  for (int64_t b = first; b < last; ++b) h = block_forward(b, h, seqs);
+  return h;
+}
+
+at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& tokens, double global_tokens) {
   auto& e = engine_;
   const int64_t S = tokens.size(1) - 1, B = tokens.size(0), H = c_.hidden;
-  at::Tensor input = tokens.narrow(1, 0, S).reshape({-1}), target = tokens.narrow(1, 1, S).reshape({-1});
   // h: [B*S, H/Gx], replicated over Y
-  at::Tensor h = runtime::tp_embedding(e, layer_id_.at("embedding.weight"), input, c_.vocab, H) +
-                 positions_.narrow(0, 0, S).repeat({B, 1});
-  for (int64_t b = 0; b < c_.layers; ++b)
-    h = e.checkpointing() ? BlockCheckpointFn::apply(h, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)), b, B)
-                          : block_forward(b, h, B);
+  at::Tensor h = activation;
+  if (first_stage_) {
+    at::Tensor input = tokens.narrow(1, 0, S).reshape({-1});
+    h = runtime::tp_embedding(e, layer_of_.at("embedding.weight"), input, c_.vocab, H) +
+        positions_.narrow(0, 0, S).repeat({B, 1});
+  }
+  for (int64_t b = first_block_; b < first_block_ + blocks_; b += interval_) {
+    const int64_t end = std::min(b + interval_, first_block_ + blocks_);
+    h = checkpointing_ ? SegmentCheckpointFn::apply(h, static_cast<int64_t>(reinterpret_cast<intptr_t>(this)), b, end, B)
+                       : blocks_forward(b, end, h, B);
+  }
+  if (!last_stage_) return h;
+  at::Tensor target = tokens.narrow(1, 1, S).reshape({-1});
   at::Tensor hf = runtime::tp_layer_norm(e, h, p("ln_f.weight"), p("ln_f.bias"), H, c_.layer_norm_eps);
-  at::Tensor logits = runtime::tp_linear(e, layer_id_.at("lm_head.weight"), hf, at::Tensor(),
+  at::Tensor logits = runtime::tp_linear(e, layer_of_.at("lm_head.weight"), hf, at::Tensor(),
                                          runtime::LinearShape{H, c_.vocab, false});  // [B*S, V/Gy]
   return runtime::tp_cross_entropy(e, logits, target, c_.vocab).sum() / global_tokens;
 }

@@ -213,7 +213,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     for (size_t i = first; i < last; ++i) {
       const model::Layer& l = m.layers[i];
       sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit);
-      sc.pass[i].grad_bytes = sc.costs[static_cast<size_t>(class_of_[i])].comm.data_bytes;
+      sc.pass[i].grad_bytes = schedule::gradient_shard_bytes(l, g, ls.grad_reduce_bytes);
     }
     schedule::mark_cached(sc.pass.data() + first, n, paper ? 0 : o.overlap.cache_all_gather_layers);
     for (size_t i = first; i < last; ++i) {
@@ -297,6 +297,13 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   if (!paper) e.exposed_comm_s = e.batch_s - e.compute_s;
   e.feasible = true;
   return e;
+}
+
+std::vector<schedule::PassLayer> Evaluator::stage_pass_layers(const Evaluation& e, const Scratch& s,
+                                                             int64_t stage) const {
+  const auto layouts = schedule::stage_layouts(m_, e.stage_units);
+  const auto& l = layouts[static_cast<size_t>(stage)];
+  return {s.pass.begin() + static_cast<long>(l.first_layer), s.pass.begin() + static_cast<long>(l.last_layer)};
 }
 
 }  // namespace axonn::planner

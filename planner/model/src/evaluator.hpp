@@ -56,6 +56,8 @@ class Evaluator {
     ElementwiseRates rates;
   };
   const std::vector<LayerClass>& classes() const { return classes_; }
+  // After evaluate(): the pass layers of `stage` (of the evaluated grid), as simulated.
+  std::vector<schedule::PassLayer> stage_pass_layers(const Evaluation& e, const Scratch& s, int64_t stage) const;
 
  private:
   const model::ModelDescription& m_;

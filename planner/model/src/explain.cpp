@@ -1,7 +1,9 @@
 // One grid in detail; see axonn/planner/explain.hpp.
 #include "axonn/planner/explain.hpp"
 
+#include "axonn/common/error.hpp"
 #include "axonn/planner/bandwidth.hpp"
+#include "axonn/planner/simulated_schedule.hpp"
 #include "evaluator.hpp"
 
 namespace axonn::planner {
@@ -35,6 +37,31 @@ Explanation explain(const model::ModelDescription& m, const topo::Topology& t, c
                         scratch.optimizer_s[c]});
   }
   return x;
+}
+
+std::vector<SimulatedStage> simulated_schedule(const model::ModelDescription& m, const topo::Topology& t,
+                                               const topo::Grid& g, const PlannerOptions& o) {
+  check_request(m, t, o);
+  const Evaluator evaluator(m, t, o);
+  Evaluator::Scratch scratch;
+  std::vector<std::vector<SimulatedInstruction>> trace;
+  const Evaluation e = evaluator.evaluate(g, scratch, &trace);
+  if (!e.feasible) throw InputError("planner", "grid rejected: " + e.rejected_because, g.to_string(), "a feasible grid");
+  schedule::PassSettings ps;
+  ps.overlap = o.overlap;
+  ps.checkpointing = o.activation_checkpointing;
+  ps.data_parallel = g.gdata > 1;
+  std::vector<SimulatedStage> out(static_cast<size_t>(g.ginter));
+  for (int64_t s = 0; s < g.ginter; ++s) {
+    SimulatedStage& st = out[static_cast<size_t>(s)];
+    st.steps = trace[static_cast<size_t>(s)];
+    st.layers = evaluator.stage_pass_layers(e, scratch, s);
+    const auto* l = st.layers.data();
+    st.forward = schedule::pass_program(l, st.layers.size(), ps, schedule::PassKind::Forward);
+    st.backward = schedule::pass_program(l, st.layers.size(), ps, schedule::PassKind::Backward);
+    st.last_backward = schedule::pass_program(l, st.layers.size(), ps, schedule::PassKind::LastBackward);
+  }
+  return out;
 }
 
 }  // namespace axonn::planner

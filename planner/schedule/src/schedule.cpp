@@ -203,6 +203,7 @@ StageSchedule build_schedule(const plan::Plan& p, int64_t stage, plan::PipelineS
   s.stages = p.grid.ginter;
   s.microbatches = p.microbatches();
   s.limit = p.pipeline_limit();
+  s.checkpoint_interval = p.checkpoint_interval;
   s.pipeline = pipeline;
   s.settings.overlap = p.overlap;
   s.settings.checkpointing = p.activation_checkpointing;

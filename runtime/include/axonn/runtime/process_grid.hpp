@@ -36,13 +36,15 @@ class ProcessGrid {
   Communicator& z_data() { return *z_data_; }
   // Ranks that hold different parts of one model replica (X, Y, Z, pipe).
   Communicator& model() { return *model_; }
+  // Ranks that hold different parts of one pipeline stage of a replica (X, Y, Z).
+  Communicator& tensor() { return *tensor_; }
 
  private:
   Communicator& world_;
   topo::RankLayout layout_;
   topo::Coords coords_{};
   std::unique_ptr<Communicator> axis_[topo::kNumAxes];
-  std::unique_ptr<Communicator> z_data_, model_;
+  std::unique_ptr<Communicator> z_data_, model_, tensor_;
 };
 
 }  // namespace axonn::runtime

@@ -37,7 +37,8 @@ struct ShardSpec {
 // This rank's shard of `full` (a new contiguous tensor).
 at::Tensor shard_of(const at::Tensor& full, const ShardSpec& s, const topo::Grid& g, const topo::Coords& c);
 
-// The full tensor from every rank's shard, on every rank (collective over g.model()).
+// The full tensor from every rank's shard, on every rank of the stage (collective over
+// g.tensor(): the ranks holding parts of this rank's pipeline stage).
 at::Tensor unshard(ProcessGrid& g, const at::Tensor& local, const ShardSpec& s, at::IntArrayRef full_shape);
 
 struct Parameter {

@@ -17,17 +17,19 @@
 // Parameters replicated over Z (biases, layer-norm weights) still need a sum over Z,
 // done with the data-parallel reduction (Trainer).
 //
-// Every collective goes through the model's CommEngine, which applies the overlap
-// optimizations and traces them; weights are referred to by their engine layer id.
+// Every collective goes through the Engine (engine.hpp): weights from its weight source,
+// dW blocks to its gradient reducer, the operators' own all-reduces through its
+// OperatorComm; each records what it runs, so the runtime can check the pass against
+// the schedule. Weights are referred to by their layer index in the stage's schedule.
 //
 // Example:
-//   int64_t id = engine.add_layer(&w_shard, /*block=*/0, "fc1");
-//   auto out = tp_linear(engine, id, x, bias, LinearShape{1024, 4096, false});
+//   engine.add_layer(4, &w_shard);   // fc1 is layer 4 of the stage
+//   auto out = tp_linear(engine, 4, x, bias, LinearShape{1024, 4096, false});
 #pragma once
 
 #include <ATen/ATen.h>
 
-#include "axonn/runtime/comm_engine.hpp"
+#include "axonn/runtime/engine.hpp"
 
 namespace axonn::runtime {
 
@@ -38,17 +40,17 @@ struct LinearShape {
 };
 
 // O = I*W (+ bias). `bias` may be undefined; it holds the local output columns.
-at::Tensor tp_linear(CommEngine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
+at::Tensor tp_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
                      const LinearShape& shape);
 
 // Rows of the vocab x hidden table (engine layer `layer`) for `tokens` (int64, [rows]).
-at::Tensor tp_embedding(CommEngine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden);
+at::Tensor tp_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden);
 
 // Layer norm over the full hidden width when each rank holds hidden/Gx columns.
-at::Tensor tp_layer_norm(CommEngine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
+at::Tensor tp_layer_norm(Engine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps);
 
 // Cross-entropy per row when each rank holds vocab/Gy logit columns; [rows].
-at::Tensor tp_cross_entropy(CommEngine& e, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab);
+at::Tensor tp_cross_entropy(Engine& e, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab);
 
 }  // namespace axonn::runtime

@@ -1,27 +1,41 @@
-// One training step of a ParallelModel under a plan: micro-batches (forward and
-// backward, gradients accumulated), gradient synchronisation, distributed gradient
-// clipping and Adam, with the time of each phase measured.
+// The executor of a training step: runs this rank's step program of the schedule
+// (axonn/schedule/step.hpp) on a ParallelModel built on a StageEngine, then
+// synchronises gradients, clips them and applies Adam, with the time of each phase
+// measured.
 //
-// Gradient synchronisation is the model's CommEngine's (docs/runtime.md): weight shards,
-// summed over Z by the backward reduce-scatter, are all-reduced over the data group
-// (in buckets during the backward pass when the plan says so); parameters replicated
-// over Z (biases, layer norms) over the Z x data group. The global gradient norm
-// counts every element once: each rank's sum of squares divided by the number of ranks
-// of its model replica holding that element, all-reduced over the replica.
+//   Forward / Backward(mb)   the model's stage forward, autograd's backward; the
+//                            StageEngine brackets each pass and checks it against the
+//                            schedule's pass program
+//   Send / Recv(mb)          activations (forward) and their gradients (backward) to and
+//                            from the neighbouring stages over the pipe communicator;
+//                            each rank exchanges its own shard, tagged by kind, the
+//                            micro-batch carried in the message and checked; receives
+//                            are posted ahead so that messages land during compute
+//   message-driven           no fixed program: both receives stay posted, and whichever
+//                            message arrives next drives MessageDrivenStage
+//   ReduceGradients          sends completed, then the data-parallel reductions
+//   OptimizerStep            the loss summed over the ranks, the global gradient norm
+//                            (each rank's sum of squares divided by the number of ranks
+//                            holding each element, all-reduced over the replica),
+//                            clipping, Adam
 //
 // Example:
-//   Trainer t(grid, model, plan, TrainerOptions{});
+//   StageEngine se(grid, schedule::build_schedule(plan, grid.coord(topo::Axis::Pipe)), &tracer);
+//   ParallelGpt model(cfg, grid, weights, se.schedule(), se.engine());
+//   Trainer t(grid, model, se, TrainerOptions{});
 //   StepStats s = t.step(source->batch(step));   // s.loss: the mean loss over the batch
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <vector>
 
-#include "axonn/plan/plan.hpp"
 #include "axonn/runtime/parallel_model.hpp"
 #include "axonn/runtime/process_grid.hpp"
+#include "axonn/runtime/stage_engine.hpp"
 #include "axonn/runtime/trace.hpp"
+#include "axonn/schedule/step.hpp"
 
 namespace axonn::runtime {
 
@@ -34,20 +48,26 @@ struct TrainerOptions {
   double max_grad_norm = 1.0;  // <= 0: no clipping
 };
 
-// Seconds per phase of one step, and the loss.
+// Seconds per phase of one step (this rank), and the loss.
 struct StepStats {
   double loss = 0;
   double grad_norm = 0;  // before clipping
   double forward_s = 0, backward_s = 0, grad_sync_s = 0, optimizer_s = 0, batch_s = 0;
-  OverlapBreakdown breakdown;  // filled when the model's engine has a tracer
+  double recv_wait_s = 0;  // blocked waiting for pipeline messages (the bubble, seen from this rank)
+  OverlapBreakdown breakdown;  // filled when the engine has a tracer
 };
 
 class Trainer {
  public:
-  Trainer(ProcessGrid& grid, ParallelModel& model, const plan::Plan& plan, TrainerOptions options);
+  Trainer(ProcessGrid& grid, ParallelModel& model, StageEngine& engine, TrainerOptions options);
   ~Trainer();
   // `global_batch`: [seqs, seq_len + 1] tokens, identical on every rank.
   StepStats step(const at::Tensor& global_batch);
+  // The step without the optimizer: gradients accumulated and reduced; `stats->loss` the
+  // mean loss of the batch (on every rank).
+  StepStats gradients(const at::Tensor& global_batch);
+  // The step instructions this rank ran in its last step, in order.
+  const std::vector<schedule::StepInstruction>& executed() const;
 
  private:
   struct Impl;

@@ -1,8 +1,11 @@
 // A runnable GPT in two forms over the same named weights:
 //  - SerialGpt: plain LibTorch on one process, the reference every parallel run is
 //    checked against;
-//  - ParallelGpt: the same network from the runtime's tensor-parallel operators, on a
-//    process grid, loaded from (and gathered back to) the serial weights.
+//  - ParallelGpt: one pipeline stage of the same network (all of it without a
+//    pipeline) from the runtime's tensor-parallel operators, on a process grid, loaded
+//    from (and gathered back to) the serial weights. Stage s holds the blocks of its
+//    pipeline units; the first also the embedding, the last also the final layer norm,
+//    the LM head and the loss.
 // Architecture (pre-layer-norm, as GPT-2/3): token embedding + sinusoidal positions;
 // per block h += attn_out(attention(qkv(ln1(h)))), h += fc2(gelu(fc1(ln2(h))));
 // final layer norm; untied LM head; mean cross-entropy. No dropout. The shapes come
@@ -11,7 +14,8 @@
 // Example:
 //   GptConfig cfg = GptConfig::from(model::load_model("gpt-tiny"));
 //   SerialGpt serial(cfg, /*seed=*/1);
-//   ParallelGpt parallel(cfg, grid, serial.named_parameters());
+//   runtime::StageEngine se(grid, schedule::build_schedule(plan, stage), nullptr);
+//   ParallelGpt parallel(cfg, grid, serial.named_parameters(), se.schedule(), se.engine());
 //   at::Tensor loss = serial.loss(tokens);          // tokens [seqs, seq_len + 1]
 #pragma once
 
@@ -23,8 +27,10 @@
 #include <vector>
 
 #include "axonn/model/model_description.hpp"
+#include "axonn/runtime/engine.hpp"
 #include "axonn/runtime/parallel_model.hpp"
 #include "axonn/runtime/process_grid.hpp"
+#include "axonn/schedule/schedule.hpp"
 
 namespace axonn::gpt {
 
@@ -66,37 +72,33 @@ class SerialGpt {
   NamedTensors params_;
 };
 
-// How the parallel model schedules its work: the plan's overlap switches and
-// activation checkpointing (default: the synchronous path, no recompute).
-struct ParallelOptions {
-  plan::OverlapSettings overlap = plan::OverlapSettings::synchronous();
-  bool activation_checkpointing = false;
-  runtime::Tracer* tracer = nullptr;  // optional timers and trace
-};
-
 class ParallelGpt final : public runtime::ParallelModel {
  public:
-  // Takes this rank's shards of `serial` (full-shape weights by name).
+  // This rank's shards of `serial` (full-shape weights by name) for the stage of
+  // `stage`; its weights registered with `engine` (which must outlive the model).
   ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial,
-              const ParallelOptions& options = {});
+              const schedule::StageSchedule& stage, runtime::Engine& engine);
   std::vector<runtime::Parameter>& parameters() override { return params_; }
-  at::Tensor loss(const at::Tensor& tokens, double global_tokens) override;
-  runtime::CommEngine& engine() override { return engine_; }
-  // One transformer block on h [rows, hidden/Gx] (used by the forward pass and by
-  // the recompute of activation checkpointing).
-  at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
-  // Full-shape parameters (or their gradients) gathered from every rank of the replica.
+  at::Tensor forward(const at::Tensor& activation, const at::Tensor& tokens, double global_tokens) override;
+  std::vector<int64_t> activation_shape(int64_t seqs) const override;
+  // Blocks [first, last) on h [rows, hidden/Gx] (the forward pass, and the recompute
+  // of activation checkpointing, which runs a checkpointed segment again).
+  at::Tensor blocks_forward(int64_t first, int64_t last, const at::Tensor& h, int64_t seqs);
+  // The stage's full-shape parameters (or their gradients) gathered from every rank of it.
   NamedTensors gather(bool gradients);
 
  private:
   const at::Tensor& p(const std::string& name) const;
+  at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
   GptConfig c_;
   runtime::ProcessGrid& grid_;
+  runtime::Engine& engine_;
+  bool first_stage_, last_stage_, checkpointing_;
+  int64_t first_block_, blocks_, interval_;  // the stage's blocks; blocks per checkpointed segment
   std::vector<runtime::Parameter> params_;
-  std::vector<ParameterLayout> layout_;
+  std::vector<ParameterLayout> layout_;  // of params_
   at::Tensor positions_;  // [seq_len, hidden/Gx], this rank's columns
-  runtime::CommEngine engine_;
-  std::map<std::string, int64_t> layer_id_;  // weight name -> engine layer id
+  std::map<std::string, int64_t> layer_of_;  // weight name -> the stage's layer index
 };
 
 }  // namespace axonn::gpt

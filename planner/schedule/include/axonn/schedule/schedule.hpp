@@ -65,6 +65,7 @@ int64_t inflight_microbatches(plan::PipelineSchedule schedule, int64_t stage, in
 struct StageSchedule {
   StageLayout layout;
   int64_t stages = 1, microbatches = 1, limit = 1;
+  int64_t checkpoint_interval = 1;  // units (blocks) per checkpointed segment
   plan::PipelineSchedule pipeline = plan::PipelineSchedule::MessageDriven;
   PassSettings settings;
   std::vector<PassLayer> layers;         // the stage's layers

@@ -1,0 +1,32 @@
+// Operator collectives; see axonn/runtime/operator_comm.hpp.
+#include "axonn/runtime/operator_comm.hpp"
+
+namespace axonn::runtime {
+
+OperatorComm::InFlight OperatorComm::issue_all_reduce(Communicator& c, const at::Tensor& t, const char* kind,
+                                                      ReduceOp op) {
+  InFlight f;
+  f.kind = kind;
+  if (c.size() == 1) return f;
+  f.issued_at = tracer_ ? tracer_->now() : 0;
+  f.work = c.all_reduce(t, op);
+  return f;
+}
+
+void OperatorComm::wait(InFlight& f) {
+  if (!f.work) return;
+  const double t0 = tracer_ ? tracer_->now() : 0;
+  f.work->wait();
+  if (tracer_) {
+    const double t1 = tracer_->now();
+    tracer_->comm(f.kind, f.issued_at, t1, t1 - t0);
+  }
+  f.work.reset();
+}
+
+void OperatorComm::all_reduce(Communicator& c, const at::Tensor& t, const char* kind, ReduceOp op) {
+  InFlight f = issue_all_reduce(c, t, kind, op);
+  wait(f);
+}
+
+}  // namespace axonn::runtime
