@@ -181,7 +181,31 @@ struct Trainer::Impl {
     }
   }
 
-  // The message-driven program: whichever message arrives next (gradients first on a tie).
+  // Which message to handle next under the message-driven schedule: 1 the gradient, 2 the
+  // activation. Every rank of the stage's tensor group (X, Y, Z) must choose alike, or
+  // they would issue their collectives in different orders: the group's first rank
+  // watches both receives (gradients first on a tie) and tells the others.
+  int next_message(const schedule::MessageDrivenStage& rule) {
+    Communicator& group = grid.tensor();
+    int choice = 0;
+    const double t0 = now_s();
+    if (group.rank() == 0) {
+      while (choice == 0) {
+        if (rule.expects_gradient() && gradient_in.work->test()) choice = 1;
+        else if (rule.expects_activation() && activation_in.work->test()) choice = 2;
+        else se.engine().poll(), std::this_thread::yield();
+      }
+    }
+    if (group.size() > 1) {
+      at::Tensor c = at::full({1}, choice, at::kInt);
+      all_reduce_now(group, c, ReduceOp::Max);
+      choice = c.item<int>();
+    }
+    stats->recv_wait_s += now_s() - t0;
+    return choice;
+  }
+
+  // The message-driven program: whichever message arrives next drives the rule.
   void run_message_driven() {
     schedule::MessageDrivenStage rule(stage(), sched.stages, sched.microbatches, sched.limit);
     std::vector<StepInstruction> todo;
@@ -189,23 +213,13 @@ struct Trainer::Impl {
     for (const auto& in : todo) run(in);
     while (!rule.done()) {
       todo.clear();
-      const double t0 = now_s();
-      for (;;) {
-        if (rule.expects_gradient() && gradient_in.work->test()) {
-          stats->recv_wait_s += now_s() - t0;
-          executed.push_back({StepOp::RecvGradient, static_cast<int32_t>(rule.next_gradient())});
-          rule.on_gradient(rule.next_gradient(), todo);  // its Backward takes the message
-          break;
-        }
-        if (rule.expects_activation() && activation_in.work->test()) {
-          stats->recv_wait_s += now_s() - t0;
-          const int64_t mb = rule.next_activation();
-          run({StepOp::RecvActivation, static_cast<int32_t>(mb)});
-          rule.on_activation(mb, todo);
-          break;
-        }
-        se.engine().poll();
-        std::this_thread::yield();
+      if (next_message(rule) == 1) {
+        executed.push_back({StepOp::RecvGradient, static_cast<int32_t>(rule.next_gradient())});
+        rule.on_gradient(rule.next_gradient(), todo);  // its Backward takes the message
+      } else {
+        const int64_t mb = rule.next_activation();
+        run({StepOp::RecvActivation, static_cast<int32_t>(mb)});
+        rule.on_activation(mb, todo);
       }
       for (const auto& in : todo) run(in);
     }

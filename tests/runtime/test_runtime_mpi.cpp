@@ -19,21 +19,18 @@
 #include "axonn/runtime/tensor_parallel.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/schedule/schedule.hpp"
+#include "runtime_test_util.hpp"
 
 using namespace axonn;
+using namespace axonn::test;
 using runtime::ProcessGrid;
 using topo::Axis;
 
-namespace {
-
+namespace axonn::test {
 runtime::MpiCommunicator* g_world = nullptr;
-
-// ||a - b|| / ||b|| (0 when both are 0).
-double relative_error(const at::Tensor& a, const at::Tensor& b) {
-  const double num = (a.to(at::kDouble) - b.to(at::kDouble)).norm().item<double>();
-  const double den = b.to(at::kDouble).norm().item<double>();
-  return den == 0 ? num : num / den;
 }
+
+namespace {
 
 // The grids with Ginter = 1 for the world size, and why the others were left out.
 std::vector<topo::Grid> grids_for(const model::ModelDescription& m, int64_t seqs, std::vector<std::string>* skipped) {
@@ -228,42 +225,6 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
 }
 
 namespace {
-
-// A plan for `desc` on `g` over `seqs` sequences in micro-batches of `micro_seqs` per
-// data-parallel group (0: one micro-batch), every overlap switch off, no checkpointing.
-plan::Plan test_plan(const model::ModelDescription& desc, const topo::Grid& g, int64_t seqs, int64_t micro_seqs = 0) {
-  plan::Plan p;
-  p.model = desc;
-  p.grid = g;
-  p.gpus = g.total();
-  p.batch = {seqs, micro_seqs > 0 ? micro_seqs : seqs / g.gdata};
-  p.overlap = plan::OverlapSettings::synchronous();
-  p.activation_checkpointing = false;
-  p.precision = plan::Precision::fp32();
-  return p;
-}
-
-// The forward and backward of every micro-batch with the gradients synchronised (the
-// step without the optimizer); returns the loss summed over the ranks (the mean loss
-// of the batch).
-at::Tensor loss_and_gradients(gpt::GptStage& run, const at::Tensor& batch) {
-  return at::full({1}, run.trainer.gradients(batch).loss, batch.options().dtype(at::kDouble));
-}
-
-const at::Tensor& serial_parameter(gpt::SerialGpt& serial, const std::string& name) {
-  for (const auto& [n, t] : serial.named_parameters())
-    if (n == name) return t;
-  throw std::runtime_error("no serial parameter " + name);
-}
-
-// The largest relative error over every parameter's gathered gradient (this rank's stage).
-double worst_gradient_error(gpt::ParallelGpt& par, gpt::SerialGpt& serial) {
-  auto grads = par.gather(true);
-  double worst = 0;
-  for (const auto& [name, grad] : grads)
-    worst = std::max(worst, relative_error(grad, serial_parameter(serial, name).grad()));
-  return worst;
-}
 
 struct GptCase {
   model::ModelDescription desc = model::load_model("gpt-tiny");

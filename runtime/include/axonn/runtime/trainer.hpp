@@ -12,7 +12,9 @@
 //                            micro-batch carried in the message and checked; receives
 //                            are posted ahead so that messages land during compute
 //   message-driven           no fixed program: both receives stay posted, and whichever
-//                            message arrives next drives MessageDrivenStage
+//                            message arrives next drives MessageDrivenStage; the first
+//                            rank of the stage's tensor group (X, Y, Z) chooses for all
+//                            of it, so that its collectives keep one order
 //   ReduceGradients          sends completed, then the data-parallel reductions
 //   OptimizerStep            the loss summed over the ranks, the global gradient norm
 //                            (each rank's sum of squares divided by the number of ranks

@@ -1,0 +1,61 @@
+// What the runtime tests under mpirun share: the world, error measures, plans, and the
+// gradient comparison with serial LibTorch.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/runtime/mpi_communicator.hpp"
+
+namespace axonn::test {
+
+extern runtime::MpiCommunicator* g_world;  // set by main()
+
+// ||a - b|| / ||b|| (0 when both are 0).
+inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
+  const double num = (a.to(at::kDouble) - b.to(at::kDouble)).norm().item<double>();
+  const double den = b.to(at::kDouble).norm().item<double>();
+  return den == 0 ? num : num / den;
+}
+
+// A plan for `desc` on `g` over `seqs` sequences in micro-batches of `micro_seqs` per
+// data-parallel group (0: one micro-batch), every overlap switch off, no checkpointing.
+inline plan::Plan test_plan(const model::ModelDescription& desc, const topo::Grid& g, int64_t seqs, int64_t micro_seqs = 0) {
+  plan::Plan p;
+  p.model = desc;
+  p.grid = g;
+  p.gpus = g.total();
+  p.batch = {seqs, micro_seqs > 0 ? micro_seqs : seqs / g.gdata};
+  p.overlap = plan::OverlapSettings::synchronous();
+  p.activation_checkpointing = false;
+  p.precision = plan::Precision::fp32();
+  return p;
+}
+
+// The forward and backward of every micro-batch with the gradients synchronised (the
+// step without the optimizer); returns the loss summed over the ranks (the mean loss
+// of the batch).
+inline at::Tensor loss_and_gradients(gpt::GptStage& run, const at::Tensor& batch) {
+  return at::full({1}, run.trainer.gradients(batch).loss, batch.options().dtype(at::kDouble));
+}
+
+inline const at::Tensor& serial_parameter(gpt::SerialGpt& serial, const std::string& name) {
+  for (const auto& [n, t] : serial.named_parameters())
+    if (n == name) return t;
+  throw std::runtime_error("no serial parameter " + name);
+}
+
+// The largest relative error over every parameter's gathered gradient (this rank's stage).
+inline double worst_gradient_error(gpt::ParallelGpt& par, gpt::SerialGpt& serial) {
+  auto grads = par.gather(true);
+  double worst = 0;
+  for (const auto& [name, grad] : grads)
+    worst = std::max(worst, relative_error(grad, serial_parameter(serial, name).grad()));
+  return worst;
+}
+
+}  // namespace axonn::test
