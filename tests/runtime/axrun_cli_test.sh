@@ -78,6 +78,29 @@ grep -q '"launcher": "slurm"' "$T/m7.json" && { passes=$((passes + 1)); echo "PA
 check "srun task count differs from MPI's world" 2 "the launcher \(slurm\) started task 0 of 2, but MPI sees rank 0 of 1" -- \
   env SLURM_PROCID=0 SLURM_NTASKS=2 SLURM_LOCALID=0 "$AXRUN" --plan "$T/p1.json" --steps 2
 
+# Pipelines through the CLI: every schedule prints the same per-step loss as the 1-rank
+# plan with the same seed (Z x pipeline on 4 ranks; 2 stages of 1 block each).
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 1 --batch-seqs 8 --precision fp32 --output "$T/one.json" >/dev/null
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,2,1,2 --precision fp32 \
+  --output "$T/pipe.json" >/dev/null
+losses() { grep -oE "^step +[0-9]+/[0-9]+ +loss [0-9.]+" "$1" | awk '{print $2, $4}'; }
+check "1-rank reference" 0 "step +4/4" -- "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/one.json" --steps 4 --seed 5 \
+  --log-every 1 --measure "$T/m_one.json"
+losses "$T/out" >"$T/one.losses"
+for sched in message-driven 1f1b gpipe; do
+  check "pipeline $sched" 0 "pipeline $sched" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/pipe.json" --steps 4 --seed 5 \
+    --log-every 1 --pipeline-schedule "$sched" --measure "$T/m_$sched.json"
+  losses "$T/out" >"$T/$sched.losses"
+  if [ -s "$T/one.losses" ] && cmp -s "$T/one.losses" "$T/$sched.losses"; then
+    passes=$((passes + 1)); echo "PASS $sched prints the 1-rank plan's losses: $(tr '\n' ' ' <"$T/one.losses")"
+  else
+    fails=$((fails + 1)); echo "FAIL $sched losses differ"; paste "$T/one.losses" "$T/$sched.losses"
+  fi
+done
+check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
+  "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \
+  --measure "$T/m_fail.json"
+
 check "one rank fails: every rank ends, with the message" nonzero "rank 1 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=1 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/p4.json" --steps 50 --measure "$T/m3.json"
 

@@ -2,6 +2,7 @@
 #include "axplan_cli.hpp"
 
 #include <algorithm>
+#include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -34,6 +35,10 @@ struct CommonArgs {
   int64_t cache_layers = 0;
   std::string order = "x,y,z,pipe,data";
   std::string precision = "bf16";
+  std::string pipeline_schedule = "message-driven";
+  int64_t pipeline_limit = 0;
+  std::string stage_units;                // "3,3,2"; empty: balanced by predicted time
+  std::string checkpoint_interval = "1";  // N or "axonn"
 };
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -56,6 +61,17 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--cache-layers", a.cache_layers, "overlap optimization 4: layers whose gathered weight is kept")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--order", a.order, "placement order of the groups, innermost first")->capture_default_str();
+  app->add_option("--pipeline-schedule", a.pipeline_schedule, "pipeline schedule (Ginter > 1)")
+      ->check(CLI::IsMember({"message-driven", "1f1b", "gpipe"}))
+      ->capture_default_str();
+  app->add_option("--pipeline-limit", a.pipeline_limit,
+                  "message-driven: micro-batches in flight (default: Ginter)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--stage-units", a.stage_units,
+                  "pipeline units (blocks) per stage, e.g. 3,3,2 (default: balanced by predicted time)");
+  app->add_option("--checkpoint-interval", a.checkpoint_interval,
+                  "blocks recomputed together: N, or axonn (the factor of the blocks per stage closest to sqrt(blocks))")
+      ->capture_default_str();
   app->add_option("--precision", a.precision,
                   "bf16: mixed precision (2-byte activations, fp32 gradient all-reduce); fp32: the CPU runtime's")
       ->check(CLI::IsMember({"bf16", "fp32"}))
@@ -89,6 +105,34 @@ Loaded load(const CommonArgs& a) {
   o.microbatch_seqs = a.microbatch_seqs;
   o.activation_checkpointing = !a.no_checkpointing;
   o.overlap.cache_all_gather_layers = a.cache_layers;
+  o.pipeline_schedule = plan::parse_pipeline_schedule(a.pipeline_schedule, "axplan", "--pipeline-schedule");
+  o.pipeline_limit = a.pipeline_limit;
+  if (!a.stage_units.empty()) {
+    std::stringstream ss(a.stage_units);
+    for (std::string item; std::getline(ss, item, ',');) {
+      try {
+        size_t used = 0;
+        const long long u = std::stoll(item, &used);
+        if (used != item.size() || u < 1) throw std::invalid_argument(item);
+        o.stage_units.push_back(u);
+      } catch (const std::exception&) {
+        throw InputError("axplan", "bad stage size \"" + item + "\"", "--stage-units " + a.stage_units,
+                         "positive integers, one per stage, summing to the model's pipeline units");
+      }
+    }
+  }
+  if (a.checkpoint_interval == "axonn") {
+    o.checkpoint_interval = 0;
+  } else {
+    try {
+      size_t used = 0;
+      o.checkpoint_interval = std::stoll(a.checkpoint_interval, &used);
+      if (used != a.checkpoint_interval.size() || o.checkpoint_interval < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw InputError("axplan", "bad checkpoint interval \"" + a.checkpoint_interval + "\"",
+                       "--checkpoint-interval", "a positive integer or axonn");
+    }
+  }
   if (a.precision == "fp32") o.precision = plan::Precision::fp32();
   return l;
 }
@@ -154,6 +198,10 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   plan::save_plan(p, output);
   fmt::print(out, "wrote {}: {} on {} GPUs of {}, grid {}, {} micro-batch(es) of {} sequences\n", output,
              l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(), p.batch.microbatch_seqs);
+  if (p.grid.ginter > 1)
+    fmt::print(out, "pipeline {} (limit {}), units per stage {}, checkpoint interval {} block(s)\n",
+               plan::pipeline_schedule_name(p.pipeline.schedule), p.pipeline_limit(), fmt::join(p.stage_units(), ","),
+               p.checkpoint_interval);
   if (pr.batch_s > 0)
     fmt::print(out, "predicted batch time {:.4f} s per step: compute {:.4f} s, exposed communication {:.4f} s\n",
                pr.batch_s, pr.compute_s, pr.exposed_comm_s);

@@ -81,7 +81,18 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
     s.best_rank = predicted_rank_of_measured_best(predicted, measured);
     return s;
   };
-  return {measured.size(), stats(aware), stats(agnostic)};
+  ValidationStatistics out{measured.size(), stats(aware), stats(agnostic)};
+  for (bool pipelines : {true, false}) {
+    std::vector<double> m, a, g;
+    for (const auto& c : configs)
+      if (c.status == RunStatus::Measured && (c.aware.grid.ginter > 1) == pipelines)
+        m.push_back(c.measured_s), a.push_back(c.aware.batch_s), g.push_back(c.agnostic.batch_s);
+    if (m.empty()) continue;
+    (pipelines ? out.pipeline_mape_aware : out.other_mape_aware) = mape(a, m);
+    (pipelines ? out.pipeline_mape_agnostic : out.other_mape_agnostic) = mape(g, m);
+    if (pipelines) out.pipelines_measured = m.size();
+  }
+  return out;
 }
 
 }  // namespace axonn::planner

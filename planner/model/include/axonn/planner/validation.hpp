@@ -54,6 +54,10 @@ struct ModelStatistics {
 struct ValidationStatistics {
   size_t measured = 0;
   ModelStatistics aware, agnostic;
+  // The batch-time errors of the pipeline grids (Ginter > 1) and of the others apart.
+  size_t pipelines_measured = 0;
+  double pipeline_mape_aware = 0, pipeline_mape_agnostic = 0;
+  double other_mape_aware = 0, other_mape_agnostic = 0;
 };
 
 // Over the Measured configurations; throws InputError with fewer than two.
