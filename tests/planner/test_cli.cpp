@@ -239,6 +239,15 @@ TEST(Cli, CalibrateRunsTheSiblingProgramWithTheSameFlags) {
   expect_usage_error(axplan({"calibrate", "--gpus-per-node", "2"}), "calibrate runs as its own program");
 }
 
+TEST(Cli, PlanRefusesWhatTheRuntimeCannotRunUnlessAsked) {
+  const auto path = write_temp("bert_plan.json", "");
+  const std::vector<std::string> bert = {"plan", "--model", "bert-large", "--gpus", "2", "--batch-seqs", "2",
+                                         "--output", path};
+  expect_usage_error(axplan(bert), "axrun runs GPT models");
+  EXPECT_EQ(axplan(with(bert, {"--any-model"})).rc, 0);
+  EXPECT_EQ(axonn::plan::load_plan(path).model.family, "explicit");
+}
+
 TEST(Cli, BenchTakesAThreadCount) {
   auto r = axplan({"bench", "--gpus", "64", "--model", "gpt-5b", "--repeat", "1", "--threads", "2"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -176,7 +176,8 @@ int cmd_rank(const CommonArgs& a, const std::string& format, size_t top, bool sh
   return 0;
 }
 
-int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::string& output, std::ostream& out) {
+int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::string& output, bool any_model,
+             std::ostream& out) {
   Loaded l = load(a);
   planner::Ranking r = rank_or_throw(l);
   const planner::Evaluation* chosen = &r.feasible.front();
@@ -194,6 +195,9 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   }
   plan::Plan p = planner::make_plan(l.model, l.topology, l.options, *chosen, (chosen - r.feasible.data()) + 1,
                                     static_cast<int64_t>(r.feasible.size()));
+  if (auto why = plan::runtime_problem(p.model); why && !any_model)
+    throw InputError("axplan", *why, "--model " + a.model,
+                     "a model axrun can run, or --any-model to write the plan for another runtime");
   const plan::Prediction& pr = *p.prediction;
   plan::save_plan(p, output);
   fmt::print(out, "wrote {}: {} on {} GPUs of {}, grid {}, {} micro-batch(es) of {} sequences\n", output,
@@ -267,6 +271,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   add_common(plan, plan_args);
   plan->add_option("--grid", grid, "gx,gy,gz,gdata,ginter (default: the best ranked)");
   plan->add_option("--output,-o", output, "plan file to write")->capture_default_str();
+  bool any_model = false;
+  plan->add_flag("--any-model", any_model, "write the plan even for a model axrun cannot run (for another runtime)");
 
   std::string bench_model = "gpt-80b", bench_topology = "frontier";
   int64_t bench_gpus = 16384, bench_batch = 8192;
@@ -333,7 +339,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
 
   try {
     if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
-    if (plan->parsed()) return cmd_plan(plan_args, grid, output, out);
+    if (plan->parsed()) return cmd_plan(plan_args, grid, output, any_model, out);
     if (explain->parsed()) return cmd_explain(explain_args, explain_grid, out);
     if (calibrate->parsed()) {
       if (!run_program)

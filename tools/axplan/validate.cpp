@@ -122,6 +122,7 @@ std::string check_programs(const ValidateOptions& o) {
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
   const std::string axrun = check_programs(o);
   const model::ModelDescription m = model::load_model(o.model);
+  if (auto why = plan::runtime_problem(m)) throw InputError("validate", *why, "--model " + o.model, "a GPT model");
   const topo::Topology t = topo::load_topology(o.topology);
   if (o.gpus != t.total_gpus())
     throw InputError("validate",

@@ -70,6 +70,12 @@ CommBreakdown breakdown_from(ObjectReader r) {
 
 }  // namespace
 
+std::optional<std::string> runtime_problem(const model::ModelDescription& m) {
+  if (m.family != "gpt")
+    return "model '" + m.name + "' is of family \"" + m.family + "\"; axrun runs GPT models (family \"gpt\")";
+  return std::nullopt;
+}
+
 nlohmann::json plan_to_json(const Plan& p) {
   nlohmann::json j;
   j["format"] = "axonn-plan";

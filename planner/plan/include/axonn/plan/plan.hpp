@@ -144,6 +144,10 @@ struct Plan {
   }
 };
 
+// Why axrun cannot run a plan of this model, in words (it runs GPT models: family
+// "gpt"); nullopt when it can.
+std::optional<std::string> runtime_problem(const model::ModelDescription& m);
+
 nlohmann::json plan_to_json(const Plan& p);
 // Validates every field and the consistency of the whole (grid product = gpus, grid
 // divides the model and batch); throws axonn::Error naming `origin` and the field.
