@@ -47,7 +47,7 @@ assert sorted(c["name"] for c in measured) == ["1x1x1x1x2", "1x1x1x2x1", "1x2x1x
 assert r["statistics"]["pipelines_measured"] == 1
 assert all(c["measured_batch_s"] > 0 and len(c["measured_steps_s"]) == 2 for c in measured)
 s = r["statistics"]["placement_aware"]
-assert -1 <= s["spearman"] <= 1 and 1 <= s["measured_best_predicted_rank"] <= 3 and s["mape"] >= 0
+assert -1 <= s["spearman"] <= 1 and 1 <= s["measured_best_predicted_rank"] <= len(measured) and s["mape"] >= 0
 assert "1x1x2x1x1" in open(d + "/summary.md").read()
 for f in ("fig7.svg", "predicted_vs_measured.svg"):
     assert ET.parse(d + "/" + f).getroot().tag.endswith("svg")
