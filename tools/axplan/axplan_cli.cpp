@@ -147,6 +147,7 @@ ReportContext context(const Loaded& l) {
   c.comm_model = l.options.comm_model;
   c.placement_aware = l.options.placement_aware;
   c.order = topo::order_to_string(l.options.order);
+  c.pipeline_schedule = l.options.pipeline_schedule;
   return c;
 }
 

@@ -23,6 +23,11 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
     j["microbatch_seqs"] = e.microbatch_seqs;
     j["microbatches"] = e.microbatches;
     j["comm_s"] = e.comm_s;
+    if (e.grid.ginter > 1) {
+      j["stage_units"] = e.stage_units;
+      j["checkpoint_interval"] = e.checkpoint_interval;
+      if (e.batch_s > 0) j["bubble_fraction"] = e.bubble_fraction;
+    }
     if (e.batch_s > 0) {
       j["batch_s"] = e.batch_s;
       j["compute_s"] = e.compute_s;
@@ -146,6 +151,11 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
                   "{:.2f}, activations {:.2f}\n",
              m.total_bytes() / kGiB, m.model_state_bytes / kGiB, m.gathered_weight_bytes / kGiB,
              m.unscattered_grad_bytes / kGiB, m.activation_bytes / kGiB);
+  if (e.grid.ginter > 1)
+    fmt::print(out, "pipeline {}: units per stage {}, checkpoint interval {}; the slowest stage waits for messages "
+                    "{:.1f}% of its time\n",
+               plan::pipeline_schedule_name(c.pipeline_schedule), fmt::join(e.stage_units, ","), e.checkpoint_interval,
+               100 * e.bubble_fraction);
   if (e.batch_s > 0)
     fmt::print(out, "batch time {:.4f} s = compute {:.4f} s + exposed communication {:.4f} s; all communication "
                     "{:.4f} s\n",

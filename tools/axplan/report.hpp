@@ -19,6 +19,7 @@ struct ReportContext {
   planner::CommModel comm_model = planner::CommModel::Full;
   bool placement_aware = true;
   std::string order;
+  plan::PipelineSchedule pipeline_schedule = plan::PipelineSchedule::MessageDriven;
 };
 
 // `top` = how many feasible candidates to print (0 = all); rejected ones are printed
