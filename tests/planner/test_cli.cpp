@@ -222,6 +222,33 @@ TEST(Cli, ExplainShowsPlacementLayersAndVerdict) {
   expect_usage_error(axplan(with({"explain"}, kGpt20b)), "--grid");
 }
 
+TEST(Cli, ExplainAndJsonShowThePipeline) {
+  // 32 blocks on 8 stages: 4 each (the embedding and the head ride along with the first
+  // and last; 20B's blocks dwarf them).
+  auto r = axplan(with({"explain", "--grid", "1,4,1,1,8", "--pipeline-schedule", "1f1b"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("pipeline 1f1b: units per stage 4,4,4,4,4,4,4,4, checkpoint interval 1;"), std::string::npos)
+      << r.out;
+  auto j = nlohmann::json::parse(axplan(with({"rank", "--format", "json", "--top", "0"}, kGpt20b)).out);
+  int pipelines = 0;
+  for (const auto& c : j["candidates"]) {
+    if (c["ginter"] == 1) {
+      EXPECT_FALSE(c.contains("stage_units"));
+      continue;
+    }
+    ++pipelines;
+    int units = 0;
+    for (int u : c["stage_units"]) units += u;
+    EXPECT_EQ(units, 32) << c.dump();
+    EXPECT_EQ(c["stage_units"].size(), c["ginter"].get<size_t>());
+    // Every stage but the first waits for its first activation, the first for its first
+    // gradient: some idle time, never all of it.
+    EXPECT_GT(c["bubble_fraction"].get<double>(), 0.0) << c.dump();
+    EXPECT_LT(c["bubble_fraction"].get<double>(), 1.0) << c.dump();
+  }
+  EXPECT_GT(pipelines, 0);
+}
+
 TEST(Cli, CalibrateRunsTheSiblingProgramWithTheSameFlags) {
   std::ostringstream out, err;
   std::string program;
