@@ -98,7 +98,9 @@ TEST(Pipeline, EveryScheduleOnEveryGridMatchesSerial) {
   at::Tensor serial_loss = serial.loss(batch);
   serial_loss.backward();
   const auto grids = pipeline_grids(c);
-  if (g_world->size() == 1) EXPECT_TRUE(grids.empty());
+  if (g_world->size() == 1) {
+    EXPECT_TRUE(grids.empty());
+  }
   for (const auto& [g, mb] : grids)
     for (auto s : kSchedules) {
       plan::Plan p = pipeline_plan(c, g, mb, s);

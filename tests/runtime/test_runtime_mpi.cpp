@@ -5,6 +5,7 @@
 // reaches every collective even when a check fails.
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <torch/torch.h>
 
 #include "axonn/common/error.hpp"
@@ -12,6 +13,7 @@
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/nccl_communicator.hpp"
@@ -28,6 +30,7 @@ using topo::Axis;
 
 namespace axonn::test {
 runtime::MpiCommunicator* g_world = nullptr;
+bool g_malloc_tuned = false;  // main() tuned the heap before any tensor
 }
 
 namespace {
@@ -52,6 +55,29 @@ void report_skipped(const std::vector<std::string>& skipped) {
 }
 
 }  // namespace
+
+TEST(HostMalloc, TensorsComeFromTheHeapAndStayThere) {
+  ASSERT_TRUE(g_malloc_tuned);
+  // A 16 MiB tensor: under glibc's defaults its own mmap (threshold 128 KiB at start),
+  // unmapped when freed. Tuned: carved from the heap, which keeps it after the free.
+  const auto before = mallinfo2();
+  {
+    at::Tensor t = at::ones({4 << 20}, at::kFloat);
+    EXPECT_EQ(mallinfo2().hblkhd, before.hblkhd) << "the tensor was mmapped";
+    EXPECT_GE(mallinfo2().arena, before.arena + (16u << 20) - before.fordblks);
+  }
+  const auto after = mallinfo2();
+  EXPECT_GE(after.arena, before.arena + (16u << 20) - before.fordblks) << "the heap was trimmed";
+  EXPECT_GE(after.fordblks, 16u << 20);  // the freed block waits for the next step
+  // The user's settings win, and so does the switch back to glibc's behaviour.
+  setenv("AXONN_HOST_MALLOC", "default", 1);
+  EXPECT_FALSE(runtime::tune_host_malloc());
+  unsetenv("AXONN_HOST_MALLOC");
+  setenv("MALLOC_TRIM_THRESHOLD_", "1000", 1);
+  EXPECT_FALSE(runtime::tune_host_malloc());
+  unsetenv("MALLOC_TRIM_THRESHOLD_");
+  EXPECT_TRUE(runtime::tune_host_malloc());
+}
 
 TEST(Launch, DetectsOpenMpiSlurmAndNothing) {
   std::map<std::string, std::string> env = {{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "8"},
@@ -402,6 +428,7 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 };
 
 int main(int argc, char** argv) {
+  g_malloc_tuned = runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
   runtime::MpiEnvironment env(&argc, &argv);
   at::set_num_threads(1);
   auto world = runtime::MpiCommunicator::world();

@@ -35,6 +35,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/plan.hpp"
+#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
@@ -72,6 +73,7 @@ void maybe_inject_failure(int rank, int64_t step) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
   runtime::MpiEnvironment env(&argc, &argv);
   auto world = runtime::MpiCommunicator::world();
   const int rank = world->rank();

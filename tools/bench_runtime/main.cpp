@@ -20,6 +20,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/trainer.hpp"
@@ -28,6 +29,7 @@
 using namespace axonn;
 
 int main(int argc, char** argv) {
+  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
   runtime::MpiEnvironment env(&argc, &argv);
   auto world = runtime::MpiCommunicator::world();
   std::string model_name = "gpt-bench", grid_text;

@@ -21,6 +21,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/calibration.hpp"
+#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/calibration.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -70,6 +71,7 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
 }  // namespace
 
 int main(int argc, char** argv) {
+  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
   runtime::MpiEnvironment env(&argc, &argv);
   auto world = runtime::MpiCommunicator::world();
   const int rank = world->rank();
