@@ -20,8 +20,8 @@
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
-#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "bench_common.hpp"
 

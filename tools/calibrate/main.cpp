@@ -21,8 +21,8 @@
 #include "axonn/common/error.hpp"
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/calibration.hpp"
-#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/calibration.hpp"
+#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/topology/topology_io.hpp"
 
