@@ -3,12 +3,14 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <torch/torch.h>
 
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 
 #include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 
 namespace axonn::test {
@@ -56,6 +58,25 @@ inline double worst_gradient_error(gpt::ParallelGpt& par, gpt::SerialGpt& serial
   for (const auto& [name, grad] : grads)
     worst = std::max(worst, relative_error(grad, serial_parameter(serial, name).grad()));
   return worst;
+}
+
+// The serial reference of a training run: `steps` steps of plain LibTorch Adam with
+// gradient-norm clipping on `serial`, batch s = source.batch(s); the loss of each step.
+inline std::vector<double> serial_loss_curve(gpt::SerialGpt& serial, runtime::TokenSource& source, int steps, double lr,
+                                             double clip) {
+  std::vector<at::Tensor> sp;
+  for (auto& [n, t] : serial.named_parameters()) sp.push_back(t);
+  torch::optim::Adam adam(sp, torch::optim::AdamOptions(lr));
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    adam.zero_grad();
+    at::Tensor l = serial.loss(source.batch(s));
+    l.backward();
+    torch::nn::utils::clip_grad_norm_(sp, clip);
+    adam.step();
+    losses.push_back(l.item<double>());
+  }
+  return losses;
 }
 
 }  // namespace axonn::test

@@ -377,20 +377,8 @@ TEST(Gpt, TwentyTrainingStepsFollowTheSerialLossCurve) {
   const int steps = 20;
   const double lr = 3e-3, clip = 0.5;  // a small clip so that clipping is active
   auto source = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 9);
-  gpt::SerialGpt serial(c.cfg, 2);
-  std::vector<at::Tensor> sp;
-  for (auto& [n, t] : serial.named_parameters()) sp.push_back(t);
-  torch::optim::Adam adam(sp, torch::optim::AdamOptions(lr));
-  std::vector<double> serial_losses;
-  gpt::SerialGpt initial(c.cfg, 2);
-  for (int s = 0; s < steps; ++s) {
-    adam.zero_grad();
-    at::Tensor l = serial.loss(source->batch(s));
-    l.backward();
-    torch::nn::utils::clip_grad_norm_(sp, clip);
-    adam.step();
-    serial_losses.push_back(l.item<double>());
-  }
+  gpt::SerialGpt serial(c.cfg, 2), initial(c.cfg, 2);
+  const std::vector<double> serial_losses = serial_loss_curve(serial, *source, steps, lr, clip);
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());

@@ -66,7 +66,7 @@ struct ModelDescription {
   int64_t num_layers = 0, heads = 0, vocab = 0, ffn_hidden = 0;
 
   std::vector<Layer> layers;  // in execution (topological) order
-  int64_t num_units = 0;      // pipeline units; Ginter must divide this
+  int64_t num_units = 0;      // pipeline units; a pipeline needs at least Ginter (each stage a contiguous run)
   nlohmann::json source;      // the JSON it was read from (embedded in plans)
 
   int64_t parameters() const;  // weight elements of all layers
