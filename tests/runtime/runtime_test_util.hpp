@@ -60,6 +60,19 @@ inline double worst_gradient_error(gpt::ParallelGpt& par, gpt::SerialGpt& serial
   return worst;
 }
 
+// The serial reference of one step: a GPT with the weights of `weight_seed`, batch 0 of
+// the synthetic tokens of `data_seed`, its loss, and (backward done) its gradients.
+struct SerialStep {
+  gpt::SerialGpt serial;
+  at::Tensor batch, loss;
+  SerialStep(const gpt::GptConfig& cfg, int64_t seqs, uint64_t weight_seed, uint64_t data_seed)
+      : serial(cfg, weight_seed),
+        batch(runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, data_seed)->batch(0)),
+        loss(serial.loss(batch)) {
+    loss.backward();
+  }
+};
+
 // The serial reference of a training run: `steps` steps of plain LibTorch Adam with
 // gradient-norm clipping on `serial`, batch s = source.batch(s); the loss of each step.
 inline std::vector<double> serial_loss_curve(gpt::SerialGpt& serial, runtime::TokenSource& source, int steps, double lr,

@@ -94,10 +94,8 @@ size_t feasible_without_pipeline(const model::ModelDescription& m, const topo::T
 
 TEST(Pipeline, EveryScheduleOnEveryGridMatchesSerial) {
   PipeCase c;
-  gpt::SerialGpt serial(c.cfg, 21);
-  at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 22)->batch(0);
-  at::Tensor serial_loss = serial.loss(batch);
-  serial_loss.backward();
+  SerialStep ref(c.cfg, c.seqs, 21, 22);
+  auto& [serial, batch, serial_loss] = ref;
   const auto grids = pipeline_grids(c);
   if (g_world->size() == 1) {
     EXPECT_TRUE(grids.empty());
@@ -118,10 +116,8 @@ TEST(Pipeline, EveryScheduleOnEveryGridMatchesSerial) {
 
 TEST(Pipeline, FewerMicroBatchesThanStagesAndALimitThatDoesNotDivide) {
   PipeCase c;
-  gpt::SerialGpt serial(c.cfg, 23);
-  at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 24)->batch(0);
-  at::Tensor serial_loss = serial.loss(batch);
-  serial_loss.backward();
+  SerialStep ref(c.cfg, c.seqs, 23, 24);
+  auto& [serial, batch, serial_loss] = ref;
   for (const auto& [g, mb] : pipeline_grids(c)) {
     if (g.ginter < 4) continue;
     const int64_t per_group = c.seqs / g.gdata;
@@ -142,10 +138,8 @@ TEST(Pipeline, SixBlocksOnFourStages) {
   PipeCase c;
   c.desc = small_gpt(6);
   c.cfg = gpt::GptConfig::from(c.desc);
-  gpt::SerialGpt serial(c.cfg, 27);
-  at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 28)->batch(0);
-  at::Tensor serial_loss = serial.loss(batch);
-  serial_loss.backward();
+  SerialStep ref(c.cfg, c.seqs, 27, 28);
+  auto& [serial, batch, serial_loss] = ref;
   int ran = 0;
   for (const auto& [g, mb] : pipeline_grids(c)) {
     if (g.ginter != 4) continue;

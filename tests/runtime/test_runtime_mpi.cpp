@@ -262,11 +262,8 @@ struct GptCase {
 // The whole GPT: loss and every parameter's gradient, every grid.
 TEST(Gpt, LossAndEveryGradientMatchSerialOnEveryGrid) {
   GptCase c;
-  gpt::SerialGpt serial(c.cfg, 5);
-  auto source = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 3);
-  at::Tensor batch = source->batch(0);
-  at::Tensor serial_loss = serial.loss(batch);
-  serial_loss.backward();
+  SerialStep ref(c.cfg, c.seqs, 5, 3);
+  auto& [serial, batch, serial_loss] = ref;
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
@@ -290,10 +287,8 @@ TEST(Gpt, LossAndEveryGradientMatchSerialOnEveryGrid) {
 TEST(Gpt, DoublePrecisionAgreesToRounding) {
   GptCase c;
   c.cfg.dtype = at::kDouble;
-  gpt::SerialGpt serial(c.cfg, 8);
-  at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 4)->batch(0);
-  at::Tensor serial_loss = serial.loss(batch);
-  serial_loss.backward();
+  SerialStep ref(c.cfg, c.seqs, 8, 4);
+  auto& [serial, batch, serial_loss] = ref;
   std::vector<std::string> skipped;
   for (const auto& g : grids_for(c.desc, c.seqs, &skipped)) {
     ProcessGrid pg(*g_world, g, topo::default_order());
@@ -308,10 +303,8 @@ TEST(Gpt, DoublePrecisionAgreesToRounding) {
 // gradients as serial LibTorch, hence as the synchronous path, on every grid.
 TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
   GptCase c;
-  gpt::SerialGpt serial(c.cfg, 6);
-  at::Tensor batch = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 5)->batch(0);
-  at::Tensor serial_loss = serial.loss(batch);
-  serial_loss.backward();
+  SerialStep ref(c.cfg, c.seqs, 6, 5);
+  auto& [serial, batch, serial_loss] = ref;
   struct Variant {
     plan::OverlapSettings overlap;
     bool checkpointing = true;
