@@ -2,8 +2,6 @@
 #include "axonn/runtime/trace.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <fstream>
 
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/clock.hpp"

@@ -17,6 +17,7 @@
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/nccl_communicator.hpp"
+#include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/stage_engine.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 #include "axonn/runtime/trainer.hpp"
@@ -409,16 +410,15 @@ class FailurePrinter : public ::testing::EmptyTestEventListener {
 };
 
 int main(int argc, char** argv) {
-  g_malloc_tuned = runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
-  runtime::MpiEnvironment env(&argc, &argv);
+  runtime::RankProcess process(&argc, &argv);
   at::set_num_threads(1);
-  auto world = runtime::MpiCommunicator::world();
-  g_world = world.get();
+  g_malloc_tuned = process.heap_tuned();
+  g_world = &process.world();
   ::testing::InitGoogleTest(&argc, argv);
-  if (world->rank() != 0) {
+  if (g_world->rank() != 0) {
     auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
     delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new FailurePrinter(world->rank()));
+    listeners.Append(new FailurePrinter(g_world->rank()));
   }
   int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
   MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);

@@ -24,7 +24,6 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -36,9 +35,9 @@
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/runtime/data.hpp"
-#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "axrun/progress.hpp"
@@ -73,10 +72,9 @@ void maybe_inject_failure(int rank, int64_t step) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
-  runtime::MpiEnvironment env(&argc, &argv);
-  auto world = runtime::MpiCommunicator::world();
-  const int rank = world->rank();
+  runtime::RankProcess process(&argc, &argv);
+  runtime::MpiCommunicator& world = process.world();
+  const int rank = world.rank();
 
   Args a;
   CLI::App app{"axrun: train the model of an axplan plan with 4D tensor + data parallelism"};
@@ -126,17 +124,17 @@ int main(int argc, char** argv) {
   int setup_code = kExitUsage;
   try {
     launch = runtime::detect_launch(std::getenv);
-    if (launch.launcher != "none" && (launch.size != world->size() || launch.rank != rank))
+    if (launch.launcher != "none" && (launch.size != world.size() || launch.rank != rank))
       throw InputError("axrun",
                        fmt::format("the launcher ({}) started task {} of {}, but MPI sees rank {} of {}",
-                                   launch.launcher, launch.rank, launch.size, rank, world->size()),
+                                   launch.launcher, launch.rank, launch.size, rank, world.size()),
                        "launcher environment",
                        "an MPI built with that launcher's support (under Slurm: srun --mpi=pmix, or mpirun "
                        "inside the allocation)");
     plan = plan::load_plan(a.plan_path);
-    if (plan.grid.total() != world->size())
+    if (plan.grid.total() != world.size())
       throw InputError("axrun", fmt::format("plan {} needs {} ranks ({}) but the job has {}", a.plan_path, plan.grid.total(),
-                                       plan.grid.to_string(), world->size()),
+                                       plan.grid.to_string(), world.size()),
                   "MPI world size", fmt::format("mpirun -np {}", plan.grid.total()));
     cfg = gpt::GptConfig::from(plan.model);
     source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
@@ -150,7 +148,7 @@ int main(int argc, char** argv) {
   int failed = setup_error.empty() ? 0 : 1, any_failed = 0, first_failed = 0;
   MPI_Allreduce(&failed, &any_failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   if (any_failed) {
-    int mine = failed ? rank : world->size();
+    int mine = failed ? rank : world.size();
     MPI_Allreduce(&mine, &first_failed, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank == first_failed) std::cerr << "axrun: " << setup_error << "\n";
     int code = setup_code, worst = 0;  // the same exit code on every rank
@@ -160,7 +158,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    runtime::ProcessGrid grid(*world, plan.grid, plan.placement_order);
+    runtime::ProcessGrid grid(world, plan.grid, plan.placement_order);
     if (a.overlap_level >= 0) {
       const int64_t bucket = plan.overlap.bucket_bytes;
       plan.overlap = plan::OverlapSettings::level(a.overlap_level, plan.overlap.cache_all_gather_layers);
@@ -188,7 +186,7 @@ int main(int argc, char** argv) {
       fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es){}; {} "
                  "thread(s) per rank; overlap: async dI all-reduce {}, async dW reduce-scatter {}, all-gather prefetch "
                  "{}, cache {} layers, bucketed data all-reduce {}; checkpointing {}\n",
-                 plan.model.name, world->size(), launch.launcher == "none" ? "one process" : "launched by " + launch.launcher,
+                 plan.model.name, world.size(), launch.launcher == "none" ? "one process" : "launched by " + launch.launcher,
                  plan.grid.to_string(), plan.batch.seqs, cfg.seq_len, plan.microbatches(),
                  plan.grid.ginter == 1 ? ""
                                        : fmt::format(", pipeline {} (limit {}) over stages of {} units",
@@ -222,7 +220,7 @@ int main(int argc, char** argv) {
       tracer.write_chrome_trace(a.trace_dir + "/rank" + std::to_string(rank) + ".json", rank);
     }
     if (rank == 0) {
-      nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world->size()},
+      nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world.size()},
                           {"grid", topo::grid_to_json(plan.grid)}, {"launcher", launch.launcher},
                           {"threads_per_rank", a.threads}, {"data", a.data.empty() ? "synthetic" : a.data},
                           {"steps", steps}};

@@ -11,27 +11,23 @@
 // ratio to level 0, communication time and the exposed (non-overlapped) fraction.
 #include <ATen/Parallel.h>
 
-#include <algorithm>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/runtime/data.hpp"
-#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "bench_common.hpp"
 
 using namespace axonn;
 
 int main(int argc, char** argv) {
-  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
-  runtime::MpiEnvironment env(&argc, &argv);
-  auto world = runtime::MpiCommunicator::world();
+  runtime::RankProcess process(&argc, &argv);
+  runtime::MpiCommunicator& world = process.world();
   std::string model_name = "gpt-bench", grid_text = "2,2,2,1";
   int64_t seqs = 8;
   int steps = 10, warmup = 2;
@@ -54,11 +50,11 @@ int main(int argc, char** argv) {
     progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(progress_us));
   at::set_num_threads(1);
   try {
-    topo::Grid grid = tools::parse_bench_grid(grid_text, world->size());
+    topo::Grid grid = tools::parse_bench_grid(grid_text, world.size());
     auto desc = model::load_model(model_name);
     gpt::GptConfig cfg = gpt::GptConfig::from(desc);
     plan::Plan plan = tools::bench_plan(desc, grid, seqs);
-    runtime::ProcessGrid pg(*world, grid, topo::default_order());
+    runtime::ProcessGrid pg(world, grid, topo::default_order());
     auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
     gpt::SerialGpt weights(cfg, 1);
     constexpr int kLevels = 5;
@@ -76,16 +72,16 @@ int main(int argc, char** argv) {
       for (int level = 0; level < kLevels; ++level) {
         runtime::StepStats st = runs[level]->trainer.step(source->batch(s));
         at::Tensor t = at::tensor({st.batch_s, st.breakdown.comm_s, st.breakdown.exposed_comm_s}, at::kDouble);
-        runtime::all_reduce_now(*world, t, runtime::ReduceOp::Max);  // the slowest rank
+        runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);  // the slowest rank
         if (s < warmup) continue;
         batch[level].push_back(t[0].item<double>());
         comm[level].push_back(t[1].item<double>());
         exposed[level].push_back(t[2].item<double>());
       }
-    if (world->rank() == 0) {
+    if (world.rank() == 0) {
       fmt::print("bench_overlap: {} ({} layers, hidden {}), {} sequences x {} tokens, {} ranks, grid {}, "
                  "checkpointing on, progress {}, median of {} steps per level (slowest rank)\n",
-                 desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world->size(), grid.to_string(),
+                 desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world.size(), grid.to_string(),
                  progress_thread && progress_thread->active() ? fmt::format("thread every {} us", progress_us)
                                                               : std::string("polled at layer boundaries"),
                  steps);

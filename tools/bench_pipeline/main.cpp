@@ -21,16 +21,15 @@
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/runtime/data.hpp"
-#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/rank_process.hpp"
 #include "bench_common.hpp"
 
 using namespace axonn;
 
 int main(int argc, char** argv) {
-  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
-  runtime::MpiEnvironment env(&argc, &argv);
-  auto world = runtime::MpiCommunicator::world();
+  runtime::RankProcess process(&argc, &argv);
+  runtime::MpiCommunicator& world = process.world();
   std::string grid_text;
   int64_t blocks = 8, seqs = 16, microbatches = 8, slow_stage = 1;
   int steps = 10, warmup = 2;
@@ -51,8 +50,8 @@ int main(int argc, char** argv) {
   if (progress == "thread") progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(50));
   at::set_num_threads(1);
   try {
-    const topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, 1, world->size()}
-                                              : tools::parse_bench_grid(grid_text, world->size());
+    const topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, 1, world.size()}
+                                              : tools::parse_bench_grid(grid_text, world.size());
     const int64_t g = grid.ginter;
     if (g < 2 || blocks % g != 0 || blocks / g < 2 || slow_stage < 0 || slow_stage >= g)
       throw InputError("bench_pipeline", fmt::format("{} blocks on {} stages, slow stage {}", blocks, g, slow_stage),
@@ -63,7 +62,7 @@ int main(int argc, char** argv) {
                        {"heads", 8}, {"seq_len", 64}, {"vocab", 1024}, {"ffn_multiplier", 4}},
         "bench_pipeline");
     const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-    runtime::ProcessGrid pg(*world, grid, topo::default_order());
+    runtime::ProcessGrid pg(world, grid, topo::default_order());
     auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
     gpt::SerialGpt weights(cfg, 1);
     plan::Plan base = tools::bench_plan(desc, grid, seqs);
@@ -81,10 +80,10 @@ int main(int argc, char** argv) {
     }
     const std::vector<plan::PipelineSchedule> schedules = {
         plan::PipelineSchedule::GPipe, plan::PipelineSchedule::OneFOneB, plan::PipelineSchedule::MessageDriven};
-    if (world->rank() == 0)
+    if (world.rank() == 0)
       fmt::print("bench_pipeline: {} blocks (hidden 128, seq 64), {} sequences in {} micro-batches, {} ranks, grid {}, "
                  "median of {} steps per schedule (slowest rank), progress {}\n",
-                 blocks, seqs, microbatches, world->size(), grid.to_string(), steps,
+                 blocks, seqs, microbatches, world.size(), grid.to_string(), steps,
                  progress_thread && progress_thread->active() ? "thread" : "polled");
     for (const auto& units : {std::vector<int64_t>(static_cast<size_t>(g), share), slow}) {
       std::vector<std::unique_ptr<gpt::GptStage>> runs;
@@ -100,13 +99,13 @@ int main(int argc, char** argv) {
           const runtime::StepStats st = runs[k]->trainer.step(source->batch(step));
           at::Tensor slowest = at::full({1}, st.batch_s, at::kDouble);
           at::Tensor waited = at::full({1}, st.recv_wait_s / st.batch_s, at::kDouble);
-          runtime::all_reduce_now(*world, slowest, runtime::ReduceOp::Max);
-          runtime::all_reduce_now(*world, waited);
+          runtime::all_reduce_now(world, slowest, runtime::ReduceOp::Max);
+          runtime::all_reduce_now(world, waited);
           if (step < warmup) continue;
           batch[k].push_back(slowest.item<double>());
-          bubble[k].push_back(waited.item<double>() / static_cast<double>(world->size()));
+          bubble[k].push_back(waited.item<double>() / static_cast<double>(world.size()));
         }
-      if (world->rank() != 0) continue;
+      if (world.rank() != 0) continue;
       fmt::print("\nstages of {} blocks:\n", fmt::join(units, ", "));
       fmt::print("{:>15}  {:>11}  {:>10}  {:>7}  {:>10}\n", "schedule", "batch (ms)", "vs gpipe", "bubble", "vs gpipe");
       const double b0 = median(batch[0]), w0 = median(bubble[0]);

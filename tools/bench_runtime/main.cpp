@@ -10,9 +10,6 @@
 #include <ATen/Parallel.h>
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <chrono>
-
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -21,17 +18,16 @@
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/runtime/data.hpp"
-#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "bench_common.hpp"
 
 using namespace axonn;
 
 int main(int argc, char** argv) {
-  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
-  runtime::MpiEnvironment env(&argc, &argv);
-  auto world = runtime::MpiCommunicator::world();
+  runtime::RankProcess process(&argc, &argv);
+  runtime::MpiCommunicator& world = process.world();
   std::string model_name = "gpt-bench", grid_text;
   int64_t seqs = 8;
   int steps = 20, warmup = 3, threads = 1;
@@ -44,16 +40,16 @@ int main(int argc, char** argv) {
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata (default 1,1,1,1 on one rank)");
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
-  const bool root = world->rank() == 0;
+  const bool root = world.rank() == 0;
   try {
     auto desc = model::load_model(model_name);
     gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-    topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, world->size(), 1}
-                                        : tools::parse_bench_grid(grid_text, world->size());
+    topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, world.size(), 1}
+                                        : tools::parse_bench_grid(grid_text, world.size());
     plan::Plan plan = tools::bench_plan(desc, grid, seqs);
     plan.overlap = plan::OverlapSettings::synchronous();  // the runtime's plain path against plain LibTorch
     plan.activation_checkpointing = false;
-    runtime::ProcessGrid pg(*world, grid, topo::default_order());
+    runtime::ProcessGrid pg(world, grid, topo::default_order());
     auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
     gpt::SerialGpt serial(cfg, 1);
     gpt::SerialGpt weights(cfg, 1);
@@ -62,7 +58,7 @@ int main(int argc, char** argv) {
     std::vector<at::Tensor> sp;
     for (auto& [n, t] : serial.named_parameters()) sp.push_back(t);
     torch::optim::Adam adam(sp, torch::optim::AdamOptions(1e-3));
-    const bool compare = world->size() == 1;
+    const bool compare = world.size() == 1;
 
     std::vector<double> plain, batch, fwd, bwd, sync, opt;
     for (int s = 0; s < warmup + steps; ++s) {
@@ -79,7 +75,7 @@ int main(int argc, char** argv) {
       runtime::StepStats st = trainer.step(b);
       // the slowest rank's time of each phase
       at::Tensor t = at::tensor({st.batch_s, st.forward_s, st.backward_s, st.grad_sync_s, st.optimizer_s}, at::kDouble);
-      runtime::all_reduce_now(*world, t, runtime::ReduceOp::Max);
+      runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);
       if (s < warmup) continue;
       plain.push_back(plain_s);
       batch.push_back(t[0].item<double>());
@@ -91,7 +87,7 @@ int main(int argc, char** argv) {
     if (root) {
       fmt::print("bench_runtime: {} ({} layers, hidden {}), {} sequences x {} tokens per step, {} rank(s), grid {}, "
                  "{} thread(s) per rank, median of {} steps after {} warm-up\n",
-                 desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world->size(), grid.to_string(), threads,
+                 desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world.size(), grid.to_string(), threads,
                  steps, warmup);
       if (compare)
         fmt::print("plain LibTorch step {:.2f} ms, runtime step {:.2f} ms, ratio runtime/plain {:.3f}\n",

@@ -22,8 +22,8 @@
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/calibration.hpp"
 #include "axonn/runtime/calibration.hpp"
-#include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/rank_process.hpp"
 #include "axonn/topology/topology_io.hpp"
 
 using namespace axonn;
@@ -71,10 +71,9 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
 }  // namespace
 
 int main(int argc, char** argv) {
-  runtime::tune_host_malloc();  // before any tensor (host_malloc.hpp)
-  runtime::MpiEnvironment env(&argc, &argv);
-  auto world = runtime::MpiCommunicator::world();
-  const int rank = world->rank();
+  runtime::RankProcess process(&argc, &argv);
+  runtime::MpiCommunicator& world = process.world();
+  const int rank = world.rank();
   Options o;
   CLI::App app{"axplan calibrate: measure collectives (and a model's kernels) under mpirun; write a topology file"};
   app.name("axplan calibrate");
@@ -100,10 +99,10 @@ int main(int argc, char** argv) {
   runtime::CalibrationRequest request;
   topo::Topology base;
   try {  // input errors: every rank finds them alike, rank 0 says so
-    if (world->size() < 2)
+    if (world.size() < 2)
       throw InputError("calibrate", "only 1 rank", "MPI world", "at least 2 ranks: run under mpirun -np N");
-    if (world->size() % o.gpus_per_node != 0)
-      throw InputError("calibrate", fmt::format("{} ranks do not fill nodes of {} GPUs", world->size(), o.gpus_per_node),
+    if (world.size() % o.gpus_per_node != 0)
+      throw InputError("calibrate", fmt::format("{} ranks do not fill nodes of {} GPUs", world.size(), o.gpus_per_node),
                        "--gpus-per-node", "a divisor of the number of ranks");
     base = topo::load_topology(o.base);
     request.gpus_per_node = o.gpus_per_node;
@@ -111,7 +110,7 @@ int main(int argc, char** argv) {
     request.kernel_repeats = o.matmul_repeats;
     if (!o.model.empty()) {
       const model::ModelDescription m = model::load_model(o.model);
-      for (const auto& s : planner::model_matmul_shapes(m, world->size(), o.batch_seqs))
+      for (const auto& s : planner::model_matmul_shapes(m, world.size(), o.batch_seqs))
         request.matmuls.push_back({s.m, s.k, s.n, s.batch, 0.0});
       request.elementwise = planner::elementwise_shapes(m);
     }
@@ -120,16 +119,16 @@ int main(int argc, char** argv) {
     return exit_code(e);
   }
   try {
-    const topo::ClusterMeasurements measured = runtime::measure_cluster(*world, request);
+    const topo::ClusterMeasurements measured = runtime::measure_cluster(world, request);
     if (rank == 0) {
       const std::string description = fmt::format(
-          "measured by axplan calibrate on {} ranks ({} per node){}; memory and peak FLOP/s from '{}'", world->size(),
+          "measured by axplan calibrate on {} ranks ({} per node){}; memory and peak FLOP/s from '{}'", world.size(),
           o.gpus_per_node,
           o.model.empty() ? "" : fmt::format(", matmuls of {} at {} sequences per step", o.model, o.batch_seqs),
           o.base);
       const planner::CalibratedCluster c = planner::calibrated_topology(base, measured, o.name, description);
       write_file_atomically(o.output, topo::topology_to_json(c.topology).dump(2) + "\n", "calibrate");
-      print_fits(std::cout, c, o, world->size());
+      print_fits(std::cout, c, o, world.size());
     }
   } catch (const Error& e) {
     runtime::abort_job("calibrate failed: " + std::string(e.what()), exit_code(e));
