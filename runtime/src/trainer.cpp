@@ -214,7 +214,7 @@ struct Trainer::Impl {
     while (!rule.done()) {
       todo.clear();
       if (next_message(rule) == 1) {
-        executed.push_back({StepOp::RecvGradient, static_cast<int32_t>(rule.next_gradient())});
+        run({StepOp::RecvGradient, static_cast<int32_t>(rule.next_gradient())});
         rule.on_gradient(rule.next_gradient(), todo);  // its Backward takes the message
       } else {
         const int64_t mb = rule.next_activation();

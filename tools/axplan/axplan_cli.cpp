@@ -11,6 +11,7 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
+#include "axonn/common/units.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -211,7 +212,7 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
     fmt::print(out, "predicted batch time {:.4f} s per step: compute {:.4f} s, exposed communication {:.4f} s\n",
                pr.batch_s, pr.compute_s, pr.exposed_comm_s);
   fmt::print(out, "predicted communication {:.4f} s per step (rank {} of {}), memory {:.2f} GiB per GPU\n", pr.comm_s,
-             pr.rank, pr.candidates_ranked, static_cast<double>(pr.memory_bytes_per_gpu) / (1024.0 * 1024 * 1024));
+             pr.rank, pr.candidates_ranked, static_cast<double>(pr.memory_bytes_per_gpu) / kBytesPerGiB);
   return 0;
 }
 

@@ -4,12 +4,11 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "axonn/common/units.hpp"
 #include "axonn/topology/topology_io.hpp"
 
 namespace axonn::tools {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 size_t shown(size_t n, size_t top) { return top == 0 ? n : std::min(n, top); }
 
@@ -108,7 +107,7 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
                i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs,
                full ? fmt::format("{:>9.4f}  {:>9.4f}  {:>9.4f}  ", e.batch_s, e.compute_s, e.exposed_comm_s) : "",
                e.comm_s,
-               b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes() / kGiB);
+               b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes() / kBytesPerGiB);
   }
   if (show_rejected && !r.rejected.empty()) {
     out << "\nrejected:\n";
@@ -149,8 +148,8 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
   const auto& m = e.memory;
   fmt::print(out, "\nmemory per GPU {:.2f} GiB: model state {:.2f}, gathered weights {:.2f}, un-scattered gradients "
                   "{:.2f}, activations {:.2f}\n",
-             m.total_bytes() / kGiB, m.model_state_bytes / kGiB, m.gathered_weight_bytes / kGiB,
-             m.unscattered_grad_bytes / kGiB, m.activation_bytes / kGiB);
+             m.total_bytes() / kBytesPerGiB, m.model_state_bytes / kBytesPerGiB, m.gathered_weight_bytes / kBytesPerGiB,
+             m.unscattered_grad_bytes / kBytesPerGiB, m.activation_bytes / kBytesPerGiB);
   if (e.grid.ginter > 1)
     fmt::print(out, "pipeline {}: units per stage {}, checkpoint interval {}; the slowest stage waits for messages "
                     "{:.1f}% of its time\n",

@@ -60,12 +60,6 @@ Grid parse_grid(const std::string& text, const std::string& module, const std::s
   return Grid{v[0], v[1], v[2], v[3], v[4]};
 }
 
-std::string grid_to_csv(const Grid& g) {
-  std::ostringstream s;
-  s << g.gx << "," << g.gy << "," << g.gz << "," << g.gdata << "," << g.ginter;
-  return s.str();
-}
-
 PlacementOrder default_order() { return {Axis::X, Axis::Y, Axis::Z, Axis::Pipe, Axis::Data}; }
 
 std::string order_to_string(const PlacementOrder& o) {

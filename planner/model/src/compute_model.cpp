@@ -177,11 +177,4 @@ double MatmulTimes::sum(const MatmulList& shapes) const {
   return total;
 }
 
-double matmuls_s(const topo::Topology& t, const std::vector<MatmulShape>& shapes) {
-  const MatmulTimes times(t);
-  double total = 0;
-  for (const auto& s : shapes) total += times(s);
-  return total;
-}
-
 }  // namespace axonn::planner

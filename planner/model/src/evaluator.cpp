@@ -8,14 +8,13 @@
 #include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
+#include "axonn/common/units.hpp"
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/collectives.hpp"
 #include "axonn/planner/layer_comm.hpp"
 
 namespace axonn::planner {
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 Evaluation reject(Evaluation e, Rejection why, std::string reason) {
   e.feasible = false;
@@ -218,11 +217,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     schedule::mark_cached(sc.pass.data() + first, n, paper ? 0 : o.overlap.cache_all_gather_layers);
     for (size_t i = first; i < last; ++i) {
       const model::Layer& l = m.layers[i];
-      const size_t j = i;
       const int32_t k = class_of_[i];
-      const schedule::PassLayer& pl = sc.pass[j];
-      sc.pass_costs[j] = &sc.costs[static_cast<size_t>(k)];
-      sc.memory[j] = {static_cast<double>(l.weight_elements()), sc.activation_per_row[static_cast<size_t>(k)],
+      const schedule::PassLayer& pl = sc.pass[i];
+      sc.pass_costs[i] = &sc.costs[static_cast<size_t>(k)];
+      sc.memory[i] = {static_cast<double>(l.weight_elements()), sc.activation_per_row[static_cast<size_t>(k)],
                       pl.segment, l.recomputed, pl.cached};
       if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
       const bool embedding = l.kind == model::LayerKind::Embedding;
@@ -249,8 +247,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   // Over the memory limit: rejected before its time is simulated.
   if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
     return reject(e, Rejection::Memory,
-                  fmt::format("memory {:.1f} GiB > {:.1f} GiB", e.memory.total_bytes() / kGiB,
-                              static_cast<double>(t.gpu_memory_bytes) / kGiB));
+                  fmt::format("memory {:.1f} GiB > {:.1f} GiB", e.memory.total_bytes() / kBytesPerGiB,
+                              static_cast<double>(t.gpu_memory_bytes) / kBytesPerGiB));
 
   first = 0;
   first_unit = 0;

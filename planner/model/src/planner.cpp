@@ -1,5 +1,6 @@
 // Enumeration, evaluation and ranking of grids; see axonn/planner/planner.hpp and
 // docs/model.md.
+#include "axonn/common/units.hpp"
 #include "axonn/planner/planner.hpp"
 
 #include <algorithm>
@@ -17,8 +18,6 @@ namespace axonn::planner {
 const char* comm_model_name(CommModel m) { return m == CommModel::Paper ? "paper" : "full"; }
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Ordered factorizations of `remaining` into the factors f[depth..4]; `divisors`: those
 // of the GPU count, ascending (every factor is one).
@@ -178,7 +177,7 @@ std::string explain_infeasible(const Ranking& r, const topo::Topology& t) {
       smallest = &e;
   if (smallest)
     return fmt::format("smallest memory per GPU is {:.1f} GiB > {:.1f} GiB (grid {})",
-                       smallest->memory.total_bytes() / kGiB, static_cast<double>(t.gpu_memory_bytes) / kGiB,
+                       smallest->memory.total_bytes() / kBytesPerGiB, static_cast<double>(t.gpu_memory_bytes) / kBytesPerGiB,
                        smallest->grid.to_string());
   if (!r.rejected.empty())
     return "no grid divides the model and batch (first: " + r.rejected.front().grid.to_string() + ": " +

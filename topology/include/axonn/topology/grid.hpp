@@ -51,8 +51,6 @@ PlacementOrder parse_order(const std::string& text, const std::string& module,
 // integers), or "gx,gy,gz,gdata" with ginter = 1. Throws InputError (module `module`,
 // location `where`, e.g. "--grid 2,2") otherwise.
 Grid parse_grid(const std::string& text, const std::string& module, const std::string& where);
-// "gx,gy,gz,gdata,ginter", the form parse_grid reads.
-std::string grid_to_csv(const Grid& g);
 
 using Coords = std::array<int64_t, kNumAxes>;  // indexed by Axis
 

@@ -95,7 +95,6 @@ double optimizer_s(const ElementwiseRates& r, const model::Layer& l, const topo:
 // Seconds for one matmul: the measured table entry of exactly this shape if there is
 // one, else matmul_overhead_s + flops / matmul_flops_per_s (peak_flops_per_s if 0).
 double matmul_s(const topo::Topology& t, const MatmulShape& s);
-double matmuls_s(const topo::Topology& t, const std::vector<MatmulShape>& shapes);
 
 // matmul_s with the table indexed once (the planner evaluates thousands of grids on
 // one topology). Keeps a reference to `t`.

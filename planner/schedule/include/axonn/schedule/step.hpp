@@ -78,6 +78,12 @@ class MessageDrivenStage {
 
  private:
   void inject(std::vector<StepInstruction>& out);
+  [[noreturn]] void out_of_order(const char* what, int64_t mb, int64_t expected) const {
+    throw InternalError("schedule",
+                        "stage " + std::to_string(stage_) + " received the " + what + " of micro-batch " +
+                            std::to_string(mb),
+                        "message-driven pipeline", "micro-batch " + std::to_string(expected) + " next");
+  }
   int64_t stage_, stages_, microbatches_, limit_;
   int64_t injected_ = 0, next_activation_ = 0, next_gradient_ = 0, backwards_ = 0;
 };
@@ -108,10 +114,7 @@ inline void MessageDrivenStage::start(std::vector<StepInstruction>& out) {
 }
 
 inline void MessageDrivenStage::on_activation(int64_t mb, std::vector<StepInstruction>& out) {
-  if (!expects_activation() || mb != next_activation_)
-    throw InternalError("schedule", "stage " + std::to_string(stage_) + " received the activation of micro-batch " +
-                                        std::to_string(mb),
-                        "message-driven pipeline", "micro-batch " + std::to_string(next_activation_) + " next");
+  if (!expects_activation() || mb != next_activation_) out_of_order("activation", mb, next_activation_);
   ++next_activation_;
   out.push_back({StepOp::Forward, static_cast<int32_t>(mb)});
   if (stage_ == stages_ - 1) {
@@ -124,10 +127,7 @@ inline void MessageDrivenStage::on_activation(int64_t mb, std::vector<StepInstru
 }
 
 inline void MessageDrivenStage::on_gradient(int64_t mb, std::vector<StepInstruction>& out) {
-  if (!expects_gradient() || mb != next_gradient_)
-    throw InternalError("schedule", "stage " + std::to_string(stage_) + " received the gradient of micro-batch " +
-                                        std::to_string(mb),
-                        "message-driven pipeline", "micro-batch " + std::to_string(next_gradient_) + " next");
+  if (!expects_gradient() || mb != next_gradient_) out_of_order("gradient", mb, next_gradient_);
   ++next_gradient_;
   out.push_back({StepOp::Backward, static_cast<int32_t>(mb)});
   ++backwards_;
