@@ -34,12 +34,15 @@ auto class_key(const model::Layer& l) {
 std::vector<int64_t> balanced_stage_units(const std::vector<double>& unit_weight, int64_t stages) {
   const auto units = static_cast<int64_t>(unit_weight.size());
   AXONN_ASSERT(stages >= 1 && units >= stages);
-  // How many stages of at most `cap` each the greedy packing needs.
+  // How many stages of at most `cap` each the greedy packing needs (stopping at stages + 1).
   auto stages_for = [&](double cap) {
     int64_t used = 1;
     double load = 0;
     for (double w : unit_weight) {
-      if (load > 0 && load + w > cap) ++used, load = 0;
+      if (load > 0 && load + w > cap) {
+        if (++used > stages) return used;  // too many already: how many more does not matter
+        load = 0;
+      }
       load += w;
     }
     return used;
@@ -250,13 +253,31 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
                   fmt::format("memory {:.1f} GiB > {:.1f} GiB", e.memory.total_bytes() / kBytesPerGiB,
                               static_cast<double>(t.gpu_memory_bytes) / kBytesPerGiB));
 
+  // A stage whose layers are those of the one before it (the same classes, the same
+  // pass roles) has its passes: a GPT's inner stages are simulated once.
+  auto same_as = [&](size_t first, size_t previous, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (class_of_[first + i] != class_of_[previous + i] || !(sc.pass[first + i] == sc.pass[previous + i]))
+        return false;
+    return true;
+  };
   first = 0;
   first_unit = 0;
+  size_t previous = 0, previous_n = 0;
   for (int64_t stage = 0; stage < g.ginter && !paper; ++stage) {
     const int64_t units = e.stage_units[static_cast<size_t>(stage)];
     size_t last = first;
     while (last < m.layers.size() && m.layers[last].unit < first_unit + units) ++last;
     const size_t n = last - first;
+    if (stage > 0 && n == previous_n && same_as(first, previous, n)) {
+      sc.stages[static_cast<size_t>(stage)] = sc.stages[static_cast<size_t>(stage - 1)];
+      previous = first;
+      first = last;
+      first_unit += units;
+      continue;
+    }
+    previous = first;
+    previous_n = n;
     double stage_optimizer_s = 0;
     for (size_t i = first; i < last; ++i) stage_optimizer_s += sc.optimizer_s[static_cast<size_t>(class_of_[i])];
     {
@@ -286,7 +307,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       e.compute_s = mbs * p.forward_compute_s + (mbs - 1) * p.backward_compute_s + p.last_backward_compute_s +
                     p.optimizer_s;
     } else {
-      const PipelineTime pt = simulate_pipeline(sc.stages, p2p_s, o.pipeline_schedule, e.microbatches, limit, trace);
+      const PipelineTime pt = simulate_pipeline(sc.stages, p2p_s, o.pipeline_schedule, e.microbatches, limit, trace,
+                                                &sc.pipeline);
       e.batch_s = pt.batch_s;
       e.compute_s = pt.compute_s;
       e.bubble_fraction = pt.bubble_fraction;

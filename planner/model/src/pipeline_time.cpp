@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <limits>
-#include <queue>
+#include <functional>
 
 #include "axonn/common/error.hpp"
 
@@ -24,20 +24,53 @@ struct Stage {
   int64_t backwards = 0;
 };
 
+// A message in flight, ordered by arrival, then gradients before activations, then by
+// micro-batch (the order of sending on a link). Messages to different stages may go in
+// any order: a stage's clock and rule are its own.
+struct Arrival {
+  double at;
+  uint64_t key;  // bit 63: an activation; bits 32-62: the micro-batch; bits 0-31: the stage
+  static Arrival make(double at, bool gradient, int64_t mb, int64_t stage) {
+    return {at, (uint64_t{!gradient} << 63) | (static_cast<uint64_t>(mb) << 32) | static_cast<uint64_t>(stage)};
+  }
+  bool gradient() const { return (key >> 63) == 0; }
+  int32_t microbatch() const { return static_cast<int32_t>((key >> 32) & 0x7fffffffu); }
+  int64_t stage() const { return static_cast<int64_t>(key & 0xffffffffu); }
+  bool operator>(const Arrival& o) const { return at != o.at ? at > o.at : key > o.key; }
+};
+
+}  // namespace
+
+struct PipelineScratch::Impl {
+  std::vector<Stage> stages;
+  std::vector<double> activation_at, gradient_at;  // [stage * M + mb]: arrival at that stage
+  std::vector<std::vector<StepInstruction>> programs;  // static schedules
+  std::vector<size_t> pc;
+  std::vector<Arrival> queue;  // message-driven: a min-heap
+  std::vector<schedule::MessageDrivenStage> rules;
+  std::vector<StepInstruction> todo;
+};
+
+PipelineScratch::PipelineScratch() : impl_(std::make_unique<Impl>()) {}
+PipelineScratch::~PipelineScratch() = default;
+PipelineScratch::PipelineScratch(PipelineScratch&&) noexcept = default;
+PipelineScratch& PipelineScratch::operator=(PipelineScratch&&) noexcept = default;
+
+namespace {
+
 // What runs an instruction on a stage's clock (shared by both simulations).
 struct Runner {
   const std::vector<StagePasses>& passes;
   double p2p_s;
   int64_t microbatches;
-  std::vector<Stage> stages;
-  std::vector<double> activation_at, gradient_at;  // [stage * M + mb]: arrival at that stage
+  PipelineScratch::Impl& w;
   std::vector<std::vector<SimulatedInstruction>>* trace;
 
-  double& activation(int64_t s, int64_t mb) { return activation_at[static_cast<size_t>(s * microbatches + mb)]; }
-  double& gradient(int64_t s, int64_t mb) { return gradient_at[static_cast<size_t>(s * microbatches + mb)]; }
+  double& activation(int64_t s, int64_t mb) { return w.activation_at[static_cast<size_t>(s * microbatches + mb)]; }
+  double& gradient(int64_t s, int64_t mb) { return w.gradient_at[static_cast<size_t>(s * microbatches + mb)]; }
 
   void run(int64_t s, const StepInstruction& in) {
-    Stage& st = stages[static_cast<size_t>(s)];
+    Stage& st = w.stages[static_cast<size_t>(s)];
     const StagePasses& p = passes[static_cast<size_t>(s)];
     const double start = st.t;
     const int64_t mb = in.microbatch;
@@ -78,8 +111,10 @@ struct Runner {
 };
 
 void run_static(Runner& r, plan::PipelineSchedule schedule, int64_t g, int64_t m) {
-  std::vector<std::vector<StepInstruction>> programs(static_cast<size_t>(g));
-  std::vector<size_t> pc(static_cast<size_t>(g), 0);
+  auto& programs = r.w.programs;
+  auto& pc = r.w.pc;
+  if (programs.size() < static_cast<size_t>(g)) programs.resize(static_cast<size_t>(g));
+  pc.assign(static_cast<size_t>(g), 0);
   for (int64_t s = 0; s < g; ++s) schedule::step_program(schedule, s, g, m, programs[static_cast<size_t>(s)]);
   for (bool progress = true; progress;) {
     progress = false;
@@ -101,51 +136,43 @@ void run_static(Runner& r, plan::PipelineSchedule schedule, int64_t g, int64_t m
 }
 
 void run_message_driven(Runner& r, int64_t g, int64_t m, int64_t limit) {
-  struct Arrival {
-    double at;
-    uint32_t seq;  // ties: gradients before activations, then in order of sending
-    int32_t stage, mb;
-    bool gradient;
-    bool operator>(const Arrival& o) const {
-      if (at != o.at) return at > o.at;
-      if (gradient != o.gradient) return !gradient;
-      return seq > o.seq;
-    }
-  };
-  std::vector<Arrival> storage;
-  storage.reserve(static_cast<size_t>(4 * g));
-  std::priority_queue<Arrival, std::vector<Arrival>, std::greater<Arrival>> queue(std::greater<Arrival>(),
-                                                                                   std::move(storage));
-  std::vector<schedule::MessageDrivenStage> rules;
-  rules.reserve(static_cast<size_t>(g));
+  auto& queue = r.w.queue;
+  auto& rules = r.w.rules;
+  auto& todo = r.w.todo;
+  queue.clear();
+  rules.clear();
+  todo.clear();
   for (int64_t s = 0; s < g; ++s) rules.emplace_back(s, g, m, limit);
-  uint32_t seq = 0;
-  std::vector<StepInstruction> todo;
-  todo.reserve(8);
+  const auto later = std::greater<Arrival>();
   auto execute = [&](int64_t s) {
     for (const auto& in : todo) {
       r.run(s, in);
-      if (in.op == StepOp::SendActivation)
-        queue.push({r.activation(s + 1, in.microbatch), seq++, static_cast<int32_t>(s + 1), in.microbatch, false});
-      else if (in.op == StepOp::SendGradient)
-        queue.push({r.gradient(s - 1, in.microbatch), seq++, static_cast<int32_t>(s - 1), in.microbatch, true});
+      if (in.op == StepOp::SendActivation) {
+        queue.push_back(Arrival::make(r.activation(s + 1, in.microbatch), false, in.microbatch, s + 1));
+        std::push_heap(queue.begin(), queue.end(), later);
+      } else if (in.op == StepOp::SendGradient) {
+        queue.push_back(Arrival::make(r.gradient(s - 1, in.microbatch), true, in.microbatch, s - 1));
+        std::push_heap(queue.begin(), queue.end(), later);
+      }
     }
     todo.clear();
   };
   rules[0].start(todo);
   execute(0);
   while (!queue.empty()) {
-    const Arrival a = queue.top();
-    queue.pop();
-    Stage& st = r.stages[static_cast<size_t>(a.stage)];
+    std::pop_heap(queue.begin(), queue.end(), later);
+    const Arrival a = queue.back();
+    queue.pop_back();
+    const int64_t s = a.stage();
+    Stage& st = r.w.stages[static_cast<size_t>(s)];
     st.idle += std::max(0.0, a.at - st.t);
     st.t = std::max(st.t, a.at);
     if (r.trace)
-      (*r.trace)[static_cast<size_t>(a.stage)].push_back(
-          {{a.gradient ? StepOp::RecvGradient : StepOp::RecvActivation, a.mb}, st.t, st.t});
-    if (a.gradient) rules[static_cast<size_t>(a.stage)].on_gradient(a.mb, todo);
-    else rules[static_cast<size_t>(a.stage)].on_activation(a.mb, todo);
-    execute(a.stage);
+      (*r.trace)[static_cast<size_t>(s)].push_back(
+          {{a.gradient() ? StepOp::RecvGradient : StepOp::RecvActivation, a.microbatch()}, st.t, st.t});
+    if (a.gradient()) rules[static_cast<size_t>(s)].on_gradient(a.microbatch(), todo);
+    else rules[static_cast<size_t>(s)].on_activation(a.microbatch(), todo);
+    execute(s);
   }
   for (int64_t s = 0; s < g; ++s) {
     if (!rules[static_cast<size_t>(s)].done())
@@ -160,24 +187,27 @@ void run_message_driven(Runner& r, int64_t g, int64_t m, int64_t limit) {
 
 PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, double p2p_s, plan::PipelineSchedule schedule,
                                int64_t microbatches, int64_t limit,
-                               std::vector<std::vector<SimulatedInstruction>>* trace) {
+                               std::vector<std::vector<SimulatedInstruction>>* trace, PipelineScratch* scratch) {
   const auto g = static_cast<int64_t>(stages.size());
-  AXONN_ASSERT(g >= 1 && microbatches >= 1);
-  Runner r{stages, p2p_s, microbatches, std::vector<Stage>(static_cast<size_t>(g)),
-           std::vector<double>(static_cast<size_t>(g * microbatches), kUnknown),
-           std::vector<double>(static_cast<size_t>(g * microbatches), kUnknown), trace};
+  AXONN_ASSERT(g >= 1 && microbatches >= 1 && microbatches <= std::numeric_limits<int32_t>::max());
+  PipelineScratch own;
+  PipelineScratch::Impl& w = (scratch ? *scratch : own).impl();
+  w.stages.assign(static_cast<size_t>(g), Stage{});
+  w.activation_at.assign(static_cast<size_t>(g * microbatches), kUnknown);
+  w.gradient_at.assign(static_cast<size_t>(g * microbatches), kUnknown);
+  Runner r{stages, p2p_s, microbatches, w, trace};
   if (trace) trace->assign(static_cast<size_t>(g), {});
   if (g > 1 && schedule == plan::PipelineSchedule::MessageDriven) run_message_driven(r, g, microbatches, limit);
   else run_static(r, schedule, g, microbatches);
   PipelineTime out;
   size_t worst = 0;
-  for (size_t s = 0; s < r.stages.size(); ++s)
-    if (r.stages[s].t > r.stages[worst].t) worst = s;
-  const Stage& w = r.stages[worst];
-  out.batch_s = w.t;
-  out.compute_s = w.compute;
-  const double before_tail = w.t - stages[worst].tail_s - stages[worst].optimizer_s;
-  out.bubble_fraction = before_tail > 0 ? w.idle / before_tail : 0.0;
+  for (size_t s = 0; s < w.stages.size(); ++s)
+    if (w.stages[s].t > w.stages[worst].t) worst = s;
+  const Stage& st = w.stages[worst];
+  out.batch_s = st.t;
+  out.compute_s = st.compute;
+  const double before_tail = st.t - stages[worst].tail_s - stages[worst].optimizer_s;
+  out.bubble_fraction = before_tail > 0 ? st.idle / before_tail : 0.0;
   return out;
 }
 

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "axonn/plan/plan.hpp"
@@ -43,10 +44,27 @@ struct SimulatedInstruction {
   double start_s = 0, end_s = 0;
 };
 
+// The working memory of simulate_pipeline, kept between calls so that the planner's
+// inner loop does not allocate. One per thread.
+class PipelineScratch {
+ public:
+  PipelineScratch();
+  ~PipelineScratch();
+  PipelineScratch(PipelineScratch&&) noexcept;
+  PipelineScratch& operator=(PipelineScratch&&) noexcept;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 // `p2p_s`: one activation or gradient message between neighbouring stages. `trace`, if
-// given, receives each stage's executed instructions in order.
+// given, receives each stage's executed instructions in order. `scratch`: reused
+// working memory (none: a fresh one for this call).
 PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, double p2p_s, plan::PipelineSchedule schedule,
                                int64_t microbatches, int64_t limit,
-                               std::vector<std::vector<SimulatedInstruction>>* trace = nullptr);
+                               std::vector<std::vector<SimulatedInstruction>>* trace = nullptr,
+                               PipelineScratch* scratch = nullptr);
 
 }  // namespace axonn::planner

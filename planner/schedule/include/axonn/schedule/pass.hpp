@@ -79,6 +79,10 @@ struct PassLayer {
   bool cached = false;             // optimization 4: the recompute reuses the forward's block
   int64_t segment = 0;             // layers recomputed together share one; consecutive
   double grad_bytes = 0;           // its data-parallel gradient shard, bytes (bucket sizes)
+  bool operator==(const PassLayer& o) const {
+    return weighted == o.weighted && input_gradient == o.input_gradient && weight_in_backward == o.weight_in_backward &&
+           recomputed == o.recomputed && cached == o.cached && segment == o.segment && grad_bytes == o.grad_bytes;
+  }
 };
 
 struct PassSettings {
