@@ -37,6 +37,30 @@ if grep -q '"forward_s"' "$T/m.json" 2>/dev/null && [ "$(grep -c '"step":' "$T/m
 else
   fails=$((fails + 1)); echo "FAIL measurement JSON"; cat "$T/m.json" 2>/dev/null | head -20
 fi
+# Device memory: every rank's peak beside the plan's prediction; a budget below the
+# peak fails every rank like a GPU out of memory (exit 2, the message names the flag),
+# and one a little above it trains. (Asynchronous collectives free their buffers at
+# slightly different moments from run to run: the peak varies by a few KiB.)
+peak=$(python3 - "$T/m.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["device_memory"]
+ranks, steps = m["peak_bytes_per_rank"], json.load(open(sys.argv[1]))["steps"]
+ok = (len(ranks) == 4 and min(ranks) > 0 and m["peak_bytes"] == max(ranks) and m["predicted_bytes_per_gpu"] > 0
+      and all(0 < s["peak_device_bytes"] <= ranks[0] for s in steps))
+print(m["peak_bytes"] if ok else 0)
+PY
+)
+if [ "${peak:-0}" -gt 0 ]; then
+  passes=$((passes + 1)); echo "PASS measurement JSON has each rank's peak device bytes ($peak) and the prediction"
+else
+  fails=$((fails + 1)); echo "FAIL device memory in the measurement JSON"; peak=100000000
+fi
+check "a budget below the peak fails every rank as out of memory" 2 "out of device memory: .*budget .*--device-memory" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" --steps 3 --measure "$T/mb.json" --device-memory $((peak / 2))
+check "a budget 10% above the measured peak trains" 0 "step +3/3 +loss" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" --steps 3 --measure "$T/mb.json" --device-memory $((peak * 11 / 10))
+check "a budget with a unit" 2 "budget of 0.1 MiB" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" --steps 1 --measure "$T/mb.json" --device-memory 100KiB
 check "overlap flags and a trace per rank" 0 "communication .* exposed" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" \
   --steps 2 --overlap-level 4 --cache-layers 4 --checkpointing on --trace "$T/trace" --measure "$T/mt.json"
 if [ -f "$T/trace/rank3.json" ] && grep -q '"ag_z"' "$T/trace/rank0.json" && grep -q '"rs_z"' "$T/trace/rank0.json" \

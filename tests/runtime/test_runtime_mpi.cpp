@@ -13,6 +13,7 @@
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
@@ -78,6 +79,73 @@ TEST(HostMalloc, TensorsComeFromTheHeapAndStayThere) {
   EXPECT_FALSE(runtime::tune_host_malloc());
   unsetenv("MALLOC_TRIM_THRESHOLD_");
   EXPECT_TRUE(runtime::tune_host_malloc());
+}
+
+TEST(DeviceMemory, CountsEveryTensorAndRefusesPastTheBudget) {
+  using runtime::DeviceMemory;
+  DeviceMemory::install();
+  ASSERT_TRUE(DeviceMemory::installed());
+  constexpr int64_t MiB = 1 << 20, slack = 4096;  // the heap's rounding of a block
+  const int64_t base = DeviceMemory::live_bytes();
+  DeviceMemory::reset_peak();
+  EXPECT_EQ(DeviceMemory::peak_bytes(), base);
+  {
+    at::Tensor a = at::empty({MiB}, at::kFloat);  // 4 MiB
+    EXPECT_GE(DeviceMemory::live_bytes() - base, 4 * MiB);
+    EXPECT_LT(DeviceMemory::live_bytes() - base, 4 * MiB + slack);
+    {
+      at::Tensor b = a.view({2, -1}).sum(0);  // a result of 2 MiB
+      EXPECT_GE(DeviceMemory::live_bytes() - base, 6 * MiB);
+    }
+    EXPECT_LT(DeviceMemory::live_bytes() - base, 4 * MiB + slack);  // b returned
+  }
+  EXPECT_EQ(DeviceMemory::live_bytes(), base);  // every block returned, counted at its own size
+  EXPECT_GE(DeviceMemory::peak_bytes() - base, 6 * MiB);
+  EXPECT_LT(DeviceMemory::peak_bytes() - base, 6 * MiB + 2 * slack);
+
+  // Past the budget: refused like a GPU out of memory, nothing allocated, the message
+  // names the flag; below it, allocations go on.
+  DeviceMemory::set_budget(base + 2 * MiB);
+  EXPECT_EQ(DeviceMemory::budget_bytes(), base + 2 * MiB);
+  try {
+    at::Tensor too_big = at::ones({MiB}, at::kFloat);
+    ADD_FAILURE() << "4 MiB allocated under a 2 MiB budget";
+  } catch (const runtime::OutOfDeviceMemory& e) {
+    EXPECT_NE(std::string(e.what()).find("out of device memory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--device-memory"), std::string::npos) << e.what();
+    EXPECT_EQ(exit_code(e), kExitUsage);
+  }
+  EXPECT_EQ(DeviceMemory::live_bytes(), base);
+  EXPECT_EQ(at::ones({MiB / 4}, at::kFloat).sum().item<float>(), static_cast<float>(MiB / 4));
+  DeviceMemory::set_budget(0);
+  EXPECT_EQ(at::ones({MiB}, at::kFloat).sum().item<float>(), static_cast<float>(MiB));
+}
+
+TEST(DeviceMemory, ABudgetBelowTheStepsPeakFailsItsBackwardAndTheMeasuredPeakIsEnough) {
+  // A serial GPT step (no communication, so one rank may fail alone): the budget is the
+  // live bytes the forward reached. The backward needs more and fails through autograd
+  // with the typed error; with the budget at the measured peak the same step runs.
+  using runtime::DeviceMemory;
+  DeviceMemory::install();
+  const gpt::GptConfig cfg = gpt::GptConfig::from(model::load_model("gpt-tiny"));
+  gpt::SerialGpt serial(cfg, 3);
+  const at::Tensor batch = runtime::make_token_source("", cfg.vocab, 4, cfg.seq_len, 5)->batch(0);
+  auto step = [&] {
+    for (auto& [name, t] : serial.named_parameters()) t.mutable_grad() = at::Tensor();
+    DeviceMemory::reset_peak();
+    at::Tensor loss = serial.loss(batch);
+    const int64_t forward_peak = DeviceMemory::peak_bytes();
+    loss.backward();
+    return std::make_pair(forward_peak, DeviceMemory::peak_bytes());
+  };
+  const auto [forward_peak, step_peak] = step();
+  ASSERT_GT(step_peak, forward_peak) << "the backward must need more than the forward for this test";
+  DeviceMemory::set_budget(forward_peak);
+  EXPECT_THROW(step(), runtime::OutOfDeviceMemory);
+  DeviceMemory::set_budget(step_peak);
+  EXPECT_NO_THROW(step());
+  EXPECT_LE(DeviceMemory::peak_bytes(), step_peak);
+  DeviceMemory::set_budget(0);
 }
 
 TEST(Launch, DetectsOpenMpiSlurmAndNothing) {

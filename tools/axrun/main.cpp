@@ -6,6 +6,7 @@
 //          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
 //          [--progress thread|poll] [--log-every N] [--pipeline-schedule message-driven|1f1b|gpipe]
+//          [--device-memory SIZE]
 //
 // Under mpirun or srun (axonn/runtime/launch.hpp): the launcher's rank and size must
 // be MPI's, or the job stops with a message (an MPI without that launcher's support).
@@ -14,8 +15,12 @@
 // progress (step, loss, tokens/s, ETA): one live line on a terminal, else a line every
 // --log-every steps (and always the last step); --log-every N also forces lines on a
 // terminal. It writes the measurement JSON (per-step batch time, the time of each
-// phase, the communication breakdown by kind); --trace DIR writes one Chrome trace per
-// rank (DIR/rank<R>.json). Input errors (bad plan, world size, data file) are found
+// phase, the communication breakdown by kind, the peak device bytes of each step;
+// after the steps, each rank's peak beside the plan's predicted memory per GPU);
+// --trace DIR writes one Chrome trace per rank (DIR/rank<R>.json). Device memory is
+// counted by LibTorch's allocator (axonn/runtime/device_memory.hpp); --device-memory
+// SIZE (bytes, or with a unit: 512MiB, 2GiB) fails the job like a GPU out of memory
+// when a rank's tensors would take more. Input errors (bad plan, world size, data file) are found
 // on every rank before training; the job then exits with code 2 and one message. A
 // failure during training ends every rank through MPI_Abort (exit code 3 for a
 // communication failure, 1 otherwise).
@@ -34,7 +39,9 @@
 #include "axonn/common/error.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/plan.hpp"
+#include "axonn/runtime/check.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
@@ -58,6 +65,7 @@ struct Args {
   int threads = 1;
   double lr = 1e-3;
   int64_t log_every = 0;  // 0: live line on a terminal, else every 10 steps
+  int64_t device_memory = 0;  // bytes; 0: no budget
 };
 
 // Fault injection for tests (docs/runtime.md): AXONN_FAIL_RANK and AXONN_FAIL_STEP make
@@ -105,6 +113,10 @@ int main(int argc, char** argv) {
   app.add_option("--log-every", a.log_every,
                  "a progress line every N steps (default: one live line on a terminal, else every 10)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--device-memory", a.device_memory,
+                 "device memory budget per rank: bytes or with a unit (512MiB, 2GiB); past it the job fails as a GPU "
+                 "out of memory")
+      ->transform(CLI::AsSizeValue(false));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -178,8 +190,13 @@ int main(int argc, char** argv) {
     std::unique_ptr<runtime::MpiProgressThread> progress;
     if (a.progress == "thread") progress = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(50));
     runtime::Tracer tracer(!a.trace_dir.empty());
-    gpt::SerialGpt init(cfg, a.seed);  // every rank builds the serial weights, then keeps its shards
-    gpt::GptStage run(plan, grid, cfg, init.named_parameters(), &tracer, runtime::TrainerOptions{a.lr, 1.0});
+    // Every rank builds the serial weights, keeps its shards (copies) and frees the rest
+    // before the first step, so that the device tier holds only what the rank owns.
+    runtime::DeviceMemory::install();
+    auto init = std::make_unique<gpt::SerialGpt>(cfg, a.seed);
+    gpt::GptStage run(plan, grid, cfg, init->named_parameters(), &tracer, runtime::TrainerOptions{a.lr, 1.0});
+    init.reset();
+    runtime::DeviceMemory::set_budget(a.device_memory);
     runtime::Trainer& trainer = run.trainer;
     const auto& o = plan.overlap;
     if (rank == 0)
@@ -200,14 +217,19 @@ int main(int argc, char** argv) {
                                       static_cast<double>(plan.batch.seqs * cfg.seq_len));
     // Caught here, while the model and its collectives in flight are still alive: ending
     // the job must not wait for them (another rank may never complete them).
+    int64_t peak_device = 0;  // this rank's, over the steps
     try {
     for (int64_t step = 0; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
-      runtime::StepStats s = trainer.step(source->batch(step));
+      const at::Tensor batch = source->batch(step);
+      runtime::DeviceMemory::reset_peak();
+      runtime::StepStats s = trainer.step(batch);
+      const int64_t step_peak = runtime::DeviceMemory::peak_bytes();
+      peak_device = std::max(peak_device, step_peak);
       steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
                        {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
                        {"optimizer_s", s.optimizer_s}, {"recv_wait_s", s.recv_wait_s},
-                       {"breakdown", s.breakdown.to_json()}});
+                       {"peak_device_bytes", step_peak}, {"breakdown", s.breakdown.to_json()}});
       if (rank == 0) progress_line.update(std::cout, step + 1, s);
     }
     } catch (const Error& e) {
@@ -219,11 +241,28 @@ int main(int argc, char** argv) {
       std::filesystem::create_directories(a.trace_dir);
       tracer.write_chrome_trace(a.trace_dir + "/rank" + std::to_string(rank) + ".json", rank);
     }
+    std::vector<int64_t> peaks(static_cast<size_t>(world.size()));
+    AXONN_CHECK(MPI_Gather(&peak_device, 1, MPI_INT64_T, peaks.data(), 1, MPI_INT64_T, 0, world.handle()));
     if (rank == 0) {
+      const auto worst = std::max_element(peaks.begin(), peaks.end());
+      nlohmann::json memory = {{"counted", "every LibTorch tensor (axonn/runtime/device_memory.hpp)"},
+                               {"budget_bytes", a.device_memory},
+                               {"peak_bytes_per_rank", peaks},
+                               {"peak_bytes", *worst}};
+      std::string predicted;
+      if (plan.prediction) {
+        memory["predicted_bytes_per_gpu"] = plan.prediction->memory_bytes_per_gpu;
+        predicted = fmt::format(", predicted {:.1f} MiB by the plan ({:+.1f}%)",
+                                static_cast<double>(plan.prediction->memory_bytes_per_gpu) / (1 << 20),
+                                100.0 * (static_cast<double>(plan.prediction->memory_bytes_per_gpu) /
+                                             static_cast<double>(*worst) - 1.0));
+      }
+      fmt::print("axrun: peak device memory {:.1f} MiB (rank {}){}\n", static_cast<double>(*worst) / (1 << 20),
+                 worst - peaks.begin(), predicted);
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world.size()},
                           {"grid", topo::grid_to_json(plan.grid)}, {"launcher", launch.launcher},
                           {"threads_per_rank", a.threads}, {"data", a.data.empty() ? "synthetic" : a.data},
-                          {"steps", steps}};
+                          {"device_memory", memory}, {"steps", steps}};
       write_file_atomically(a.measure, m.dump(2) + "\n", "axrun");
     }
   } catch (const Error& e) {

@@ -1,0 +1,57 @@
+// The device memory tier, counted. LibTorch here is CPU-only, so "device memory" is
+// what a GPU would hold: every tensor LibTorch's CPU allocator hands out. install()
+// replaces that allocator (c10::SetCPUAllocator) with one that counts live and peak
+// bytes and can enforce a budget, failing an allocation past it as a GPU runs out of
+// memory. Memory a strategy places off the device (the host tier: offloaded optimizer
+// state, master weights) must not come from this allocator.
+//
+// Bytes are what the heap really reserves for each block (malloc_usable_size of a
+// 64-byte aligned block: the request rounded up by at most a few dozen bytes). Tensors
+// allocated before install() are not counted, nor freed from the count.
+//
+// On a CUDA LibTorch the same interface would read the CUDA caching allocator's
+// statistics (allocated_bytes current/peak) and its per-process memory fraction; that
+// build does not exist here, so only the CPU path is compiled and tested.
+//
+// Example:
+//   runtime::DeviceMemory::install();
+//   runtime::DeviceMemory::set_budget(2LL << 30);   // 2 GiB; OutOfDeviceMemory past it
+//   runtime::DeviceMemory::reset_peak();
+//   trainer.step(batch);
+//   int64_t peak = runtime::DeviceMemory::peak_bytes();
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::runtime {
+
+// An allocation past the budget (axrun --device-memory). An input error: the plan does
+// not fit the memory the user gave it.
+class OutOfDeviceMemory : public InputError {
+ public:
+  OutOfDeviceMemory(const std::string& what, const std::string& where, const std::string& expected)
+      : InputError("runtime", what, where, expected) {}
+};
+
+class DeviceMemory {
+ public:
+  // Makes the counting allocator LibTorch's CPU allocator, once per process (later
+  // calls do nothing). Thread-safe counters: autograd and the communication threads
+  // allocate too.
+  static void install();
+  static bool installed();
+
+  static int64_t live_bytes();
+  static int64_t peak_bytes();  // the most live bytes since the last reset_peak()
+  static void reset_peak();     // the peak restarts from the live bytes
+
+  // Allocations that would take the live bytes past `bytes` throw OutOfDeviceMemory
+  // (and allocate nothing). <= 0: no budget.
+  static void set_budget(int64_t bytes);
+  static int64_t budget_bytes();
+};
+
+}  // namespace axonn::runtime
