@@ -15,7 +15,8 @@
 // progress (step, loss, tokens/s, ETA): one live line on a terminal, else a line every
 // --log-every steps (and always the last step); --log-every N also forces lines on a
 // terminal. It writes the measurement JSON (per-step batch time, the time of each
-// phase, the communication breakdown by kind, the peak device bytes of each step;
+// phase, the communication breakdown by kind, the peak device bytes of each step and
+// the live ones after it (weights, gradients, optimizer state and the next batch);
 // after the steps, each rank's peak beside the plan's predicted memory per GPU);
 // --trace DIR writes one Chrome trace per rank (DIR/rank<R>.json). Device memory is
 // counted by LibTorch's allocator (axonn/runtime/device_memory.hpp); --device-memory
@@ -229,7 +230,8 @@ int main(int argc, char** argv) {
       steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
                        {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
                        {"optimizer_s", s.optimizer_s}, {"recv_wait_s", s.recv_wait_s},
-                       {"peak_device_bytes", step_peak}, {"breakdown", s.breakdown.to_json()}});
+                       {"peak_device_bytes", step_peak}, {"live_device_bytes", runtime::DeviceMemory::live_bytes()},
+                       {"breakdown", s.breakdown.to_json()}});
       if (rank == 0) progress_line.update(std::cout, step + 1, s);
     }
     } catch (const Error& e) {
