@@ -5,9 +5,10 @@
 // memory. Memory a strategy places off the device (the host tier: offloaded optimizer
 // state, master weights) must not come from this allocator.
 //
-// Bytes are what the heap really reserves for each block (malloc_usable_size of a
-// 64-byte aligned block: the request rounded up by at most a few dozen bytes). Tensors
-// allocated before install() are not counted, nor freed from the count.
+// Bytes are those requested (a tensor's storage size), as the CUDA caching allocator's
+// allocated_bytes counts them: the same allocations give the same peak on every run
+// (the heap's own rounding and the 64-byte header of each block are not counted).
+// Tensors allocated before install() are not counted, nor freed from the count.
 //
 // On a CUDA LibTorch the same interface would read the CUDA caching allocator's
 // statistics (allocated_bytes current/peak) and its per-process memory fraction; that
