@@ -9,12 +9,13 @@
 
 #include <fmt/format.h>
 
+#include "axonn/common/units.hpp"
+
 namespace axonn::runtime {
 namespace {
 
 constexpr size_t kAlignment = 64;  // as c10's own CPU allocator (c10::gAlignment)
 constexpr size_t kHeader = kAlignment;  // before each block: its size, keeping the data aligned
-constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
 std::atomic<int64_t> g_live{0}, g_peak{0}, g_budget{0};
 std::atomic<bool> g_installed{false};

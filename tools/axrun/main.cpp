@@ -38,6 +38,7 @@
 
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/common/units.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/runtime/check.hpp"
@@ -255,11 +256,11 @@ int main(int argc, char** argv) {
       if (plan.prediction) {
         memory["predicted_bytes_per_gpu"] = plan.prediction->memory_bytes_per_gpu;
         predicted = fmt::format(", predicted {:.1f} MiB by the plan ({:+.1f}%)",
-                                static_cast<double>(plan.prediction->memory_bytes_per_gpu) / (1 << 20),
+                                static_cast<double>(plan.prediction->memory_bytes_per_gpu) / kBytesPerMiB,
                                 100.0 * (static_cast<double>(plan.prediction->memory_bytes_per_gpu) /
                                              static_cast<double>(*worst) - 1.0));
       }
-      fmt::print("axrun: peak device memory {:.1f} MiB (rank {}){}\n", static_cast<double>(*worst) / (1 << 20),
+      fmt::print("axrun: peak device memory {:.1f} MiB (rank {}){}\n", static_cast<double>(*worst) / kBytesPerMiB,
                  worst - peaks.begin(), predicted);
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world.size()},
                           {"grid", topo::grid_to_json(plan.grid)}, {"launcher", launch.launcher},

@@ -18,6 +18,7 @@
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/trainer.hpp"
@@ -38,9 +39,12 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str();
   app.add_option("--threads", threads, "LibTorch threads per rank")->capture_default_str();
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata (default 1,1,1,1 on one rank)");
+  bool count_memory = false;
+  app.add_flag("--count-device-memory", count_memory, "allocate through the counting device allocator, as axrun does");
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(threads);
   const bool root = world.rank() == 0;
+  if (count_memory) runtime::DeviceMemory::install();
   try {
     auto desc = model::load_model(model_name);
     gpt::GptConfig cfg = gpt::GptConfig::from(desc);

@@ -269,15 +269,15 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     size_t last = first;
     while (last < m.layers.size() && m.layers[last].unit < first_unit + units) ++last;
     const size_t n = last - first;
-    if (stage > 0 && n == previous_n && same_as(first, previous, n)) {
+    const bool repeat = stage > 0 && n == previous_n && same_as(first, previous, n);
+    previous = first;
+    previous_n = n;
+    if (repeat) {
       sc.stages[static_cast<size_t>(stage)] = sc.stages[static_cast<size_t>(stage - 1)];
-      previous = first;
       first = last;
       first_unit += units;
       continue;
     }
-    previous = first;
-    previous_n = n;
     double stage_optimizer_s = 0;
     for (size_t i = first; i < last; ++i) stage_optimizer_s += sc.optimizer_s[static_cast<size_t>(class_of_[i])];
     {
