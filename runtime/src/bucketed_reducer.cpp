@@ -8,9 +8,9 @@ namespace axonn::runtime {
 using schedule::LayerInstruction;
 using schedule::LayerOp;
 
-BucketedReducer::BucketedReducer(ProcessGrid& grid, const plan::OverlapSettings& overlap, Tracer* tracer,
-                                 PassRecorder& recorder)
-    : grid_(grid), overlap_(overlap), tracer_(tracer), recorder_(recorder) {}
+BucketedReducer::BucketedReducer(ProcessGrid& grid, const plan::OverlapSettings& overlap, bool optimizer_reduces,
+                                 Tracer* tracer, PassRecorder& recorder)
+    : grid_(grid), overlap_(overlap), optimizer_reduces_(optimizer_reduces), tracer_(tracer), recorder_(recorder) {}
 
 BucketedReducer::~BucketedReducer() {
   // Outstanding operations must complete before their buffers go away (see GatheredWeights).
@@ -145,7 +145,7 @@ void BucketedReducer::finish_step() {
     pending_data_.pop_front();
   }
   // Whatever did not go through a bucket: all-reduced now, in parameter order.
-  if (params_) {
+  if (params_ && !optimizer_reduces_) {
     std::vector<at::Tensor> replicated;
     for (auto& prm : *params_) {
       if (!prm.tensor.grad().defined()) continue;

@@ -16,22 +16,6 @@ namespace axonn::runtime {
 using schedule::StepInstruction;
 using schedule::StepOp;
 
-double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm) {
-  at::Tensor sq = at::zeros({1}, at::kDouble);
-  for (auto& p : params) {
-    at::Tensor grad = p.tensor.grad();
-    if (!grad.defined()) continue;
-    sq += grad.to(at::kDouble).pow(2).sum() / static_cast<double>(p.spec.replication(grid.grid()));
-  }
-  all_reduce_now(grid.model(), sq);
-  const double norm = std::sqrt(sq.item<double>());
-  const double coef = max_norm / (norm + 1e-6);  // as torch::nn::utils::clip_grad_norm_
-  if (max_norm > 0 && coef < 1.0)
-    for (auto& p : params)
-      if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(coef);
-  return norm;
-}
-
 namespace {
 
 constexpr int kActivationTag = 1, kGradientTag = 2;
@@ -52,7 +36,7 @@ struct Trainer::Impl {
   StageEngine& se;
   TrainerOptions options;
   const schedule::StageSchedule& sched;
-  std::unique_ptr<torch::optim::Adam> adam;
+  std::unique_ptr<Optimizer> optimizer;
 
   // The step in progress.
   at::Tensor batch;
@@ -71,9 +55,10 @@ struct Trainer::Impl {
 
   Impl(ProcessGrid& g, ParallelModel& m, StageEngine& e, TrainerOptions o)
       : grid(g), model(m), se(e), options(o), sched(e.schedule()) {
-    std::vector<at::Tensor> tensors;
-    for (auto& prm : model.parameters()) tensors.push_back(prm.tensor);
-    adam = std::make_unique<torch::optim::Adam>(tensors, torch::optim::AdamOptions(options.learning_rate));
+    AdamSettings adam;
+    adam.learning_rate = options.learning_rate;
+    optimizer = make_optimizer(grid, model.parameters(), sched.optimizer, adam, se.engine().tracer());
+    AXONN_ASSERT(optimizer->reduces_data_parallel() == sched.optimizer.offload);
     se.set_parameters(&model.parameters());
   }
 
@@ -238,7 +223,7 @@ struct Trainer::Impl {
     loss_sum = at::zeros({1}, at::kDouble);
     executed.clear();
     stash.clear();
-    adam->zero_grad();
+    optimizer->zero_grad();
     if (!sched.first_stage()) post(activation_in, 0, static_cast<int>(stage()) - 1, kActivationTag);
     if (!sched.last_stage()) post(gradient_in, 0, static_cast<int>(stage()) + 1, kGradientTag);
     if (sched.steps.empty()) run_message_driven();
@@ -272,8 +257,9 @@ StepStats Trainer::step(const at::Tensor& global_batch) {
   const double t_start = now_s();
   I.run_step(global_batch, s);
   const double t0 = now_s();
-  s.grad_norm = clip_gradients(I.grid, I.model.parameters(), I.options.max_grad_norm);
-  I.adam->step();
+  const OptimizerPhase ph = I.optimizer->step(I.options.max_grad_norm);
+  s.grad_norm = ph.grad_norm;
+  s.optimizer_reduce_wait_s = ph.reduce_wait_s;
   const double t1 = now_s();
   s.optimizer_s = t1 - t0;
   s.batch_s = t1 - t_start;

@@ -104,6 +104,9 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["precision"] = {{"compute_bytes", p.precision.compute_bytes},
                     {"grad_reduce_bytes", p.precision.grad_reduce_bytes},
                     {"state_bytes_per_param", p.precision.state_bytes_per_param}};
+  j["optimizer"] = {{"offload", p.optimizer.offload},
+                    {"bucket_elements", p.optimizer.bucket_elements},
+                    {"allreduce_coarsening", p.optimizer.allreduce_coarsening}};
   if (p.prediction) {
     const auto& pr = *p.prediction;
     j["prediction"] = {{"comm_model", pr.comm_model},
@@ -192,6 +195,13 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     p.precision.grad_reduce_bytes = pr.positive_int("grad_reduce_bytes");
     p.precision.state_bytes_per_param = pr.positive_int("state_bytes_per_param");
     pr.finish();
+  }
+  if (r.has("optimizer")) {  // plans written before the memory tiers: on the device
+    auto o = r.object("optimizer");
+    p.optimizer.offload = o.boolean("offload");
+    p.optimizer.bucket_elements = o.positive_int("bucket_elements");
+    p.optimizer.allreduce_coarsening = o.non_negative_int("allreduce_coarsening");
+    o.finish();
   }
   if (r.has("prediction")) {
     auto pr = r.object("prediction");

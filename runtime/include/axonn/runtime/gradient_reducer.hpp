@@ -7,6 +7,9 @@
 // reduce-scatters have completed; finish_step() completes every data-parallel
 // reduction (ReduceGradients), including the parameters replicated over Z.
 //
+// With `optimizer_reduces` (the offloaded optimizer, optimizer.hpp) the data-parallel
+// reductions are the optimizer's: finish_step() only completes the reduce-scatters' work.
+//
 // BucketedReducer is the 4D paper's; ZeRO's reduce-scatter over data and L2L's push to
 // a parameter server implement the same interface later.
 //
@@ -50,7 +53,8 @@ class GradientReducer {
 
 class BucketedReducer final : public GradientReducer {
  public:
-  BucketedReducer(ProcessGrid& grid, const plan::OverlapSettings& overlap, Tracer* tracer, PassRecorder& recorder);
+  BucketedReducer(ProcessGrid& grid, const plan::OverlapSettings& overlap, bool optimizer_reduces, Tracer* tracer,
+                  PassRecorder& recorder);
   ~BucketedReducer() override;
 
   void add_layer(int64_t layer, at::Tensor* shard) override;
@@ -81,6 +85,7 @@ class BucketedReducer final : public GradientReducer {
 
   ProcessGrid& grid_;
   plan::OverlapSettings overlap_;
+  bool optimizer_reduces_;  // the data-parallel reductions are the optimizer's
   Tracer* tracer_;
   PassRecorder& recorder_;
   std::vector<at::Tensor*> shards_;

@@ -16,10 +16,11 @@
 //                            rank of the stage's tensor group (X, Y, Z) chooses for all
 //                            of it, so that its collectives keep one order
 //   ReduceGradients          sends completed, then the data-parallel reductions
-//   OptimizerStep            the loss summed over the ranks, the global gradient norm
-//                            (each rank's sum of squares divided by the number of ranks
-//                            holding each element, all-reduced over the replica),
-//                            clipping, Adam
+//   OptimizerStep            the loss summed over the ranks, then the plan's optimizer
+//                            (optimizer.hpp): the global gradient norm (each rank's sum
+//                            of squares divided by the number of ranks holding each
+//                            element, all-reduced over the replica), clipping, Adam on
+//                            the device or offloaded to the host tier
 //
 // Example:
 //   StageEngine se(grid, schedule::build_schedule(plan, grid.coord(topo::Axis::Pipe)), &tracer);
@@ -33,6 +34,7 @@
 #include <memory>
 #include <vector>
 
+#include "axonn/runtime/optimizer.hpp"
 #include "axonn/runtime/parallel_model.hpp"
 #include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/stage_engine.hpp"
@@ -40,10 +42,6 @@
 #include "axonn/schedule/step.hpp"
 
 namespace axonn::runtime {
-
-// Scales the gradients so their global norm is at most `max_norm` (<= 0: never);
-// returns the norm before scaling. Collective over grid.model().
-double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm);
 
 struct TrainerOptions {
   double learning_rate = 1e-3;
@@ -56,6 +54,7 @@ struct StepStats {
   double grad_norm = 0;  // before clipping
   double forward_s = 0, backward_s = 0, grad_sync_s = 0, optimizer_s = 0, batch_s = 0;
   double recv_wait_s = 0;  // blocked waiting for pipeline messages (the bubble, seen from this rank)
+  double optimizer_reduce_wait_s = 0;  // in optimizer_s: blocked on the offloaded optimizer's all-reduces
   OverlapBreakdown breakdown;  // filled when the engine has a tracer
 };
 

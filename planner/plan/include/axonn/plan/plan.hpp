@@ -85,6 +85,22 @@ struct Precision {
   static Precision fp32() { return {4, 4, 16}; }
 };
 
+// Where the optimizer's state lives and how the optimizer phase runs (AxoNN 2022,
+// section V; seed-spec A5-A6). Off: Adam on the device, the data-parallel reduction in
+// the backward (OverlapSettings). On: the fp32 master weights and Adam's two moments in
+// the host tier; the device keeps the weights and gradients in compute precision and
+// one working set of `bucket_elements` elements (master, two moments, fp32 gradient:
+// 16 bytes each). After the backward, the gradients are all-reduced over data in chunks
+// of `allreduce_coarsening` buckets, and Adam runs on chunk c (a worker thread, the CPU
+// stand-in for a second stream) while chunk c+1 is reduced.
+struct OptimizerSettings {
+  bool offload = false;
+  int64_t bucket_elements = int64_t{4} << 20;  // bsize, elements (the paper's section VI: 4M)
+  int64_t allreduce_coarsening = 4;            // k, buckets per all-reduce chunk; 0: all at once, then Adam
+  // Device bytes of the working set: fp32 master, two moments and gradient per element.
+  int64_t working_set_bytes() const { return offload ? 16 * bucket_elements : 0; }
+};
+
 // How a pipeline (Ginter > 1) orders its micro-batches (axonn/schedule/step.hpp).
 enum class PipelineSchedule { MessageDriven, OneFOneB, GPipe };
 const char* pipeline_schedule_name(PipelineSchedule s);  // "message-driven", "1f1b", "gpipe"
@@ -134,6 +150,7 @@ struct Plan {
   int64_t checkpoint_interval = 1;
   OverlapSettings overlap;
   Precision precision;
+  OptimizerSettings optimizer;
   PipelineSettings pipeline;
   std::optional<Prediction> prediction;
 

@@ -88,8 +88,14 @@ struct PassLayer {
 struct PassSettings {
   plan::OverlapSettings overlap;
   bool checkpointing = false;
-  bool data_parallel = true;  // gradients are all-reduced over data (Gdata > 1)
+  bool data_parallel = true;  // gradients are all-reduced over data in the backward (data_parallel_in_backward)
 };
+
+// Whether the backward reduces gradients over data (Gdata > 1), rather than the
+// optimizer phase (the offloaded optimizer reduces them in chunks of its buckets).
+inline bool data_parallel_in_backward(const topo::Grid& g, const plan::OptimizerSettings& o) {
+  return g.gdata > 1 && !o.offload;
+}
 
 enum class PassKind : uint8_t {
   Forward,

@@ -68,6 +68,9 @@ struct StageSchedule {
   int64_t checkpoint_interval = 1;  // units (blocks) per checkpointed segment
   plan::PipelineSchedule pipeline = plan::PipelineSchedule::MessageDriven;
   PassSettings settings;
+  // The optimizer phase (OptimizerStep): with offload it also owns the data-parallel
+  // reduction, so the backward passes list no data-parallel buckets.
+  plan::OptimizerSettings optimizer;
   std::vector<PassLayer> layers;         // the stage's layers
   std::vector<std::string> layer_names;  // their names in the model description
   std::vector<LayerInstruction> forward, backward, last_backward;
