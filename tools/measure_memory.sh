@@ -2,6 +2,10 @@
 # Measured peak device memory beside the planner's prediction, per grid: gpt-bench,
 # batch 16, fp32 plans (checkpointing and overlaps as `axplan plan` sets them), 3 steps
 # of axrun on 1-8 ranks. Prints a Markdown table (MiB) for docs/performance.md.
+# A second table: the optimizer on the device against the offloaded one (several bsize)
+# for gpt-bench and a 12-block gpt-bench, on 1 rank and 2 data-parallel ranks: the
+# model state measured (live device bytes after the step) and predicted, and the host
+# tier.
 #
 #   tools/measure_memory.sh [BUILD/tools]
 set -eo pipefail
@@ -27,4 +31,34 @@ peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M
 print(f"| {sys.argv[2]} | {peak:.1f} | {live:.1f} | {pred:.1f} | {b['model_state']/M:.1f} | {b['activations']/M:.1f} | "
       f"{(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | {pred/peak:.2f} |")
 PY
+done
+
+echo
+echo "| model | grid | optimizer | measured model state (live after the step) | predicted model state | predicted / measured | measured peak | predicted total | predicted / measured | host tier measured / predicted |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+sed 's/"num_layers": 4/"num_layers": 12/; s/"name": "gpt-bench"/"name": "gpt-bench-12"/' model_zoo/models/gpt-bench.json >$D/gpt-bench-12.json
+for model in gpt-bench $D/gpt-bench-12.json; do
+  for spec in "1 1,1,1,1,1" "2 1,1,1,2,1"; do
+    for opt in "" "--offload-optimizer --bucket-elements 65536" "--offload-optimizer --bucket-elements 262144" "--offload-optimizer --bucket-elements 1048576"; do
+      set -- $spec; n=$1; g=$2; f=$D/o.json; m=$D/om.json
+      $W/axplan plan --model $model --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 --grid $g $opt -o $f >/dev/null
+      $W/axplan rank --model $model --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 $opt --top 0 --format json >$D/r.json
+      mpirun --oversubscribe --allow-run-as-root -np $n $W/axrun --plan $f --steps 3 --measure $m >/dev/null 2>&1
+      python3 - $m $g $D/r.json "$(basename $model .json)" "$opt" <<'PY'
+import json, sys
+M = 2**20
+m = json.load(open(sys.argv[1])); d = m["device_memory"]
+g = [int(x) for x in sys.argv[2].split(",")]
+c = next(c for c in json.load(open(sys.argv[3]))["candidates"] if [c["gx"], c["gy"], c["gz"], c["gdata"], c["ginter"]] == g)
+b = c["memory_breakdown_bytes"]
+live = max(s["live_device_bytes"] for s in m["steps"]) / M
+peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M; state = b["model_state"] / M
+opt = sys.argv[5].split()
+name = "device Adam" if not opt else f"offload, bsize {opt[-1]}"
+host = f"{d['host_peak_bytes']/M:.1f} / {c.get('host_memory_bytes_per_gpu', 0)/M:.1f}" if opt else "-"
+print(f"| {sys.argv[4]} | {sys.argv[2]} | {name} | {live:.1f} | {state:.1f} | {state/live:.2f} | {peak:.1f} | {pred:.1f} | "
+      f"{pred/peak:.2f} | {host} |")
+PY
+    done
+  done
 done

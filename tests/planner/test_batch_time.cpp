@@ -259,3 +259,12 @@ TEST(TopologyCompute, MeasuredFieldsRoundTripAndAreChecked) {
 
 }  // namespace
 }  // namespace axonn::planner
+
+TEST(BatchTime, OffloadedOptimizerPhaseOverlapsChunks) {
+  // 4 chunks of all-reduce 1 s and update 2 s in all: 0.25 + 3 * max(0.25, 0.5) + 0.5.
+  EXPECT_DOUBLE_EQ(axonn::planner::offloaded_optimizer_phase_s(1, 2, 4, true), 0.25 + 3 * 0.5 + 0.5);
+  EXPECT_DOUBLE_EQ(axonn::planner::offloaded_optimizer_phase_s(1, 2, 4, false), 3);
+  EXPECT_DOUBLE_EQ(axonn::planner::offloaded_optimizer_phase_s(1, 2, 1, true), 3);  // one chunk: nothing beside it
+  // Many chunks: the longer of the two, plus one chunk of the other.
+  EXPECT_NEAR(axonn::planner::offloaded_optimizer_phase_s(3, 1, 1000, true), 3 + 0.001, 1e-12);
+}

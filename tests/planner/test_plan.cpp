@@ -21,6 +21,9 @@ plan::Plan sample() {
   p.grid = {2, 2, 2, 1, 1};
   p.batch = {4, 4};
   p.overlap.cache_all_gather_layers = 3;
+  p.optimizer.offload = true;
+  p.optimizer.bucket_elements = 1000;
+  p.optimizer.allreduce_coarsening = 2;
   plan::Prediction pr;
   pr.comm_model = "full";
   pr.comm_s = 0.5;
@@ -42,6 +45,9 @@ TEST(Plan, RoundTripsAndWritesAtomically) {
   EXPECT_EQ(p.grid, (topo::Grid{2, 2, 2, 1, 1}));
   EXPECT_EQ(p.model.name, "gpt-tiny");
   EXPECT_EQ(p.overlap.cache_all_gather_layers, 3);
+  EXPECT_TRUE(p.optimizer.offload);
+  EXPECT_EQ(p.optimizer.bucket_elements, 1000);
+  EXPECT_EQ(p.optimizer.allreduce_coarsening, 2);
   ASSERT_TRUE(p.prediction.has_value());
   EXPECT_DOUBLE_EQ(p.prediction->comm_breakdown_s.total(), 0.5);
   EXPECT_EQ(plan::plan_to_json(p), plan::plan_to_json(sample()));

@@ -40,6 +40,9 @@ struct CommonArgs {
   int64_t pipeline_limit = 0;
   std::string stage_units;                // "3,3,2"; empty: balanced by predicted time
   std::string checkpoint_interval = "1";  // N or "axonn"
+  bool offload_optimizer = false;
+  int64_t bucket_elements = plan::OptimizerSettings{}.bucket_elements;
+  int64_t allreduce_coarsening = plan::OptimizerSettings{}.allreduce_coarsening;
 };
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -76,6 +79,15 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--precision", a.precision,
                   "bf16: mixed precision (2-byte activations, fp32 gradient all-reduce); fp32: the CPU runtime's")
       ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  app->add_flag("--offload-optimizer", a.offload_optimizer,
+                "AxoNN's offloaded optimizer: fp32 master weights and Adam state in host memory, updated in buckets");
+  app->add_option("--bucket-elements", a.bucket_elements, "offload: elements per optimizer bucket (bsize)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app->add_option("--allreduce-coarsening", a.allreduce_coarsening,
+                  "offload: buckets per data-parallel all-reduce chunk (k), overlapped with the optimizer; 0: none")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
 }
 
@@ -135,6 +147,9 @@ Loaded load(const CommonArgs& a) {
     }
   }
   if (a.precision == "fp32") o.precision = plan::Precision::fp32();
+  o.optimizer.offload = a.offload_optimizer;
+  o.optimizer.bucket_elements = a.bucket_elements;
+  o.optimizer.allreduce_coarsening = a.allreduce_coarsening;
   return l;
 }
 

@@ -39,6 +39,7 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
                                    {"gathered_weights", static_cast<int64_t>(e.memory.gathered_weight_bytes)},
                                    {"unscattered_grads", static_cast<int64_t>(e.memory.unscattered_grad_bytes)},
                                    {"activations", static_cast<int64_t>(e.memory.activation_bytes)}};
+    if (e.memory.host_bytes > 0) j["host_memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.host_bytes);
   }
   return j;
 }

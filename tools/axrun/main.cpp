@@ -44,6 +44,7 @@
 #include "axonn/runtime/check.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/device_memory.hpp"
+#include "axonn/runtime/host_memory.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
@@ -68,6 +69,9 @@ struct Args {
   double lr = 1e-3;
   int64_t log_every = 0;  // 0: live line on a terminal, else every 10 steps
   int64_t device_memory = 0;  // bytes; 0: no budget
+  std::string offload;        // empty (the plan's), on or off
+  int64_t bucket_elements = 0, coarsening = -1;  // 0 / -1: the plan's
+  double clip_grad = 1.0;     // <= 0: no clipping
 };
 
 // Fault injection for tests (docs/runtime.md): AXONN_FAIL_RANK and AXONN_FAIL_STEP make
@@ -119,6 +123,19 @@ int main(int argc, char** argv) {
                  "device memory budget per rank: bytes or with a unit (512MiB, 2GiB); past it the job fails as a GPU "
                  "out of memory")
       ->transform(CLI::AsSizeValue(false));
+  app.add_option("--offload-optimizer", a.offload,
+                 "fp32 master weights and Adam state in the host tier, updated in buckets (default: the plan's)")
+      ->check(on_off);
+  app.add_option("--bucket-elements", a.bucket_elements, "offload: elements per optimizer bucket (default: the plan's)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--allreduce-coarsening", a.coarsening,
+                 "offload: buckets per data-parallel all-reduce chunk, 0 = no overlap (default: the plan's)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--clip-grad", a.clip_grad,
+                 "clip the global gradient norm to this (0: off; on, the offloaded optimizer reduces everything "
+                 "before updating, without overlap)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -186,6 +203,12 @@ int main(int argc, char** argv) {
     set(a.prefetch, plan.overlap.prefetch_all_gather);
     set(a.bucketed, plan.overlap.bucketed_data_parallel_all_reduce);
     set(a.checkpointing, plan.activation_checkpointing);
+    const plan::OptimizerSettings planned_optimizer = plan.optimizer;
+    set(a.offload, plan.optimizer.offload);
+    if (a.bucket_elements > 0) plan.optimizer.bucket_elements = a.bucket_elements;
+    if (a.coarsening >= 0) plan.optimizer.allreduce_coarsening = a.coarsening;
+    const bool memory_overridden = planned_optimizer.offload != plan.optimizer.offload ||
+                                   (plan.optimizer.offload && planned_optimizer.bucket_elements != plan.optimizer.bucket_elements);
     if (a.cache_layers >= 0) plan.overlap.cache_all_gather_layers = a.cache_layers;
     if (!a.pipeline_schedule.empty())
       plan.pipeline.schedule = plan::parse_pipeline_schedule(a.pipeline_schedule, "axrun", "--pipeline-schedule");
@@ -196,7 +219,7 @@ int main(int argc, char** argv) {
     // before the first step, so that the device tier holds only what the rank owns.
     runtime::DeviceMemory::install();
     auto init = std::make_unique<gpt::SerialGpt>(cfg, a.seed);
-    gpt::GptStage run(plan, grid, cfg, init->named_parameters(), &tracer, runtime::TrainerOptions{a.lr, 1.0});
+    gpt::GptStage run(plan, grid, cfg, init->named_parameters(), &tracer, runtime::TrainerOptions{a.lr, a.clip_grad});
     init.reset();
     runtime::DeviceMemory::set_budget(a.device_memory);
     runtime::Trainer& trainer = run.trainer;
@@ -213,25 +236,37 @@ int main(int argc, char** argv) {
                                                      plan.pipeline_limit(), fmt::join(plan.stage_units(), "/")),
                  a.threads, o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
                  o.cache_all_gather_layers, o.bucketed_data_parallel_all_reduce, plan.activation_checkpointing);
+    if (rank == 0 && plan.optimizer.offload)
+      fmt::print("axrun: optimizer offloaded to the host tier, buckets of {} elements, data-parallel all-reduce in "
+                 "chunks of {} bucket(s){}\n",
+                 plan.optimizer.bucket_elements, plan.optimizer.allreduce_coarsening,
+                 plan.optimizer.allreduce_coarsening == 0 ? " (no overlap)"
+                 : a.clip_grad > 0 ? "; clipping on: every chunk is reduced before the first update (no overlap; --clip-grad 0 to overlap)"
+                                   : ", each overlapped with the previous chunk's update");
     nlohmann::json steps = nlohmann::json::array();
     const bool live = a.log_every == 0 && ::isatty(STDOUT_FILENO);
     tools::ProgressLine progress_line(a.steps, live ? 0 : (a.log_every > 0 ? a.log_every : 10),
                                       static_cast<double>(plan.batch.seqs * cfg.seq_len));
     // Caught here, while the model and its collectives in flight are still alive: ending
     // the job must not wait for them (another rank may never complete them).
-    int64_t peak_device = 0;  // this rank's, over the steps
+    int64_t peak_device = 0, peak_host = 0;  // this rank's, over the steps
     try {
     for (int64_t step = 0; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
       const at::Tensor batch = source->batch(step);
       runtime::DeviceMemory::reset_peak();
+      runtime::HostMemory::reset_peak();
       runtime::StepStats s = trainer.step(batch);
       const int64_t step_peak = runtime::DeviceMemory::peak_bytes();
       peak_device = std::max(peak_device, step_peak);
+      peak_host = std::max(peak_host, runtime::HostMemory::peak_bytes());
       steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
                        {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
                        {"optimizer_s", s.optimizer_s}, {"recv_wait_s", s.recv_wait_s},
+                       {"optimizer_reduce_wait_s", s.optimizer_reduce_wait_s},
                        {"peak_device_bytes", step_peak}, {"live_device_bytes", runtime::DeviceMemory::live_bytes()},
+                       {"peak_host_bytes", runtime::HostMemory::peak_bytes()},
+                       {"live_host_bytes", runtime::HostMemory::live_bytes()},
                        {"breakdown", s.breakdown.to_json()}});
       if (rank == 0) progress_line.update(std::cout, step + 1, s);
     }
@@ -244,24 +279,36 @@ int main(int argc, char** argv) {
       std::filesystem::create_directories(a.trace_dir);
       tracer.write_chrome_trace(a.trace_dir + "/rank" + std::to_string(rank) + ".json", rank);
     }
-    std::vector<int64_t> peaks(static_cast<size_t>(world.size()));
+    std::vector<int64_t> peaks(static_cast<size_t>(world.size())), host_peaks(peaks.size());
     AXONN_CHECK(MPI_Gather(&peak_device, 1, MPI_INT64_T, peaks.data(), 1, MPI_INT64_T, 0, world.handle()));
+    AXONN_CHECK(MPI_Gather(&peak_host, 1, MPI_INT64_T, host_peaks.data(), 1, MPI_INT64_T, 0, world.handle()));
     if (rank == 0) {
       const auto worst = std::max_element(peaks.begin(), peaks.end());
       nlohmann::json memory = {{"counted", "every LibTorch tensor (axonn/runtime/device_memory.hpp)"},
                                {"budget_bytes", a.device_memory},
                                {"peak_bytes_per_rank", peaks},
-                               {"peak_bytes", *worst}};
+                               {"peak_bytes", *worst},
+                               {"host_peak_bytes_per_rank", host_peaks},
+                               {"host_peak_bytes", *std::max_element(host_peaks.begin(), host_peaks.end())}};
       std::string predicted;
       if (plan.prediction) {
         memory["predicted_bytes_per_gpu"] = plan.prediction->memory_bytes_per_gpu;
+        memory["predicted_host_bytes_per_gpu"] = plan.prediction->host_memory_bytes_per_gpu;
         predicted = fmt::format(", predicted {:.1f} MiB by the plan ({:+.1f}%)",
                                 static_cast<double>(plan.prediction->memory_bytes_per_gpu) / kBytesPerMiB,
                                 100.0 * (static_cast<double>(plan.prediction->memory_bytes_per_gpu) /
                                              static_cast<double>(*worst) - 1.0));
+        if (memory_overridden) predicted += " (predicted for the plan's optimizer settings, which the options changed)";
       }
       fmt::print("axrun: peak device memory {:.1f} MiB (rank {}){}\n", static_cast<double>(*worst) / kBytesPerMiB,
                  worst - peaks.begin(), predicted);
+      const int64_t host_peak = *std::max_element(host_peaks.begin(), host_peaks.end());
+      if (host_peak > 0)
+        fmt::print("axrun: peak host-tier memory {:.1f} MiB{}\n", static_cast<double>(host_peak) / kBytesPerMiB,
+                   plan.prediction && plan.prediction->host_memory_bytes_per_gpu > 0
+                       ? fmt::format(", predicted {:.1f} MiB by the plan",
+                                     static_cast<double>(plan.prediction->host_memory_bytes_per_gpu) / kBytesPerMiB)
+                       : std::string());
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world.size()},
                           {"grid", topo::grid_to_json(plan.grid)}, {"launcher", launch.launcher},
                           {"threads_per_rank", a.threads}, {"data", a.data.empty() ? "synthetic" : a.data},

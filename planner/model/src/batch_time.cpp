@@ -96,6 +96,12 @@ PassTime simulate_pass(const PassLayer* layers, const LayerCosts* const* costs, 
   return out;
 }
 
+double offloaded_optimizer_phase_s(double allreduce_s, double update_s, int64_t chunks, bool overlapped) {
+  if (!overlapped || chunks <= 1) return allreduce_s + update_s;
+  const double n = static_cast<double>(chunks), a = allreduce_s / n, u = update_s / n;
+  return a + (n - 1) * std::max(a, u) + u;
+}
+
 StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule& s) {
   std::vector<PassLayer> pass;
   std::vector<const LayerCosts*> costs;

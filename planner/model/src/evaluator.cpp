@@ -187,11 +187,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   ms.activation_checkpointing = o.activation_checkpointing;
   ms.overlap = o.overlap;
   ms.precision = o.precision;
+  ms.optimizer = o.optimizer;
 
   schedule::PassSettings ps;
   ps.overlap = o.overlap;
   ps.checkpointing = o.activation_checkpointing;
-  ps.data_parallel = g.gdata > 1;
+  ps.data_parallel = schedule::data_parallel_in_backward(g, o.optimizer);
 
   // One message between neighbouring stages: each GPU sends its (rows/Gz) x (hidden/Gx)
   // shard of the activation (forward) or of its gradient (backward).
@@ -295,6 +296,20 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       sp.last_backward_compute_s = lb.compute_s;
       sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
       sp.optimizer_s = stage_optimizer_s;
+      if (o.optimizer.offload) {  // docs/model.md section 11
+        double local = 0, allreduce = 0;
+        for (size_t i = first; i < last; ++i) {
+          local += static_cast<double>(m.layers[i].weight_elements()) / static_cast<double>(g.gx * g.gy * g.gz);
+          if (g.gdata > 1) allreduce += sc.costs[static_cast<size_t>(class_of_[i])].comm.data_all_reduce_s;
+        }
+        // Each step: master and two moments (12 bytes per element) in and out.
+        const double copies = t.host_link_bytes_per_s > 0 ? 24 * local / t.host_link_bytes_per_s : 0;
+        const double update = stage_optimizer_s + copies;
+        const int64_t k = o.optimizer.allreduce_coarsening;
+        const auto chunks = k > 0 ? static_cast<int64_t>(std::ceil(local / static_cast<double>(k * o.optimizer.bucket_elements))) : 1;
+        sp.tail_s += offloaded_optimizer_phase_s(allreduce, update, chunks, k > 0) - update;  // the exposed all-reduce
+        sp.optimizer_s = update;
+      }
     }
     first = last;
     first_unit += units;

@@ -50,7 +50,7 @@ std::vector<SimulatedStage> simulated_schedule(const model::ModelDescription& m,
   schedule::PassSettings ps;
   ps.overlap = o.overlap;
   ps.checkpointing = o.activation_checkpointing;
-  ps.data_parallel = g.gdata > 1;
+  ps.data_parallel = schedule::data_parallel_in_backward(g, o.optimizer);
   std::vector<SimulatedStage> out(static_cast<size_t>(g.ginter));
   for (int64_t s = 0; s < g.ginter; ++s) {
     SimulatedStage& st = out[static_cast<size_t>(s)];

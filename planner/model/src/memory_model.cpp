@@ -66,7 +66,13 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
     }
   }
   largest_unit = std::max(largest_unit, unit_per_row);
-  mem.model_state_bytes = static_cast<double>(s.precision.state_bytes_per_param) * weights / (gxy * gz);
+  const double phi = weights / (gxy * gz);
+  if (s.optimizer.offload) {
+    mem.model_state_bytes = 2 * w * phi + 16 * std::min(static_cast<double>(s.optimizer.bucket_elements), phi);
+    mem.host_bytes = 12 * phi;
+  } else {
+    mem.model_state_bytes = static_cast<double>(s.precision.state_bytes_per_param) * phi;
+  }
   if (g.gz > 1) {
     const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
     mem.gathered_weight_bytes = w * (inflight * max_block + cached_blocks);

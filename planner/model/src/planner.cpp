@@ -151,6 +151,7 @@ plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, 
   p.checkpoint_interval = e.checkpoint_interval;
   p.overlap = o.overlap;
   p.precision = o.precision;
+  p.optimizer = o.optimizer;
   p.pipeline.schedule = o.pipeline_schedule;
   p.pipeline.limit = o.pipeline_limit;
   if (e.grid.ginter > 1) p.pipeline.stage_units = e.stage_units;
@@ -163,6 +164,7 @@ plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, 
   pr.compute_s = e.compute_s;
   pr.exposed_comm_s = e.exposed_comm_s;
   pr.memory_bytes_per_gpu = static_cast<int64_t>(e.memory.total_bytes());
+  pr.host_memory_bytes_per_gpu = static_cast<int64_t>(e.memory.host_bytes);
   pr.rank = rank;
   pr.candidates_ranked = candidates;
   p.prediction = pr;

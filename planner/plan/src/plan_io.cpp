@@ -114,6 +114,7 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"comm_s", pr.comm_s},
                        {"comm_breakdown_s", breakdown_to_json(pr.comm_breakdown_s)},
                        {"memory_bytes_per_gpu", pr.memory_bytes_per_gpu},
+                       {"host_memory_bytes_per_gpu", pr.host_memory_bytes_per_gpu},
                        {"rank", pr.rank},
                        {"candidates_ranked", pr.candidates_ranked}};
     if (pr.batch_s > 0) {
@@ -211,6 +212,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     pd.comm_s = pr.non_negative_number("comm_s");
     pd.comm_breakdown_s = breakdown_from(pr.object("comm_breakdown_s"));
     pd.memory_bytes_per_gpu = pr.non_negative_int("memory_bytes_per_gpu");
+    pd.host_memory_bytes_per_gpu = pr.has("host_memory_bytes_per_gpu") ? pr.non_negative_int("host_memory_bytes_per_gpu") : 0;
     pd.rank = pr.positive_int("rank");
     pd.candidates_ranked = pr.positive_int("candidates_ranked");
     pd.batch_s = pr.non_negative_number_or("batch_s", 0.0);

@@ -80,6 +80,7 @@ struct Topology {
   std::vector<IntraBandwidthEntry> intra_node_table;
   double inter_node_bandwidth_bytes_per_s = 0;  // between one pair of nodes, bidirectional
   double collective_latency_s = 0;              // alpha per ring step; 0 = paper's Assumption 3
+  double host_link_bytes_per_s = 0;             // one GPU to its host memory, one direction; 0 = not modeled
   ComputeThroughput compute;                    // optional "compute" object
   PointToPointBandwidth point_to_point;         // optional "point_to_point_bytes_per_s"
 

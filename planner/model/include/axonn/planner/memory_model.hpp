@@ -1,6 +1,11 @@
 // Memory per GPU of one pipeline stage (docs/model.md section 5). Pure function.
 //
-//   model state      = state_bytes_per_param * (stage weights)/(Gx*Gy*Gz)
+//   model state      = state_bytes_per_param * phi, phi = (stage weights)/(Gx*Gy*Gz);
+//                      offloaded optimizer (AxoNN 2022 section V): 2 * w * phi (weights
+//                      and gradients in compute precision) + 16 * min(bsize, phi) (the
+//                      working set: fp32 master, two moments, fp32 gradient)
+//   host tier        = offloaded optimizer only: 12 * phi (fp32 master, two moments);
+//                      not device memory, so not in total_bytes()
 //   gathered weights = w * (inflight * max block + sum of cached blocks), block = k*n/(Gx*Gy),
 //                      inflight = 2 with all-gather prefetch, else 1; only when Gz > 1
 //   un-scattered dW  = w * (sum of blocks with async reduce-scatter, else max block); Gz > 1
@@ -25,6 +30,7 @@ struct MemoryBreakdown {
   double gathered_weight_bytes = 0;
   double unscattered_grad_bytes = 0;
   double activation_bytes = 0;
+  double host_bytes = 0;  // the host tier: not counted against the GPU's memory
   double total_bytes() const {
     return model_state_bytes + gathered_weight_bytes + unscattered_grad_bytes + activation_bytes;
   }
@@ -36,6 +42,7 @@ struct MemorySettings {
   bool activation_checkpointing = true;
   plan::OverlapSettings overlap;
   plan::Precision precision;
+  plan::OptimizerSettings optimizer;
 };
 
 // Activation elements per row (token) of one layer's input plus output shard

@@ -38,6 +38,7 @@ struct PlannerOptions {
   bool activation_checkpointing = true;
   plan::OverlapSettings overlap;
   plan::Precision precision;
+  plan::OptimizerSettings optimizer;  // offload: the memory model's and the optimizer phase's
   // Pipelines (Ginter > 1): the schedule, its limit (0 = Ginter) and the units per stage
   // (empty: balanced by predicted stage time).
   plan::PipelineSchedule pipeline_schedule = plan::PipelineSchedule::MessageDriven;

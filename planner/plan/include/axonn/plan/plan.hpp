@@ -132,6 +132,7 @@ struct Prediction {
   double compute_s = 0;         // matmul time of the slowest stage
   double exposed_comm_s = 0;    // batch_s - compute_s
   int64_t memory_bytes_per_gpu = 0;
+  int64_t host_memory_bytes_per_gpu = 0;  // the host tier (offloaded optimizer state); 0 without
   int64_t rank = 0;             // 1 = best of the candidates ranked
   int64_t candidates_ranked = 0;
 };
