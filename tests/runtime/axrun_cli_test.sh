@@ -122,6 +122,35 @@ for sched in message-driven 1f1b gpipe; do
     fails=$((fails + 1)); echo "FAIL $sched losses differ"; paste "$T/one.losses" "$T/$sched.losses"
   fi
 done
+# The offloaded optimizer through the CLI: data x pipeline on 4 ranks prints the 1-rank
+# plan's losses (small buckets, every chunk overlapped).
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,2,2 --precision fp32 \
+  --offload-optimizer --bucket-elements 1000 --allreduce-coarsening 2 --output "$T/offload.json" >/dev/null
+check "offloaded optimizer" 0 "optimizer offloaded to the host tier, buckets of 1000 elements" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --steps 4 --seed 5 --log-every 1 --measure "$T/m_offload.json"
+losses "$T/out" >"$T/offload.losses"
+if [ -s "$T/one.losses" ] && cmp -s "$T/one.losses" "$T/offload.losses" && grep -q '"host_peak_bytes": [1-9]' "$T/m_offload.json"; then
+  passes=$((passes + 1)); echo "PASS offload prints the 1-rank plan's losses and measures the host tier"
+else
+  fails=$((fails + 1)); echo "FAIL offload losses or host bytes"; paste "$T/one.losses" "$T/offload.losses"
+fi
+# A budget that the optimizer on the device exceeds and the offloaded one fits: the
+# planner predicts both (rejected, then feasible), and the runtime does both (out of
+# memory, then trained). gpt-bench on one rank, a 115 MiB GPU.
+sed 's/"gpu_memory_bytes": [0-9]*/"gpu_memory_bytes": 120586240/' "$(dirname "$0")/../../topology/clusters/perlmutter.json" \
+  >"$T/small_gpu.json"
+check "the planner rejects the optimizer on the device under 115 MiB" 2 "140.0 MiB > 115.0 MiB" -- \
+  "$AXPLAN" plan --model gpt-bench --topology "$T/small_gpu.json" --gpus 1 --batch-seqs 16 --precision fp32 \
+  --output "$T/small_device.json"
+check "the planner fits the offloaded optimizer under 115 MiB" 0 "wrote" -- \
+  "$AXPLAN" plan --model gpt-bench --topology "$T/small_gpu.json" --gpus 1 --batch-seqs 16 --precision fp32 \
+  --offload-optimizer --bucket-elements 65536 --output "$T/small_offload.json"
+"$AXPLAN" plan --model gpt-bench --topology perlmutter --gpus 1 --batch-seqs 16 --precision fp32 \
+  --output "$T/bench_device.json" >/dev/null
+check "the optimizer on the device runs out of a 115 MiB budget" 2 "out of device memory" -- \
+  "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/bench_device.json" --steps 2 --device-memory 115MiB --measure "$T/mb1.json"
+check "the offloaded optimizer trains in a 115 MiB budget" 0 "peak host-tier memory" -- \
+  "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/small_offload.json" --steps 2 --device-memory 115MiB --measure "$T/mb2.json"
 check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \
   --measure "$T/m_fail.json"

@@ -251,8 +251,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   // Over the memory limit: rejected before its time is simulated.
   if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
     return reject(e, Rejection::Memory,
-                  fmt::format("memory {:.1f} GiB > {:.1f} GiB", e.memory.total_bytes() / kBytesPerGiB,
-                              static_cast<double>(t.gpu_memory_bytes) / kBytesPerGiB));
+                  "memory " + memory_over_limit(e.memory.total_bytes(), static_cast<double>(t.gpu_memory_bytes)));
 
   // A stage whose layers are those of the one before it (the same classes, the same
   // pass roles) has its passes: a GPT's inner stages are simulated once.

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "axonn/common/units.hpp"
+
 namespace axonn::planner {
 
 double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int64_t seq_len) {
@@ -18,6 +22,12 @@ double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int6
       return 2.0 * static_cast<double>(l.heads) / gy * static_cast<double>(seq_len);
   }
   return 0.0;
+}
+
+std::string memory_over_limit(double bytes, double limit_bytes) {
+  const bool small = limit_bytes < kBytesPerGiB;
+  const double unit = small ? kBytesPerMiB : kBytesPerGiB;
+  return fmt::format("{:.1f} {} > {:.1f} {}", bytes / unit, small ? "MiB" : "GiB", limit_bytes / unit, small ? "MiB" : "GiB");
 }
 
 MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, size_t last,

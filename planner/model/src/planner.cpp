@@ -178,8 +178,8 @@ std::string explain_infeasible(const Ranking& r, const topo::Topology& t) {
         (!smallest || e.memory.total_bytes() < smallest->memory.total_bytes()))
       smallest = &e;
   if (smallest)
-    return fmt::format("smallest memory per GPU is {:.1f} GiB > {:.1f} GiB (grid {})",
-                       smallest->memory.total_bytes() / kBytesPerGiB, static_cast<double>(t.gpu_memory_bytes) / kBytesPerGiB,
+    return fmt::format("smallest memory per GPU is {} (grid {})",
+                       memory_over_limit(smallest->memory.total_bytes(), static_cast<double>(t.gpu_memory_bytes)),
                        smallest->grid.to_string());
   if (!r.rejected.empty())
     return "no grid divides the model and batch (first: " + r.rejected.front().grid.to_string() + ": " +

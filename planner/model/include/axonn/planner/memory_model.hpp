@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "axonn/model/model_description.hpp"
 #include "axonn/plan/plan.hpp"
@@ -62,6 +63,10 @@ struct MemoryLayer {
 // `seq_len` are the model's.
 MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hidden, int64_t seq_len,
                              const topo::Grid& g, const MemorySettings& s);
+
+// "51.3 GiB > 40.0 GiB"; below 1 GiB in MiB ("124.4 MiB > 115.0 MiB"), so that the two
+// numbers differ in print.
+std::string memory_over_limit(double bytes, double limit_bytes);
 
 // Memory of the GPUs of the stage owning layers [first, last) of m.layers.
 // `cached(i)` tells whether layer i keeps its gathered weight (overlap optimization 4).
