@@ -12,53 +12,52 @@ set -eo pipefail
 W=${1:-build/tools}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
+
+# measure TABLE MODEL RANKS GRID [PLANNER FLAGS...]: plans, ranks and runs one
+# configuration, then prints its row of table 1 (grids) or 2 (optimizers).
+measure() {
+  local table=$1 model=$2 n=$3 g=$4; shift 4
+  $W/axplan plan --model "$model" --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 --grid $g "$@" \
+    -o $D/p.json >/dev/null
+  $W/axplan rank --model "$model" --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 "$@" --top 0 \
+    --format json >$D/r.json
+  mpirun --oversubscribe --allow-run-as-root -np $n $W/axrun --plan $D/p.json --steps 3 --measure $D/m.json >/dev/null 2>&1
+  python3 - $table $D/m.json $g $D/r.json "$(basename "$model" .json)" "$*" <<'PY'
+import json, sys
+M = 2**20
+table, measured, grid, ranking, model, flags = sys.argv[1:7]
+m = json.load(open(measured)); d = m["device_memory"]
+g = [int(x) for x in grid.split(",")]
+c = next(c for c in json.load(open(ranking))["candidates"] if [c["gx"], c["gy"], c["gz"], c["gdata"], c["ginter"]] == g)
+b = c["memory_breakdown_bytes"]
+live = max(s["live_device_bytes"] for s in m["steps"]) / M
+peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M; state = b["model_state"] / M
+if table == "1":
+    print(f"| {grid} | {peak:.1f} | {live:.1f} | {pred:.1f} | {state:.1f} | {b['activations']/M:.1f} | "
+          f"{(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | {pred/peak:.2f} |")
+else:
+    opt = flags.split()
+    name = f"offload, bsize {opt[-1]}" if opt else "device Adam"
+    host = f"{d['host_peak_bytes']/M:.1f} / {c.get('host_memory_bytes_per_gpu', 0)/M:.1f}" if opt else "-"
+    print(f"| {model} | {grid} | {name} | {live:.1f} | {state:.1f} | {state/live:.2f} | {peak:.1f} | {pred:.1f} | "
+          f"{pred/peak:.2f} | {host} |")
+PY
+}
+
 echo "| grid (gx,gy,gz,gdata,ginter) | measured peak | live after the step | predicted total | predicted model state | predicted activations | predicted gathered W + unscattered dW | predicted / measured peak |"
 echo "|---|---|---|---|---|---|---|---|"
 for spec in "1 1,1,1,1,1" "8 1,1,1,8,1" "8 8,1,1,1,1" "8 1,1,8,1,1" "8 2,2,2,1,1" "8 2,1,1,2,2" "4 1,1,1,1,4"; do
-  set -- $spec; n=$1; g=$2; f=$D/p_${g//,/_}.json; m=$D/m_${g//,/_}.json
-  $W/axplan plan --model gpt-bench --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 --grid $g -o $f >/dev/null
-  $W/axplan rank --model gpt-bench --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 --top 0 --format json >$D/r.json
-  mpirun --oversubscribe --allow-run-as-root -np $n $W/axrun --plan $f --steps 3 --measure $m >/dev/null 2>&1
-  python3 - $m $g $D/r.json <<'PY'
-import json, sys
-M = 2**20
-m = json.load(open(sys.argv[1])); d = m["device_memory"]
-g = [int(x) for x in sys.argv[2].split(",")]
-c = next(c for c in json.load(open(sys.argv[3]))["candidates"] if [c["gx"], c["gy"], c["gz"], c["gdata"], c["ginter"]] == g)
-b = c["memory_breakdown_bytes"]
-live = max(s["live_device_bytes"] for s in m["steps"]) / M
-peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M
-print(f"| {sys.argv[2]} | {peak:.1f} | {live:.1f} | {pred:.1f} | {b['model_state']/M:.1f} | {b['activations']/M:.1f} | "
-      f"{(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | {pred/peak:.2f} |")
-PY
+  measure 1 gpt-bench $spec
 done
 
 echo
 echo "| model | grid | optimizer | measured model state (live after the step) | predicted model state | predicted / measured | measured peak | predicted total | predicted / measured | host tier measured / predicted |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-sed 's/"num_layers": 4/"num_layers": 12/; s/"name": "gpt-bench"/"name": "gpt-bench-12"/' model_zoo/models/gpt-bench.json >$D/gpt-bench-12.json
+sed 's/"num_layers": 4/"num_layers": 12/; s/"name": "gpt-bench"/"name": "gpt-bench-12"/' \
+  "$(dirname "$0")/../model_zoo/models/gpt-bench.json" >$D/gpt-bench-12.json
 for model in gpt-bench $D/gpt-bench-12.json; do
   for spec in "1 1,1,1,1,1" "2 1,1,1,2,1"; do
-    for opt in "" "--offload-optimizer --bucket-elements 65536" "--offload-optimizer --bucket-elements 262144" "--offload-optimizer --bucket-elements 1048576"; do
-      set -- $spec; n=$1; g=$2; f=$D/o.json; m=$D/om.json
-      $W/axplan plan --model $model --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 --grid $g $opt -o $f >/dev/null
-      $W/axplan rank --model $model --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 $opt --top 0 --format json >$D/r.json
-      mpirun --oversubscribe --allow-run-as-root -np $n $W/axrun --plan $f --steps 3 --measure $m >/dev/null 2>&1
-      python3 - $m $g $D/r.json "$(basename $model .json)" "$opt" <<'PY'
-import json, sys
-M = 2**20
-m = json.load(open(sys.argv[1])); d = m["device_memory"]
-g = [int(x) for x in sys.argv[2].split(",")]
-c = next(c for c in json.load(open(sys.argv[3]))["candidates"] if [c["gx"], c["gy"], c["gz"], c["gdata"], c["ginter"]] == g)
-b = c["memory_breakdown_bytes"]
-live = max(s["live_device_bytes"] for s in m["steps"]) / M
-peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M; state = b["model_state"] / M
-opt = sys.argv[5].split()
-name = "device Adam" if not opt else f"offload, bsize {opt[-1]}"
-host = f"{d['host_peak_bytes']/M:.1f} / {c.get('host_memory_bytes_per_gpu', 0)/M:.1f}" if opt else "-"
-print(f"| {sys.argv[4]} | {sys.argv[2]} | {name} | {live:.1f} | {state:.1f} | {state/live:.2f} | {peak:.1f} | {pred:.1f} | "
-      f"{pred/peak:.2f} | {host} |")
-PY
-    done
+    measure 2 $model $spec
+    for bsize in 65536 262144 1048576; do measure 2 $model $spec --offload-optimizer --bucket-elements $bsize; done
   done
 done
