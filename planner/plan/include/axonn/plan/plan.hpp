@@ -97,8 +97,6 @@ struct OptimizerSettings {
   bool offload = false;
   int64_t bucket_elements = int64_t{4} << 20;  // bsize, elements (the paper's section VI: 4M)
   int64_t allreduce_coarsening = 4;            // k, buckets per all-reduce chunk; 0: all at once, then Adam
-  // Device bytes of the working set: fp32 master, two moments and gradient per element.
-  int64_t working_set_bytes() const { return offload ? 16 * bucket_elements : 0; }
 };
 
 // How a pipeline (Ginter > 1) orders its micro-batches (axonn/schedule/step.hpp).
