@@ -1,0 +1,129 @@
+// bench_offload: the offloaded optimizer's phase at all-reduce coarsening k = 1, 2, 4, 8
+// and with no overlap, measured in one run (AxoNN 2022 section V-B, seed-spec A6).
+//
+//   mpirun -np 2 bench_offload [--grid 1,1,1,2] [--model gpt-bench] [--bucket-elements 262144]
+//
+// Every variant trains its own copy of the same model with the optimizer offloaded
+// (plan::OptimizerSettings) and clipping off, which the overlap needs. "none" reduces
+// every chunk, then updates; k reduces chunks of k buckets and runs chunk c's buckets on
+// the worker thread while chunk c+1 is reduced. The variants take turns step by step, so
+// that drift in the machine's speed hits all of them alike. Per variant: the median
+// optimizer phase of the slowest rank (after the backward: the data-parallel all-reduce
+// and Adam), its ratio to "none", the time blocked on the all-reduces, and the number of
+// chunks, and the planner's phase for k (docs/model.md section 11) from the all-reduce
+// and update times measured with "none". The variants compute the same numbers; the last column checks it (the loss of
+// the last step, relative to "none").
+#include <ATen/Parallel.h>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "axonn/common/error.hpp"
+#include "axonn/common/median.hpp"
+#include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/planner/batch_time.hpp"
+#include "axonn/runtime/data.hpp"
+#include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/rank_process.hpp"
+#include "axonn/runtime/trainer.hpp"
+#include "bench_common.hpp"
+
+using namespace axonn;
+
+int main(int argc, char** argv) {
+  runtime::RankProcess process(&argc, &argv);
+  runtime::MpiCommunicator& world = process.world();
+  std::string model_name = "gpt-bench", grid_text = "1,1,1,2";
+  int64_t seqs = 8, bucket_elements = 262144;
+  int steps = 10, warmup = 2;
+  std::string progress = "thread";
+  int progress_us = 50;
+  CLI::App app{"bench_offload: the offloaded optimizer's phase at all-reduce coarsening 1, 2, 4, 8 and none"};
+  app.add_option("--model", model_name, "model description")->capture_default_str();
+  app.add_option("--grid", grid_text, "gx,gy,gz,gdata")->capture_default_str();
+  app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
+  app.add_option("--bucket-elements", bucket_elements, "bsize: elements per optimizer bucket")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--steps", steps, "measured steps per variant")->capture_default_str();
+  app.add_option("--warmup", warmup, "unmeasured steps per variant first")->capture_default_str();
+  app.add_option("--progress", progress, "who drives MPI progress: a background thread, or polls")
+      ->check(CLI::IsMember({"thread", "poll"}))
+      ->capture_default_str();
+  app.add_option("--progress-interval-us", progress_us, "the progress thread's sleep between polls")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  std::unique_ptr<runtime::MpiProgressThread> progress_thread;
+  if (progress == "thread")
+    progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(progress_us));
+  at::set_num_threads(1);
+  try {
+    topo::Grid grid = tools::parse_bench_grid(grid_text, world.size());
+    auto desc = model::load_model(model_name);
+    gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+    plan::Plan plan = tools::bench_plan(desc, grid, seqs);
+    runtime::ProcessGrid pg(world, grid, topo::default_order());
+    auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
+    gpt::SerialGpt weights(cfg, 1);
+    const std::vector<int> coarsenings = {0, 1, 2, 4, 8};  // 0: no overlap
+    std::vector<std::unique_ptr<gpt::GptStage>> runs;
+    for (int k : coarsenings) {
+      plan::Plan p = plan;
+      p.optimizer.offload = true;
+      p.optimizer.bucket_elements = bucket_elements;
+      p.optimizer.allreduce_coarsening = k;
+      runs.push_back(std::make_unique<gpt::GptStage>(p, pg, cfg, weights.named_parameters(), nullptr,
+                                                     runtime::TrainerOptions{1e-3, /*max_grad_norm=*/0.0}));
+    }
+    const size_t n = coarsenings.size();
+    std::vector<std::vector<double>> phase(n), wait(n);
+    std::vector<double> last_loss(n);
+    for (int s = 0; s < warmup + steps; ++s)
+      for (size_t v = 0; v < n; ++v) {
+        runtime::StepStats st = runs[v]->trainer.step(source->batch(s));
+        at::Tensor t = at::tensor({st.optimizer_s, st.optimizer_reduce_wait_s}, at::kDouble);
+        runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);  // the slowest rank
+        last_loss[v] = st.loss;
+        if (s < warmup) continue;
+        phase[v].push_back(t[0].item<double>());
+        wait[v].push_back(t[1].item<double>());
+      }
+    if (world.rank() == 0) {
+      // The optimizer's two reduction groups (optimizer.hpp): over data, and over Z x data.
+      int64_t segment[2] = {0, 0};
+      for (const auto& p : runs.front()->model.parameters()) segment[p.spec.replicated_over_z() ? 1 : 0] += p.tensor.numel();
+      const int64_t elements = segment[0] + segment[1];
+      auto chunks = [&](int64_t k) {
+        int64_t c = 0;
+        for (int64_t e : segment) c += (e + k * bucket_elements - 1) / (k * bucket_elements);
+        return c;
+      };
+      fmt::print("bench_offload: {} ({} layers, hidden {}, {} parameters on this rank), {} ranks, grid {}, "
+                 "bsize {} elements, clipping off, progress {}, median of {} steps per variant (slowest rank)\n",
+                 desc.name, cfg.layers, cfg.hidden, elements, world.size(), grid.to_string(), bucket_elements,
+                 progress_thread && progress_thread->active() ? fmt::format("thread every {} us", progress_us)
+                                                              : std::string("polled"),
+                 steps);
+      fmt::print("{:>5}  {:>6}  {:>14}  {:>8}  {:>16}  {:>10}  {:>18}\n", "k", "chunks", "optimizer (ms)", "vs none",
+                 "reduce wait (ms)", "model (ms)", "loss vs none (rel)");
+      const double base = median(phase[0]);
+      // The planner's phase (docs/model.md section 11) from "none": all-reduce A = its wait,
+      // update U = the rest.
+      const double all_reduce = median(wait[0]), update = base - all_reduce;
+      for (size_t v = 0; v < n; ++v) {
+        const int k = coarsenings[v];
+        const double ph = median(phase[v]);
+        const double model = planner::offloaded_optimizer_phase_s(all_reduce, update, k == 0 ? 1 : chunks(k), k > 0);
+        fmt::print("{:>5}  {:>6}  {:>14.2f}  {:>8.3f}  {:>16.2f}  {:>10.2f}  {:>18.1e}\n",
+                   k == 0 ? std::string("none") : std::to_string(k), k == 0 ? std::string("-") : std::to_string(chunks(k)),
+                   ph * 1e3, ph / base, median(wait[v]) * 1e3, model * 1e3,
+                   std::abs(last_loss[v] - last_loss[0]) / std::abs(last_loss[0]));
+      }
+    }
+  } catch (const std::exception& e) {
+    runtime::abort_job(e.what(), 2);
+  }
+  return 0;
+}
