@@ -161,7 +161,8 @@ WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(out, "all_gather output");
   AXONN_ASSERT(out.numel() == in.numel() * size_);
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather");
-  AXONN_CHECK(MPI_Iallgather(in.data_ptr(), static_cast<int>(in.numel()), mpi_type(in), out.data_ptr(),
+  const bool in_place = in.data_ptr() == static_cast<char*>(out.data_ptr()) + rank_ * in.nbytes();
+  AXONN_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), static_cast<int>(in.numel()), mpi_type(in), out.data_ptr(),
                                  static_cast<int>(in.numel()), mpi_type(out), comm_, w->request()));
   return w;
 }

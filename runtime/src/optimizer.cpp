@@ -55,45 +55,67 @@ class DeviceAdam final : public Optimizer {
   std::unique_ptr<torch::optim::Adam> adam_;
 };
 
-class OffloadedAdam final : public Optimizer {
+// Adam over flat buffers, one per reduction group ("segment"): the offloaded optimizer,
+// ZeRO-1, or both (optimizer.hpp). Each rank updates the elements [lo, hi) of each
+// segment it owns: all of them without ZeRO, its 1/N block with ZeRO-1 (the segment
+// padded to a multiple of N = the group's size).
+class FlatAdam final : public Optimizer {
  public:
-  OffloadedAdam(ProcessGrid& grid, std::vector<Parameter>& params, const plan::OptimizerSettings& o,
-                const AdamSettings& s, Tracer* tracer)
-      : grid_(grid), params_(params), settings_(o), adam_(s), tracer_(tracer) {
-    AXONN_ASSERT(o.offload && o.bucket_elements > 0 && o.allreduce_coarsening >= 0);
+  FlatAdam(ProcessGrid& grid, std::vector<Parameter>& params, const plan::OptimizerSettings& o, const AdamSettings& s,
+           Tracer* tracer)
+      : grid_(grid), params_(params), settings_(o), adam_(s), tracer_(tracer), offload_(o.offload), shard_(o.zero >= 1) {
+    AXONN_ASSERT(o.reduces_data_parallel() && o.bucket_elements > 0 && o.allreduce_coarsening >= 0);
     segments_[0].group = &grid.data();
-    segments_[0].kind = "ar_data";
+    segments_[0].name = "data";
     segments_[1].group = &grid.z_data();
-    segments_[1].kind = "ar_z_data";
+    segments_[1].name = "z_data";
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
       Segment& seg = segments_[params[i].spec.replicated_over_z() ? 1 : 0];
       seg.pieces.push_back({i, seg.elements, params[i].tensor.numel()});
       seg.elements += params[i].tensor.numel();
     }
-    const auto options = params.front().tensor.options();
+    const auto options = params.front().tensor.options().requires_grad(false);
+    int64_t largest = 0;
     for (Segment& seg : segments_) {
       if (seg.elements == 0) continue;
-      // The device tier: the gradients, flat; each parameter's gradient is a view, which
-      // autograd and the reducer accumulate into in place.
-      seg.grad = at::zeros({seg.elements}, options.requires_grad(false));
-      // The host tier: fp32 master weights and Adam's moments.
-      seg.master = HostMemory::empty(seg.elements, at::kFloat);
-      seg.exp_avg = HostMemory::zeros(seg.elements, at::kFloat);
-      seg.exp_avg_sq = HostMemory::zeros(seg.elements, at::kFloat);
+      const int64_t n = shard_ ? seg.group->size() : 1;
+      const int64_t padded = (seg.elements + n - 1) / n * n;
+      seg.lo = shard_ ? seg.group->rank() * (padded / n) : 0;
+      seg.hi = seg.lo + padded / n;
+      largest = std::max(largest, seg.hi - seg.lo);
+      // The device tier: the weights and their gradients, flat (padded with zeros); each
+      // parameter and its gradient are views, which autograd and the reducer update in
+      // place.
+      seg.weights = at::zeros({padded}, options);
+      seg.grad = at::zeros({padded}, options);
       for (const Piece& pc : seg.pieces) {
         at::Tensor& w = params[pc.param].tensor;
-        seg.master.narrow(0, pc.offset, pc.elements).copy_(w.detach().reshape({-1}));
+        seg.weights.narrow(0, pc.offset, pc.elements).copy_(w.detach().reshape({-1}));
+        w.set_data(seg.weights.narrow(0, pc.offset, pc.elements).view(w.sizes()));
         w.mutable_grad() = seg.grad.narrow(0, pc.offset, pc.elements).view(w.sizes());
       }
+      // Adam's moments of the owned elements, and offloaded their fp32 master weights: in
+      // the host tier when offloaded, else on the device (the weights are the master).
+      const int64_t owned = seg.hi - seg.lo;
+      if (offload_) {
+        seg.master = HostMemory::empty(owned, at::kFloat);
+        seg.master.copy_(seg.weights.narrow(0, seg.lo, owned));
+        seg.exp_avg = HostMemory::zeros(owned, at::kFloat);
+        seg.exp_avg_sq = HostMemory::zeros(owned, at::kFloat);
+      } else {
+        seg.exp_avg = at::zeros({owned}, options);
+        seg.exp_avg_sq = at::zeros({owned}, options);
+      }
     }
-    // The working set on the device, reused by every bucket.
-    const int64_t b = std::min(o.bucket_elements, std::max(segments_[0].elements, segments_[1].elements));
-    const auto fp32 = at::TensorOptions().dtype(at::kFloat);
-    master_ = at::empty({b}, fp32);
-    exp_avg_ = at::empty({b}, fp32);
-    exp_avg_sq_ = at::empty({b}, fp32);
-    grad_ = at::empty({b}, fp32);
+    if (offload_) {  // the working set on the device, reused by every bucket
+      const int64_t b = std::min(o.bucket_elements, largest);
+      const auto fp32 = at::TensorOptions().dtype(at::kFloat);
+      master_ = at::empty({b}, fp32);
+      exp_avg_ = at::empty({b}, fp32);
+      exp_avg_sq_ = at::empty({b}, fp32);
+      grad_ = at::empty({b}, fp32);
+    }
   }
 
   void zero_grad() override {
@@ -104,36 +126,13 @@ class OffloadedAdam final : public Optimizer {
   bool reduces_data_parallel() const override { return true; }
 
   OptimizerPhase step(double max_grad_norm) override {
-    OptimizerPhase ph;
     ++step_;
     // As LibTorch's Adam (torch/csrc/api/src/optim/adam.cpp, 1.13).
     const double bias_correction1 = 1 - std::pow(adam_.beta1, static_cast<double>(step_));
     const double bias_correction2 = 1 - std::pow(adam_.beta2, static_cast<double>(step_));
     const Coefficients c{adam_.beta1, adam_.beta2, adam_.eps, std::sqrt(bias_correction2),
                          adam_.learning_rate / bias_correction1};
-
-    std::vector<Chunk> chunks;
-    for (size_t s = 0; s < segments_.size(); ++s) {
-      const int64_t n = segments_[s].elements;
-      const int64_t width = settings_.allreduce_coarsening > 0 ? settings_.allreduce_coarsening * settings_.bucket_elements : n;
-      for (int64_t at = 0; at < n; at += width) chunks.push_back({s, at, std::min(width, n - at)});
-    }
-    const bool overlap = settings_.allreduce_coarsening > 0 && max_grad_norm <= 0;
-    if (!overlap) {
-      for (const Chunk& ch : chunks) wait(issue(ch), ph);
-      ph.grad_norm = clip_gradients(grid_, params_, max_grad_norm);
-      for (const Chunk& ch : chunks) update(ch, c);
-      return ph;
-    }
-    // Chunk c's buckets on the worker while chunk c+1 is reduced (seed-spec A6).
-    Pending next = chunks.empty() ? Pending{} : issue(chunks.front());
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      wait(std::move(next), ph);
-      if (i + 1 < chunks.size()) next = issue(chunks[i + 1]);
-      worker_.submit([this, ch = chunks[i], c] { update(ch, c); });
-    }
-    worker_.drain();
-    return ph;
+    return shard_ ? sharded_step(max_grad_norm, c) : replicated_step(max_grad_norm, c);
   }
 
  private:
@@ -143,11 +142,12 @@ class OffloadedAdam final : public Optimizer {
   };
   struct Segment {
     Communicator* group = nullptr;
-    const char* kind = "";
+    const char* name = "";
     std::vector<Piece> pieces;
     int64_t elements = 0;
-    at::Tensor grad;                         // device
-    at::Tensor master, exp_avg, exp_avg_sq;  // host
+    int64_t lo = 0, hi = 0;                  // the owned elements
+    at::Tensor weights, grad;                // device, every element (padded)
+    at::Tensor master, exp_avg, exp_avg_sq;  // the owned elements (master: offloaded only)
   };
   struct Chunk {
     size_t segment;
@@ -155,20 +155,104 @@ class OffloadedAdam final : public Optimizer {
   };
   struct Pending {
     WorkHandle work;
-    const char* kind = "";
+    std::string kind;
     double issued_at = 0;
   };
   struct Coefficients {
     double beta1, beta2, eps, sqrt_bias_correction2, step_size;
   };
 
-  Pending issue(const Chunk& ch) {
-    Segment& seg = segments_[ch.segment];
+  // Without ZeRO: all-reduce in chunks of k buckets, chunk c's update on the worker while
+  // chunk c+1 is reduced (seed-spec A6); with clipping or k = 0, reduce all, then update.
+  OptimizerPhase replicated_step(double max_grad_norm, const Coefficients& c) {
+    OptimizerPhase ph;
+    std::vector<Chunk> chunks;
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      const int64_t n = segments_[s].elements;
+      const int64_t width = settings_.allreduce_coarsening > 0 ? settings_.allreduce_coarsening * settings_.bucket_elements : n;
+      for (int64_t at = 0; at < n; at += width) chunks.push_back({s, at, std::min(width, n - at)});
+    }
+    auto issue = [&](const Chunk& ch) {
+      Segment& seg = segments_[ch.segment];
+      return start("ar_", seg, [&] { return seg.group->all_reduce(seg.grad.narrow(0, ch.offset, ch.elements), ReduceOp::Sum); });
+    };
+    const bool overlap = settings_.allreduce_coarsening > 0 && max_grad_norm <= 0;
+    if (!overlap) {
+      for (const Chunk& ch : chunks) wait(issue(ch), ph);
+      ph.grad_norm = clip_gradients(grid_, params_, max_grad_norm);
+      for (const Chunk& ch : chunks) update(segments_[ch.segment], segments_[ch.segment].grad, ch.offset, ch.elements, c);
+      return ph;
+    }
+    Pending next = chunks.empty() ? Pending{} : issue(chunks.front());
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      wait(std::move(next), ph);
+      if (i + 1 < chunks.size()) next = issue(chunks[i + 1]);
+      worker_.submit([this, ch = chunks[i], c] {
+        Segment& seg = segments_[ch.segment];
+        update(seg, seg.grad, ch.offset, ch.elements, c);
+      });
+    }
+    worker_.drain();
+    return ph;
+  }
+
+  // ZeRO-1: reduce-scatter each segment's gradients (this rank's block of the sum, a
+  // device buffer for the phase), clip with the norm of the blocks, update the owned
+  // elements, all-gather the weights in place.
+  OptimizerPhase sharded_step(double max_grad_norm, const Coefficients& c) {
+    OptimizerPhase ph;
+    std::array<at::Tensor, 2> reduced;
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      Segment& seg = segments_[s];
+      if (seg.elements == 0) continue;
+      reduced[s] = at::empty({seg.hi - seg.lo}, seg.grad.options());
+      if (seg.group->size() == 1) reduced[s].copy_(seg.grad);
+      else wait(start("rs_", seg, [&] { return seg.group->reduce_scatter(seg.grad, reduced[s]); }), ph);
+    }
+    ph.grad_norm = sharded_norm(reduced);
+    const double coef = max_grad_norm / (ph.grad_norm + 1e-6);  // as clip_gradients
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      Segment& seg = segments_[s];
+      if (seg.elements == 0) continue;
+      if (max_grad_norm > 0 && coef < 1.0) reduced[s].mul_(coef);
+      update(seg, reduced[s], 0, seg.hi - seg.lo, c);
+      reduced[s] = at::Tensor();  // the phase's buffer goes before the weights are gathered
+      if (seg.group->size() > 1)
+        wait(start("ag_", seg, [&] { return seg.group->all_gather(seg.weights.narrow(0, seg.lo, seg.hi - seg.lo), seg.weights); }), ph);
+    }
+    return ph;
+  }
+
+  // The global norm of the reduced gradient from each rank's blocks: each segment's sum
+  // of squares over its group (the blocks), then over the model's ranks, each element
+  // counted once (`replication` ranks of a replica hold it; Z-replicated elements were
+  // reduced over Z x data, so Z of the replica's ranks hold the same sum).
+  double sharded_norm(const std::array<at::Tensor, 2>& reduced) {
+    at::Tensor total = at::zeros({1}, at::kDouble);
+    for (size_t s = 0; s < segments_.size(); ++s) {
+      Segment& seg = segments_[s];
+      if (seg.elements == 0) continue;
+      at::Tensor sq = at::zeros({1}, at::kDouble);
+      for (const Piece& pc : seg.pieces) {
+        const int64_t from = std::max(seg.lo, pc.offset), to = std::min(seg.hi, pc.offset + pc.elements);
+        if (from >= to) continue;
+        const at::Tensor part = reduced[s].narrow(0, from - seg.lo, to - from).to(at::kDouble);
+        sq += part.pow(2).sum() / static_cast<double>(params_[pc.param].spec.replication(grid_.grid()));
+      }
+      all_reduce_now(*seg.group, sq);
+      total += sq;
+    }
+    all_reduce_now(grid_.model(), total);
+    return std::sqrt(total.item<double>());
+  }
+
+  template <class Issue>
+  Pending start(const char* op, const Segment& seg, Issue issue) {
     Pending p;
     if (seg.group->size() == 1) return p;
-    p.kind = seg.kind;
+    p.kind = std::string(op) + seg.name;
     p.issued_at = tracer_ ? tracer_->now() : 0;
-    p.work = seg.group->all_reduce(seg.grad.narrow(0, ch.offset, ch.elements), ReduceOp::Sum);
+    p.work = issue();
     return p;
   }
 
@@ -181,40 +265,42 @@ class OffloadedAdam final : public Optimizer {
     if (tracer_) tracer_->comm(p.kind, p.issued_at, tracer_->now(), waited);
   }
 
-  // Adam on the buckets of one chunk: fetch, update, write back, refresh the weights.
-  void update(const Chunk& ch, const Coefficients& c) {
+  // Adam on the owned elements [from, from + count) of a segment (offsets from seg.lo),
+  // `grad` their reduced gradient (indexed alike). Offloaded, bucket by bucket: fetch,
+  // update, write back, refresh the device weights. On the device: in place.
+  void update(Segment& seg, const at::Tensor& grad, int64_t from, int64_t count, const Coefficients& c) {
     at::NoGradGuard no_grad;  // thread-local: the worker needs its own
-    Segment& seg = segments_[ch.segment];
-    const int64_t end = ch.offset + ch.elements;
-    for (int64_t a = ch.offset; a < end; a += settings_.bucket_elements) {
-      const int64_t n = std::min(settings_.bucket_elements, end - a);
+    const int64_t end = from + count, step = offload_ ? settings_.bucket_elements : count;
+    for (int64_t a = from; a < end; a += step) {
+      const int64_t n = std::min(step, end - a);
+      at::Tensor device_weights = seg.weights.narrow(0, seg.lo + a, n);
+      if (!offload_) {
+        at::Tensor g = grad.narrow(0, a, n);
+        AXONN_ASSERT(shard_);  // ZeRO-1's own buffer: its gradient may hold the denominator
+        adam(device_weights, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), g, c);
+        continue;
+      }
       at::Tensor w = master_.narrow(0, 0, n), m = exp_avg_.narrow(0, 0, n), v = exp_avg_sq_.narrow(0, 0, n),
                  g = grad_.narrow(0, 0, n);
       w.copy_(seg.master.narrow(0, a, n));
       m.copy_(seg.exp_avg.narrow(0, a, n));
       v.copy_(seg.exp_avg_sq.narrow(0, a, n));
-      g.copy_(seg.grad.narrow(0, a, n));  // to fp32: the loss was pre-divided, nothing to de-scale
-      m.mul_(c.beta1).add_(g, 1 - c.beta1);
-      v.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
-      at::sqrt_out(g, v);  // the denominator, in the gradient's buffer (no longer needed)
-      g.div_(c.sqrt_bias_correction2).add_(c.eps);
-      w.addcdiv_(m, g, -c.step_size);
+      g.copy_(grad.narrow(0, a, n));  // to fp32: the loss was pre-divided, nothing to de-scale
+      adam(w, m, v, g, c);
       seg.master.narrow(0, a, n).copy_(w);
       seg.exp_avg.narrow(0, a, n).copy_(m);
       seg.exp_avg_sq.narrow(0, a, n).copy_(v);
-      refresh(seg, a, w);
+      device_weights.copy_(w);
     }
   }
 
-  // The device weights of segment elements [a, a + w.numel()) from the updated master.
-  void refresh(Segment& seg, int64_t a, const at::Tensor& w) {
-    const int64_t b = a + w.numel();
-    auto it = std::upper_bound(seg.pieces.begin(), seg.pieces.end(), a,
-                               [](int64_t x, const Piece& p) { return x < p.offset; });
-    for (--it; it != seg.pieces.end() && it->offset < b; ++it) {
-      const int64_t from = std::max(a, it->offset), to = std::min(b, it->offset + it->elements);
-      params_[it->param].tensor.view({-1}).narrow(0, from - it->offset, to - from).copy_(w.narrow(0, from - a, to - from));
-    }
+  // LibTorch's Adam arithmetic, in its order; `g` ends holding the denominator.
+  static void adam(at::Tensor w, at::Tensor m, at::Tensor v, at::Tensor g, const Coefficients& c) {
+    m.mul_(c.beta1).add_(g, 1 - c.beta1);
+    v.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
+    at::sqrt_out(g, v);
+    g.div_(c.sqrt_bias_correction2).add_(c.eps);
+    w.addcdiv_(m, g, -c.step_size);
   }
 
   ProcessGrid& grid_;
@@ -222,8 +308,9 @@ class OffloadedAdam final : public Optimizer {
   plan::OptimizerSettings settings_;
   AdamSettings adam_;
   Tracer* tracer_;
+  const bool offload_, shard_;
   std::array<Segment, 2> segments_;
-  at::Tensor master_, exp_avg_, exp_avg_sq_, grad_;  // the device working set, bsize elements each
+  at::Tensor master_, exp_avg_, exp_avg_sq_, grad_;  // the offloaded working set, bsize elements each
   int64_t step_ = 0;
   WorkerThread worker_;
 };
@@ -233,7 +320,7 @@ class OffloadedAdam final : public Optimizer {
 std::unique_ptr<Optimizer> make_optimizer(ProcessGrid& grid, std::vector<Parameter>& params,
                                           const plan::OptimizerSettings& settings, const AdamSettings& adam,
                                           Tracer* tracer) {
-  if (settings.offload) return std::make_unique<OffloadedAdam>(grid, params, settings, adam, tracer);
+  if (settings.reduces_data_parallel()) return std::make_unique<FlatAdam>(grid, params, settings, adam, tracer);
   return std::make_unique<DeviceAdam>(grid, params, adam);
 }
 

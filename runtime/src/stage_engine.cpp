@@ -10,7 +10,7 @@ StageEngine::StageEngine(ProcessGrid& grid, schedule::StageSchedule schedule, Tr
       recorder_(keep_history),
       ops_(tracer),
       weights_(grid, tracer, recorder_),
-      reducer_(grid, schedule_.settings.overlap, schedule_.optimizer.offload, tracer, recorder_),
+      reducer_(grid, schedule_.settings.overlap, schedule_.optimizer.reduces_data_parallel(), tracer, recorder_),
       engine_{grid, schedule_.settings.overlap, ops_, weights_, reducer_, recorder_} {}
 
 void StageEngine::begin_forward(int64_t microbatch) {

@@ -58,7 +58,7 @@ struct Trainer::Impl {
     AdamSettings adam;
     adam.learning_rate = options.learning_rate;
     optimizer = make_optimizer(grid, model.parameters(), sched.optimizer, adam, se.engine().tracer());
-    AXONN_ASSERT(optimizer->reduces_data_parallel() == sched.optimizer.offload);
+    AXONN_ASSERT(optimizer->reduces_data_parallel() == sched.optimizer.reduces_data_parallel());
     se.set_parameters(&model.parameters());
   }
 

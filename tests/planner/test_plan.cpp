@@ -24,6 +24,7 @@ plan::Plan sample() {
   p.optimizer.offload = true;
   p.optimizer.bucket_elements = 1000;
   p.optimizer.allreduce_coarsening = 2;
+  p.optimizer.zero = 1;
   plan::Prediction pr;
   pr.comm_model = "full";
   pr.comm_s = 0.5;
@@ -48,6 +49,7 @@ TEST(Plan, RoundTripsAndWritesAtomically) {
   EXPECT_TRUE(p.optimizer.offload);
   EXPECT_EQ(p.optimizer.bucket_elements, 1000);
   EXPECT_EQ(p.optimizer.allreduce_coarsening, 2);
+  EXPECT_EQ(p.optimizer.zero, 1);
   ASSERT_TRUE(p.prediction.has_value());
   EXPECT_DOUBLE_EQ(p.prediction->comm_breakdown_s.total(), 0.5);
   EXPECT_EQ(plan::plan_to_json(p), plan::plan_to_json(sample()));
@@ -73,6 +75,14 @@ TEST(Plan, RefusesInconsistentPlans) {
   k = j;
   k["version"] = 2;
   EXPECT_NE(error_of([&] { plan::plan_from_json(k, "p.json"); }).find("unsupported plan version"), std::string::npos);
+  k = j;
+  k["optimizer"]["zero"] = 2;
+  msg = error_of([&] { plan::plan_from_json(k, "p.json"); });
+  EXPECT_NE(msg.find("p.json: /optimizer/zero"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("0 or 1 (stages 2 and 3 are not built)"), std::string::npos) << msg;
+  k = j;
+  k["optimizer"].erase("zero");  // plans written before ZeRO
+  EXPECT_EQ(plan::plan_from_json(k, "p.json").optimizer.zero, 0);
 }
 
 TEST(Divisibility, FirstProblemInWords) {

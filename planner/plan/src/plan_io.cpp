@@ -106,7 +106,8 @@ nlohmann::json plan_to_json(const Plan& p) {
                     {"state_bytes_per_param", p.precision.state_bytes_per_param}};
   j["optimizer"] = {{"offload", p.optimizer.offload},
                     {"bucket_elements", p.optimizer.bucket_elements},
-                    {"allreduce_coarsening", p.optimizer.allreduce_coarsening}};
+                    {"allreduce_coarsening", p.optimizer.allreduce_coarsening},
+                    {"zero", p.optimizer.zero}};
   if (p.prediction) {
     const auto& pr = *p.prediction;
     j["prediction"] = {{"comm_model", pr.comm_model},
@@ -202,6 +203,9 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     p.optimizer.offload = o.boolean("offload");
     p.optimizer.bucket_elements = o.positive_int("bucket_elements");
     p.optimizer.allreduce_coarsening = o.non_negative_int("allreduce_coarsening");
+    p.optimizer.zero = o.non_negative_int_or("zero", 0);
+    if (p.optimizer.zero > OptimizerSettings::kMaxZeroStage)
+      o.fail("zero", "ZeRO stage " + std::to_string(p.optimizer.zero), "0 or 1 (stages 2 and 3 are not built)");
     o.finish();
   }
   if (r.has("prediction")) {

@@ -36,6 +36,7 @@ class Communicator {
   // In place over the group. `t` contiguous.
   virtual WorkHandle all_reduce(at::Tensor t, ReduceOp op = ReduceOp::Sum) = 0;
   // out.numel() == size() * in.numel(); member i's input lands in out's i-th chunk.
+  // In place when `in` is out's rank()-th chunk (NCCL's convention; MPI_IN_PLACE).
   virtual WorkHandle all_gather(at::Tensor in, at::Tensor out) = 0;
   // in.numel() == size() * out.numel(); out = sum over members of in's rank()-th chunk.
   virtual WorkHandle reduce_scatter(at::Tensor in, at::Tensor out) = 0;

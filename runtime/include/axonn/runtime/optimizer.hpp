@@ -2,28 +2,34 @@
 // (docs/architecture.md). The trainer asks make_optimizer() for the one the plan names
 // (plan::OptimizerSettings, carried by the stage's schedule).
 //
-//   DeviceAdam     LibTorch's Adam, its state on the device; the data-parallel
-//                  reductions are the reducer's (during the backward, then
-//                  ReduceGradients), so step() only clips and updates.
-//   OffloadedAdam  AxoNN 2022 section V (seed-spec A5-A6): the fp32 master weights and
-//                  Adam's two moments live in the host tier (host_memory.hpp); the device
-//                  keeps the weights and their gradients, one flat buffer per reduction
-//                  group, and a working set of bsize elements per buffer: master, two
-//                  moments, fp32 gradient (16 bytes per element). The data-parallel
-//                  reduction is the optimizer's: the gradients are all-reduced in chunks
-//                  of k buckets, and while chunk c+1 is reduced a worker thread runs
-//                  chunk c's buckets (fetch, Adam, write back, refresh the weights).
-//                  Adam is the same element-wise arithmetic as LibTorch's, in the same
-//                  order, so the parameters are bitwise those of DeviceAdam for every
-//                  bsize and k when the all-reduces sum alike.
+//   DeviceAdam  LibTorch's Adam, its state on the device; the data-parallel reductions
+//               are the reducer's (during the backward, then ReduceGradients), so step()
+//               only clips and updates.
+//   FlatAdam    the data-parallel reduction is the optimizer's. The weights and their
+//               gradients live in flat device buffers, one per reduction group (the
+//               parameters and their .grad are views into them). Adam is LibTorch's
+//               element-wise arithmetic in the same order, so each element's update is
+//               bitwise DeviceAdam's given the same reduced gradient. Two options:
+//     offload   AxoNN 2022 section V (seed-spec A5-A6): the fp32 master weights and
+//               Adam's two moments live in the host tier (host_memory.hpp); the device
+//               keeps a working set of bsize elements (master, two moments, fp32
+//               gradient: 16 bytes each). Without ZeRO the gradients are all-reduced in
+//               chunks of k buckets, and while chunk c+1 is reduced a worker thread runs
+//               chunk c's buckets (fetch, Adam, write back, refresh the weights).
+//     zero = 1  ZeRO stage 1: each rank of the group owns 1/N of the elements (the
+//               buffers padded to a multiple of N) and keeps Adam's state (offloaded:
+//               and the master) for those only. After the backward: reduce-scatter the
+//               gradients into a device buffer of the owned block (freed before the
+//               weights are gathered), the norm from the blocks, update the owned
+//               weights, all-gather them in place. No chunked overlap here.
 //
 // Gradient clipping needs the norm of the whole reduced gradient, so with clipping on
-// (max_grad_norm > 0) OffloadedAdam reduces every chunk first and then updates: the
-// overlap needs clipping off, as in the paper's runs.
+// (max_grad_norm > 0) the offloaded optimizer reduces every chunk first and then
+// updates: the overlap needs clipping off, as in the paper's runs.
 //
 // Parameters replicated over Z (biases, norms) are reduced over Z x data, the others
-// over data (as BucketedReducer::finish_step does): one flat gradient buffer and one
-// chunk sequence per group, the data group's first.
+// over data (as BucketedReducer::finish_step does): one flat buffer pair and one owned
+// block per group, the data group's first.
 //
 // Example:
 //   auto opt = make_optimizer(grid, model.parameters(), schedule.optimizer, {1e-3}, &tracer);
@@ -55,7 +61,7 @@ struct AdamSettings {
 // What one optimizer phase did.
 struct OptimizerPhase {
   double grad_norm = 0;      // before clipping (0 when clipping is off and not computed)
-  double reduce_wait_s = 0;  // blocked on the optimizer's own all-reduces (offload), seconds
+  double reduce_wait_s = 0;  // blocked on the optimizer's own collectives (FlatAdam), seconds
 };
 
 class Optimizer {

@@ -92,9 +92,10 @@ struct PassSettings {
 };
 
 // Whether the backward reduces gradients over data (Gdata > 1), rather than the
-// optimizer phase (the offloaded optimizer reduces them in chunks of its buckets).
+// optimizer phase (the offloaded optimizer reduces them in chunks of its buckets; ZeRO
+// reduce-scatters them).
 inline bool data_parallel_in_backward(const topo::Grid& g, const plan::OptimizerSettings& o) {
-  return g.gdata > 1 && !o.offload;
+  return g.gdata > 1 && !o.reduces_data_parallel();
 }
 
 enum class PassKind : uint8_t {

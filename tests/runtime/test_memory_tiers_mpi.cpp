@@ -10,7 +10,11 @@
 //    in another order for another message size);
 //  - the device tier holds the Adam moments without offload and only the working set
 //    with it: the measured difference is the predicted 8 bytes per parameter less 16 per
-//    working-set element, exactly.
+//    working-set element, exactly;
+//  - ZeRO-1, with and without offload, gives the losses and parameters of plain data
+//    parallelism on every grid (bitwise where the sums are the same and clipping is off;
+//    the norm is summed from the shards, in another order), and the device and host
+//    tiers hold exactly the sharded bytes.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -55,6 +59,13 @@ struct Trained {
   std::vector<at::Tensor> initial, params;  // this rank's shards before and after the steps
 };
 
+// Whether every reduction group of the optimizer has at most two ranks, so that any
+// reduction adds the same two numbers (a + b == b + a).
+bool same_sums(const plan::Plan& p) {
+  ProcessGrid probe(*g_world, p.grid, p.placement_order);
+  return probe.data().size() <= 2 && probe.z_data().size() <= 2;
+}
+
 Trained train(const plan::Plan& p, const gpt::GptConfig& cfg, gpt::SerialGpt& init, runtime::TokenSource& source,
           int steps, double clip) {
   ProcessGrid pg(*g_world, p.grid, p.placement_order);
@@ -64,6 +75,31 @@ Trained train(const plan::Plan& p, const gpt::GptConfig& cfg, gpt::SerialGpt& in
   for (int s = 0; s < steps; ++s) r.losses.push_back(run.trainer.step(source.batch(s)).loss);
   for (auto& prm : run.model.parameters()) r.params.push_back(prm.tensor.detach().clone());
   return r;
+}
+
+// `got` trained like `reference`: bitwise, or (`bitwise` false) the losses within
+// `loss_tolerance` (relative) and the parameters within 1e-4. Another summation order:
+// Adam turns last-bit differences of near-zero gradients into differences of a fraction
+// of its step (lr 3e-3) on those elements.
+void expect_same_training(const Trained& got, const Trained& reference, bool bitwise, const std::string& what,
+                          double loss_tolerance) {
+  ASSERT_EQ(got.params.size(), reference.params.size());
+  ASSERT_EQ(got.losses.size(), reference.losses.size());
+  double worst = 0, worst_loss = 0;
+  for (size_t i = 0; i < got.params.size(); ++i) {
+    if (bitwise) {
+      EXPECT_TRUE(got.params[i].equal(reference.params[i])) << what << " parameter " << i;
+    }
+    worst = std::max(worst, relative_error(got.params[i], reference.params[i]));
+  }
+  for (size_t s = 0; s < got.losses.size(); ++s) {
+    if (bitwise) {
+      EXPECT_EQ(got.losses[s], reference.losses[s]) << what << " step " << s;
+    }
+    worst_loss = std::max(worst_loss, std::abs(got.losses[s] - reference.losses[s]) / std::abs(reference.losses[s]));
+  }
+  EXPECT_LT(worst_loss, loss_tolerance) << what;
+  EXPECT_LT(worst, 1e-4) << what;
 }
 
 }  // namespace
@@ -97,40 +133,22 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
   // first). Every variant crosses parameter boundaries inside buckets.
   const std::vector<Variant> variants = {{1000, 2, 0}, {4097, 1, 0}, {1 << 20, 4, 0}, {777, 0, 0}, {3000, 3, 0.5}};
   for (plan::Plan p : offload_plans(desc, seqs)) {
-    ProcessGrid probe(*g_world, p.grid, p.placement_order);
-    const bool same_sums = probe.data().size() <= 2 && probe.z_data().size() <= 2;
+    const bool same = same_sums(p);
     for (double clip : {0.0, 0.5}) {
-      if (!same_sums && clip > 0) continue;  // one variant where only tolerances can be checked
+      if (!same && clip > 0) continue;  // one variant where only tolerances can be checked
       p.optimizer = plan::OptimizerSettings{};
       const Trained reference = train(p, cfg, init, *source, steps, clip);
       // The optimizer moved the weights (equal runs are not two idle optimizers).
       EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
       for (const Variant& v : variants) {
-        if (v.clip != clip || (!same_sums && &v != &variants.front())) continue;
+        if (v.clip != clip || (!same && &v != &variants.front())) continue;
         p.optimizer.offload = true;
         p.optimizer.bucket_elements = v.bucket_elements;
         p.optimizer.allreduce_coarsening = v.coarsening;
         const Trained off = train(p, cfg, init, *source, steps, clip);
         const std::string what = p.grid.to_string() + " bsize " + std::to_string(v.bucket_elements) + " k " +
                                  std::to_string(v.coarsening) + " clip " + std::to_string(clip);
-        ASSERT_EQ(off.params.size(), reference.params.size());
-        double worst = 0, worst_loss = 0;
-        for (size_t i = 0; i < off.params.size(); ++i) {
-          if (same_sums) {
-            EXPECT_TRUE(off.params[i].equal(reference.params[i])) << what << " parameter " << i;
-          }
-          worst = std::max(worst, relative_error(off.params[i], reference.params[i]));
-        }
-        for (int s = 0; s < steps; ++s) {
-          if (same_sums) {
-            EXPECT_EQ(off.losses[s], reference.losses[s]) << what << " step " << s;
-          }
-          worst_loss = std::max(worst_loss, std::abs(off.losses[s] - reference.losses[s]) / std::abs(reference.losses[s]));
-        }
-        // Another summation order: Adam turns last-bit differences of near-zero gradients
-        // into differences of a fraction of its step (lr 3e-3) on those elements.
-        EXPECT_LT(worst_loss, 1e-6) << what;
-        EXPECT_LT(worst, 1e-4) << what;
+        expect_same_training(off, reference, same, what, 1e-6);
       }
     }
   }
@@ -166,5 +184,93 @@ TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
     // The master and two moments, fp32, one 64-byte aligned block per reduction group.
     EXPECT_GE(host_offload, 12 * phi) << p.grid.to_string();
     EXPECT_LE(host_offload, 12 * phi + 6 * 64) << p.grid.to_string();
+  }
+}
+
+TEST(Zero, StageOneTrainsAsPlainDataParallelWithAndWithoutOffload) {
+  const model::ModelDescription desc = offload_gpt();
+  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+  const int64_t seqs = 16;
+  const int steps = 3;
+  gpt::SerialGpt init(cfg, 25);
+  auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 26);
+  int sharded_grids = 0;
+  for (plan::Plan p : offload_plans(desc, seqs)) {
+    const bool same = same_sums(p);
+    if (p.grid.gdata > 1) ++sharded_grids;
+    for (double clip : {0.0, 0.5}) {
+      if (!same && clip == 0) continue;  // where only tolerances can be checked: the norm's path
+      p.optimizer = plan::OptimizerSettings{};
+      const Trained reference = train(p, cfg, init, *source, steps, clip);
+      EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
+      for (bool offload : {false, true}) {
+        p.optimizer.zero = 1;
+        p.optimizer.offload = offload;
+        p.optimizer.bucket_elements = 1000;  // offloaded: several buckets per owned block
+        const Trained zero = train(p, cfg, init, *source, steps, clip);
+        const std::string what = p.grid.to_string() + (offload ? " offloaded" : "") + " clip " + std::to_string(clip);
+        // With clipping the norm is summed from the blocks, in another order.
+        expect_same_training(zero, reference, same && clip == 0, what, 1e-5);
+      }
+    }
+  }
+  if (g_world->size() > 1) {
+    EXPECT_GT(sharded_grids, 0);
+  }
+}
+
+TEST(Zero, StageOneHoldsTheAdamStateOfItsBlockOnly) {
+  runtime::DeviceMemory::install();
+  const model::ModelDescription desc = offload_gpt();
+  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+  gpt::SerialGpt init(cfg, 27);
+  auto source = runtime::make_token_source("", cfg.vocab, 16, cfg.seq_len, 28);
+  for (plan::Plan p : offload_plans(desc, 16)) {
+    // Device and host bytes a stage holds after a step; its elements per reduction group
+    // (over data, over Z x data) padded to a multiple of the group, and the block it owns.
+    struct Held {
+      int64_t device = 0, host = 0, phi = 0, padded = 0, owned = 0, largest_block = 0;
+    };
+    auto held = [&](const plan::Plan& q) {
+      Held h;
+      const int64_t device0 = runtime::DeviceMemory::live_bytes(), host0 = runtime::HostMemory::live_bytes();
+      ProcessGrid pg(*g_world, q.grid, q.placement_order);
+      gpt::GptStage run(q, pg, cfg, init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, 0});
+      run.trainer.step(source->batch(0));
+      int64_t group[2] = {0, 0};
+      for (auto& prm : run.model.parameters()) group[prm.spec.replicated_over_z() ? 1 : 0] += prm.tensor.numel();
+      const int64_t ranks[2] = {pg.data().size(), pg.z_data().size()};
+      for (int s = 0; s < 2; ++s) {
+        const int64_t block = (group[s] + ranks[s] - 1) / ranks[s];
+        h.phi += group[s];
+        h.padded += block * ranks[s];
+        h.owned += block;
+        h.largest_block = std::max(h.largest_block, block);
+      }
+      h.host = runtime::HostMemory::live_bytes() - host0;
+      h.device = runtime::DeviceMemory::live_bytes() - device0;
+      return h;
+    };
+    const Held plain = held(p);
+    p.optimizer.zero = 1;
+    const Held zero = held(p);
+    p.optimizer.offload = true;
+    p.optimizer.bucket_elements = 1000;
+    const Held both = held(p);
+    const std::string what = p.grid.to_string();
+    ASSERT_EQ(plain.phi, zero.phi);
+    // Plain: weights, gradients, two moments: 16 bytes per element. ZeRO-1: weights and
+    // gradients padded (8 bytes), the moments of the owned block (8 bytes).
+    EXPECT_EQ(plain.device - zero.device, 16 * plain.phi - 8 * zero.padded - 8 * zero.owned) << what;
+    EXPECT_EQ(zero.host, 0) << what;
+    // Offloaded too: the working set instead of the moments; master and moments of the
+    // owned block in the host tier (one 64-byte aligned block per tensor and group).
+    const int64_t working_set = 16 * std::min<int64_t>(1000, both.largest_block);
+    EXPECT_EQ(both.device - zero.device, working_set - 8 * zero.owned) << what;
+    EXPECT_GE(both.host, 12 * both.owned) << what;
+    EXPECT_LE(both.host, 12 * both.owned + 6 * 64) << what;
+    if (p.grid.gdata > 1) {
+      EXPECT_LT(zero.owned, plain.phi) << what;
+    }
   }
 }
