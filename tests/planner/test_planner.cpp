@@ -203,6 +203,38 @@ TEST(Evaluate, OffloadedOptimizerKeepsFourBytesPerParameterAndTheWorkingSet) {
   EXPECT_DOUBLE_EQ(evaluate(m, t, g, o).memory.model_state_bytes, 20.0 * phi);
 }
 
+// ZeRO-1 (docs/model.md section 5): the weights and gradients stay whole, Adam's state
+// (offloaded: the master and the moments in the host tier) is 1/Gdata; bf16 here, so
+// 2 + 2 + 16/Gdata bytes per parameter. The data-parallel all-reduce moves into the
+// optimizer phase (reduce-scatter, all-gather), and Adam runs on the block only.
+TEST(Evaluate, ZeroOneShardsAdamStateOverTheDataGroup) {
+  auto m = model::load_model("gpt-20b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o = options(32, 16);
+  const topo::Grid g{2, 2, 2, 4, 1};
+  const double phi = static_cast<double>(m.parameters()) / 8.0, gdata = 4;
+  const Evaluation base = evaluate(m, t, g, o);
+  o.optimizer.zero = 1;
+  const Evaluation zero = evaluate(m, t, g, o);
+  EXPECT_DOUBLE_EQ(base.memory.model_state_bytes, 20.0 * phi);
+  EXPECT_DOUBLE_EQ(zero.memory.model_state_bytes, 4.0 * phi + 16.0 * phi / gdata);
+  EXPECT_DOUBLE_EQ(zero.memory.activation_bytes, base.memory.activation_bytes);
+  EXPECT_EQ(zero.comm.ar_data, base.comm.ar_data);  // reduce-scatter + all-gather: the ring all-reduce's volume
+  // Moved out of the backward, where it overlapped: all of it is exposed now.
+  EXPECT_GE(zero.exposed_comm_s, zero.comm.ar_data);
+  EXPECT_LT(base.exposed_comm_s, zero.exposed_comm_s);
+  o.optimizer.offload = true;
+  o.optimizer.bucket_elements = 1 << 22;
+  const Evaluation both = evaluate(m, t, g, o);
+  EXPECT_DOUBLE_EQ(both.memory.model_state_bytes, 4.0 * phi + 16.0 * (1 << 22));
+  EXPECT_DOUBLE_EQ(both.memory.host_bytes, 12.0 * phi / gdata);
+  // One data-parallel rank: nothing to shard.
+  o.optimizer.offload = false;
+  const topo::Grid alone{2, 2, 8, 1, 1};
+  EXPECT_DOUBLE_EQ(evaluate(m, t, alone, o).memory.model_state_bytes,
+                   20.0 * static_cast<double>(m.parameters()) / 32.0);
+}
+
 // The data-parallel all-reduce leaves the backward for the optimizer phase, where k
 // chunks overlap the updates: the batch time falls with k > 0 as far as the model says.
 TEST(Evaluate, OffloadMovesTheDataAllReduceIntoTheOptimizerPhase) {

@@ -112,15 +112,18 @@ losses() { grep -oE "^step +[0-9]+/[0-9]+ +loss [0-9.]+" "$1" | awk '{print $2, 
 check "1-rank reference" 0 "step +4/4" -- "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/one.json" --steps 4 --seed 5 \
   --log-every 1 --measure "$T/m_one.json"
 losses "$T/out" >"$T/one.losses"
+same_as_one() {  # same_as_one NAME: the last run printed the 1-rank plan's losses
+  losses "$T/out" >"$T/$1.losses"
+  if [ -s "$T/one.losses" ] && cmp -s "$T/one.losses" "$T/$1.losses"; then
+    passes=$((passes + 1)); echo "PASS $1 prints the 1-rank plan's losses: $(tr '\n' ' ' <"$T/one.losses")"
+  else
+    fails=$((fails + 1)); echo "FAIL $1 losses differ"; paste "$T/one.losses" "$T/$1.losses"
+  fi
+}
 for sched in message-driven 1f1b gpipe; do
   check "pipeline $sched" 0 "pipeline $sched" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/pipe.json" --steps 4 --seed 5 \
     --log-every 1 --pipeline-schedule "$sched" --measure "$T/m_$sched.json"
-  losses "$T/out" >"$T/$sched.losses"
-  if [ -s "$T/one.losses" ] && cmp -s "$T/one.losses" "$T/$sched.losses"; then
-    passes=$((passes + 1)); echo "PASS $sched prints the 1-rank plan's losses: $(tr '\n' ' ' <"$T/one.losses")"
-  else
-    fails=$((fails + 1)); echo "FAIL $sched losses differ"; paste "$T/one.losses" "$T/$sched.losses"
-  fi
+  same_as_one "$sched"
 done
 # The offloaded optimizer through the CLI: data x pipeline on 4 ranks prints the 1-rank
 # plan's losses (small buckets, every chunk overlapped).
@@ -128,12 +131,19 @@ done
   --offload-optimizer --bucket-elements 1000 --allreduce-coarsening 2 --output "$T/offload.json" >/dev/null
 check "offloaded optimizer" 0 "optimizer offloaded to the host tier, buckets of 1000 elements" -- \
   "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --steps 4 --seed 5 --log-every 1 --measure "$T/m_offload.json"
-losses "$T/out" >"$T/offload.losses"
-if [ -s "$T/one.losses" ] && cmp -s "$T/one.losses" "$T/offload.losses" && grep -q '"host_peak_bytes": [1-9]' "$T/m_offload.json"; then
-  passes=$((passes + 1)); echo "PASS offload prints the 1-rank plan's losses and measures the host tier"
-else
-  fails=$((fails + 1)); echo "FAIL offload losses or host bytes"; paste "$T/one.losses" "$T/offload.losses"
-fi
+same_as_one offload
+grep -q '"host_peak_bytes": [1-9]' "$T/m_offload.json" && { passes=$((passes + 1)); echo "PASS offload measures the host tier"; } \
+  || { fails=$((fails + 1)); echo "FAIL offload host bytes"; }
+# ZeRO-1 through the CLI: 4 data-parallel ranks, then with the offloaded plan above
+# (data x pipeline, the master weights sharded in the host tier).
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,4,1 --precision fp32 \
+  --zero 1 --output "$T/zero.json" >/dev/null
+check "ZeRO-1" 0 "ZeRO stage 1: Adam's state sharded over the 4 data-parallel ranks" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero.json" --steps 4 --seed 5 --log-every 1
+same_as_one zero
+check "ZeRO-1 offloaded" 0 "ZeRO stage 1: Adam's state and master weights \(host tier\) sharded over the 2" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 1 --steps 4 --seed 5 --log-every 1
+same_as_one zero_offload
 # A budget that the optimizer on the device exceeds and the offloaded one fits: the
 # planner predicts both (rejected, then feasible), and the runtime does both (out of
 # memory, then trained). gpt-bench on one rank, a 115 MiB GPU.
@@ -151,6 +161,19 @@ check "the optimizer on the device runs out of a 115 MiB budget" 2 "out of devic
   "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/bench_device.json" --steps 2 --device-memory 115MiB --measure "$T/mb1.json"
 check "the offloaded optimizer trains in a 115 MiB budget" 0 "peak host-tier memory" -- \
   "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/small_offload.json" --steps 2 --device-memory 115MiB --measure "$T/mb2.json"
+# The same both ways for ZeRO-1: gpt-bench on 2 data-parallel ranks, a 90 MiB GPU.
+sed 's/"gpu_memory_bytes": [0-9]*/"gpu_memory_bytes": 94371840/' "$(dirname "$0")/../../topology/clusters/perlmutter.json" \
+  >"$T/gpu90.json"
+check "the planner rejects plain data parallelism under 90 MiB" 2 "MiB > 90.0 MiB" -- \
+  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu90.json" --gpus 2 --batch-seqs 16 --grid 1,1,1,2,1 \
+  --precision fp32 --output "$T/dp90.json"
+check "the planner fits ZeRO-1 under 90 MiB" 0 "wrote" -- \
+  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu90.json" --gpus 2 --batch-seqs 16 --grid 1,1,1,2,1 \
+  --precision fp32 --zero 1 --output "$T/zero90.json"
+check "plain data parallelism runs out of a 90 MiB budget" 2 "out of device memory" -- \
+  "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/zero90.json" --zero 0 --steps 2 --device-memory 90MiB
+check "ZeRO-1 trains in a 90 MiB budget" 0 "step +2/2" -- \
+  "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/zero90.json" --steps 2 --device-memory 90MiB --log-every 1
 check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \
   --measure "$T/m_fail.json"

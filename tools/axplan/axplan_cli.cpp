@@ -43,6 +43,7 @@ struct CommonArgs {
   bool offload_optimizer = false;
   int64_t bucket_elements = plan::OptimizerSettings{}.bucket_elements;
   int64_t allreduce_coarsening = plan::OptimizerSettings{}.allreduce_coarsening;
+  int64_t zero = 0;
 };
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -88,6 +89,11 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--allreduce-coarsening", a.allreduce_coarsening,
                   "offload: buckets per data-parallel all-reduce chunk (k), overlapped with the optimizer; 0: none")
       ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app->add_option("--zero", a.zero,
+                  "ZeRO stage over the data-parallel group: 1 shards Adam's state (and the offloaded master); "
+                  "stages 2 and 3 are not built")
+      ->check(CLI::Range(int64_t{0}, plan::OptimizerSettings::kMaxZeroStage))
       ->capture_default_str();
 }
 
@@ -150,6 +156,7 @@ Loaded load(const CommonArgs& a) {
   o.optimizer.offload = a.offload_optimizer;
   o.optimizer.bucket_elements = a.bucket_elements;
   o.optimizer.allreduce_coarsening = a.allreduce_coarsening;
+  o.optimizer.zero = a.zero;
   return l;
 }
 

@@ -71,6 +71,7 @@ struct Args {
   int64_t device_memory = 0;  // bytes; 0: no budget
   std::string offload;        // empty (the plan's), on or off
   int64_t bucket_elements = 0, coarsening = -1;  // 0 / -1: the plan's
+  int64_t zero = -1;                              // -1: the plan's
   double clip_grad = 1.0;     // <= 0: no clipping
 };
 
@@ -131,6 +132,10 @@ int main(int argc, char** argv) {
   app.add_option("--allreduce-coarsening", a.coarsening,
                  "offload: buckets per data-parallel all-reduce chunk, 0 = no overlap (default: the plan's)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--zero", a.zero,
+                 "ZeRO stage over the data-parallel group, 0 or 1: Adam's state (and the offloaded master) sharded, "
+                 "the gradients reduce-scattered, the weights all-gathered; 2 and 3 are not built (default: the plan's)")
+      ->check(CLI::Range(int64_t{0}, plan::OptimizerSettings::kMaxZeroStage));
   app.add_option("--clip-grad", a.clip_grad,
                  "clip the global gradient norm to this (0: off; on, the offloaded optimizer reduces everything "
                  "before updating, without overlap)")
@@ -207,7 +212,9 @@ int main(int argc, char** argv) {
     set(a.offload, plan.optimizer.offload);
     if (a.bucket_elements > 0) plan.optimizer.bucket_elements = a.bucket_elements;
     if (a.coarsening >= 0) plan.optimizer.allreduce_coarsening = a.coarsening;
+    if (a.zero >= 0) plan.optimizer.zero = a.zero;
     const bool memory_overridden = planned_optimizer.offload != plan.optimizer.offload ||
+                                   planned_optimizer.zero != plan.optimizer.zero ||
                                    (plan.optimizer.offload && planned_optimizer.bucket_elements != plan.optimizer.bucket_elements);
     if (a.cache_layers >= 0) plan.overlap.cache_all_gather_layers = a.cache_layers;
     if (!a.pipeline_schedule.empty())
@@ -236,7 +243,11 @@ int main(int argc, char** argv) {
                                                      plan.pipeline_limit(), fmt::join(plan.stage_units(), "/")),
                  a.threads, o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
                  o.cache_all_gather_layers, o.bucketed_data_parallel_all_reduce, plan.activation_checkpointing);
-    if (rank == 0 && plan.optimizer.offload)
+    if (rank == 0 && plan.optimizer.zero > 0)
+      fmt::print("axrun: ZeRO stage {}: Adam's state{} sharded over the {} data-parallel ranks; after the backward the "
+                 "gradients are reduce-scattered and the weights all-gathered\n",
+                 plan.optimizer.zero, plan.optimizer.offload ? " and master weights (host tier)" : "", plan.grid.gdata);
+    if (rank == 0 && plan.optimizer.offload && plan.optimizer.zero == 0)
       fmt::print("axrun: optimizer offloaded to the host tier, buckets of {} elements, data-parallel all-reduce in "
                  "chunks of {} bucket(s){}\n",
                  plan.optimizer.bucket_elements, plan.optimizer.allreduce_coarsening,

@@ -295,18 +295,27 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       sp.last_backward_compute_s = lb.compute_s;
       sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
       sp.optimizer_s = stage_optimizer_s;
-      if (o.optimizer.offload) {  // docs/model.md section 11
+      if (o.optimizer.reduces_data_parallel()) {  // docs/model.md section 11
         double local = 0, allreduce = 0;
         for (size_t i = first; i < last; ++i) {
           local += static_cast<double>(m.layers[i].weight_elements()) / static_cast<double>(g.gx * g.gy * g.gz);
           if (g.gdata > 1) allreduce += sc.costs[static_cast<size_t>(class_of_[i])].comm.data_all_reduce_s;
         }
-        // Each step: master and two moments (12 bytes per element) in and out.
-        const double copies = t.host_link_bytes_per_s > 0 ? 24 * local / t.host_link_bytes_per_s : 0;
-        const double update = stage_optimizer_s + copies;
-        const int64_t k = o.optimizer.allreduce_coarsening;
-        const auto chunks = k > 0 ? static_cast<int64_t>(std::ceil(local / static_cast<double>(k * o.optimizer.bucket_elements))) : 1;
-        sp.tail_s += offloaded_optimizer_phase_s(allreduce, update, chunks, k > 0) - update;  // the exposed all-reduce
+        // Adam on the owned block: 1/Gdata of the elements under ZeRO-1. Offloaded, each
+        // step moves its master and two moments (12 bytes per element) in and out.
+        const double share = o.optimizer.zero > 0 ? 1.0 / static_cast<double>(g.gdata) : 1.0;
+        const double copies =
+            o.optimizer.offload && t.host_link_bytes_per_s > 0 ? 24 * share * local / t.host_link_bytes_per_s : 0;
+        const double update = share * stage_optimizer_s + copies;
+        if (o.optimizer.zero > 0) {
+          // Reduce-scatter, update, all-gather: the ring all-reduce's two halves, in turn.
+          sp.tail_s += allreduce;
+        } else {
+          const int64_t k = o.optimizer.allreduce_coarsening;
+          const auto chunks =
+              k > 0 ? static_cast<int64_t>(std::ceil(local / static_cast<double>(k * o.optimizer.bucket_elements))) : 1;
+          sp.tail_s += offloaded_optimizer_phase_s(allreduce, update, chunks, k > 0) - update;  // the exposed all-reduce
+        }
         sp.optimizer_s = update;
       }
     }

@@ -77,11 +77,14 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   }
   largest_unit = std::max(largest_unit, unit_per_row);
   const double phi = weights / (gxy * gz);
+  // Weights and gradients: every element. Adam's state (and the master): the block this
+  // rank owns, 1/Gdata of them under ZeRO-1 (docs/model.md section 5).
+  const double owned = s.optimizer.zero > 0 ? phi / static_cast<double>(g.gdata) : phi;
   if (s.optimizer.offload) {
-    mem.model_state_bytes = 2 * w * phi + 16 * std::min(static_cast<double>(s.optimizer.bucket_elements), phi);
-    mem.host_bytes = 12 * phi;
+    mem.model_state_bytes = 2 * w * phi + 16 * std::min(static_cast<double>(s.optimizer.bucket_elements), owned);
+    mem.host_bytes = 12 * owned;
   } else {
-    mem.model_state_bytes = static_cast<double>(s.precision.state_bytes_per_param) * phi;
+    mem.model_state_bytes = 2 * w * phi + (static_cast<double>(s.precision.state_bytes_per_param) - 2 * w) * owned;
   }
   if (g.gz > 1) {
     const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
