@@ -3,13 +3,15 @@
 # batch 16, fp32 plans (checkpointing and overlaps as `axplan plan` sets them), 3 steps
 # of axrun on 1-8 ranks. Prints a Markdown table (MiB) for docs/performance.md.
 # A second table: the optimizer on the device against the offloaded one (several bsize)
-# for gpt-bench and a 12-block gpt-bench, on 1 rank and 2 data-parallel ranks: the
+# and ZeRO-1 (alone and offloaded) for gpt-bench and a 12-block gpt-bench, on 1 rank
+# and 2 and 4 data-parallel ranks: the
 # model state measured (live device bytes after the step) and predicted, and the host
 # tier.
 #
-#   tools/measure_memory.sh [BUILD/tools]
+#   tools/measure_memory.sh [BUILD/tools] [1|2|all]     (which tables; default all)
 set -eo pipefail
 W=${1:-build/tools}
+TABLES=${2:-all}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 
@@ -36,19 +38,24 @@ if table == "1":
     print(f"| {grid} | {peak:.1f} | {live:.1f} | {pred:.1f} | {state:.1f} | {b['activations']/M:.1f} | "
           f"{(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | {pred/peak:.2f} |")
 else:
+    offload = "--offload-optimizer" in flags
     opt = flags.split()
-    name = f"offload, bsize {opt[-1]}" if opt else "device Adam"
-    host = f"{d['host_peak_bytes']/M:.1f} / {c.get('host_memory_bytes_per_gpu', 0)/M:.1f}" if opt else "-"
+    name = ("ZeRO-1" if "--zero 1" in flags else "") + (" + " if "--zero 1" in flags and offload else "")
+    name = (name + (f"offload, bsize {opt[opt.index('--bucket-elements') + 1]}" if offload else "")) or "device Adam"
+    host = f"{d['host_peak_bytes']/M:.1f} / {c.get('host_memory_bytes_per_gpu', 0)/M:.1f}" if offload else "-"
     print(f"| {model} | {grid} | {name} | {live:.1f} | {state:.1f} | {state/live:.2f} | {peak:.1f} | {pred:.1f} | "
           f"{pred/peak:.2f} | {host} |")
 PY
 }
 
+if [ "$TABLES" != 2 ]; then
 echo "| grid (gx,gy,gz,gdata,ginter) | measured peak | live after the step | predicted total | predicted model state | predicted activations | predicted gathered W + unscattered dW | predicted / measured peak |"
 echo "|---|---|---|---|---|---|---|---|"
 for spec in "1 1,1,1,1,1" "8 1,1,1,8,1" "8 8,1,1,1,1" "8 1,1,8,1,1" "8 2,2,2,1,1" "8 2,1,1,2,2" "4 1,1,1,1,4"; do
   measure 1 gpt-bench $spec
 done
+fi
+[ "$TABLES" = 1 ] && exit 0
 
 echo
 echo "| model | grid | optimizer | measured model state (live after the step) | predicted model state | predicted / measured | measured peak | predicted total | predicted / measured | host tier measured / predicted |"
@@ -56,8 +63,14 @@ echo "|---|---|---|---|---|---|---|---|---|---|"
 sed 's/"num_layers": 4/"num_layers": 12/; s/"name": "gpt-bench"/"name": "gpt-bench-12"/' \
   "$(dirname "$0")/../model_zoo/models/gpt-bench.json" >$D/gpt-bench-12.json
 for model in gpt-bench $D/gpt-bench-12.json; do
-  for spec in "1 1,1,1,1,1" "2 1,1,1,2,1"; do
+  for spec in "1 1,1,1,1,1" "2 1,1,1,2,1" "4 1,1,1,4,1"; do
     measure 2 $model $spec
-    for bsize in 65536 262144 1048576; do measure 2 $model $spec --offload-optimizer --bucket-elements $bsize; done
+    if [ "${spec%% *}" -le 2 ]; then
+      for bsize in 65536 262144 1048576; do measure 2 $model $spec --offload-optimizer --bucket-elements $bsize; done
+    fi
+    if [ "${spec%% *}" -gt 1 ]; then
+      measure 2 $model $spec --zero 1
+      measure 2 $model $spec --zero 1 --offload-optimizer --bucket-elements 65536
+    fi
   done
 done
