@@ -2,6 +2,7 @@
 // (exit code 2 with a message naming the file/flag and what was expected).
 #include <gtest/gtest.h>
 
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -75,6 +76,19 @@ TEST(Cli, CsvHasOneRowPerCandidate) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4);
   EXPECT_EQ(r.out.rfind("rank,gx,gy,gz,gdata,ginter", 0), 0u);
+}
+
+TEST(Cli, SearchMemoryOptionsShowsEachGridsOptimizer) {
+  auto plain = nlohmann::json::parse(axplan(with({"rank", "--format", "json", "--top", "0"}, kGpt20b)).out);
+  auto r = axplan(with({"rank", "--format", "json", "--top", "0", "--search-memory-options"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["candidates_feasible"].get<int>(), plain["candidates_feasible"].get<int>());
+  std::set<std::string> seen;
+  for (const auto& c : j["candidates"]) seen.insert(c["optimizer"].get<std::string>());
+  EXPECT_GT(seen.size(), 1u);  // not every grid keeps Adam on the device
+  auto table = axplan(with({"rank", "--top", "3", "--search-memory-options"}, kGpt20b));
+  EXPECT_NE(table.out.find("optimizer"), std::string::npos) << table.out;
 }
 
 TEST(Cli, ShowRejectedListsReasons) {

@@ -235,6 +235,42 @@ TEST(Evaluate, ZeroOneShardsAdamStateOverTheDataGroup) {
                    20.0 * static_cast<double>(m.parameters()) / 32.0);
 }
 
+// --search-memory-options: each grid is also tried offloaded, with ZeRO-1 (Gdata > 1)
+// and both; the best is kept, so no grid gets slower or is lost, the grids that 20
+// bytes per parameter kept out come in, and the plan carries the option chosen.
+TEST(Search, MemoryOptionsAdmitGridsAndNeverSlowOne) {
+  auto m = model::load_model("gpt-20b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o = options(32, 16);
+  EXPECT_EQ(memory_options(o, topo::Grid{2, 2, 2, 4, 1}).size(), 1u);
+  const Ranking plain = rank_candidates(m, t, o);
+  o.search_memory_options = true;
+  EXPECT_EQ(memory_options(o, topo::Grid{2, 2, 2, 4, 1}).size(), 4u);
+  EXPECT_EQ(memory_options(o, topo::Grid{2, 2, 8, 1, 1}).size(), 2u);  // nothing to shard
+  const Ranking searched = rank_candidates(m, t, o);
+  EXPECT_GT(searched.feasible.size(), plain.feasible.size());
+  for (const Evaluation& p : plain.feasible) {
+    auto it = std::find_if(searched.feasible.begin(), searched.feasible.end(),
+                           [&](const Evaluation& s) { return s.grid == p.grid; });
+    ASSERT_NE(it, searched.feasible.end()) << p.grid.to_string();
+    EXPECT_LE(it->batch_s, p.batch_s) << p.grid.to_string();
+    EXPECT_EQ(p.optimizer.offload, false);
+  }
+  // A grid plain Adam cannot fit (20 bytes per parameter at 8-way sharding) comes in
+  // with an option that moves or shards Adam's state, and its plan says which.
+  const topo::Grid small{2, 2, 2, 4, 1};
+  EXPECT_TRUE(std::none_of(plain.feasible.begin(), plain.feasible.end(), [&](const Evaluation& e) { return e.grid == small; }));
+  auto it = std::find_if(searched.feasible.begin(), searched.feasible.end(), [&](const Evaluation& e) { return e.grid == small; });
+  ASSERT_NE(it, searched.feasible.end());
+  EXPECT_TRUE(it->optimizer.reduces_data_parallel()) << plan::optimizer_label(it->optimizer);
+  const plan::Plan p = make_plan(m, t, o, *it, 1, 1);
+  EXPECT_EQ(plan::optimizer_label(p.optimizer), plan::optimizer_label(it->optimizer));
+  // The single-grid evaluation searches alike.
+  const Evaluation one = evaluate(m, t, small, o);
+  EXPECT_EQ(plan::optimizer_label(one.optimizer), plan::optimizer_label(it->optimizer));
+  EXPECT_EQ(one.batch_s, it->batch_s);
+}
+
 // The data-parallel all-reduce leaves the backward for the optimizer phase, where k
 // chunks overlap the updates: the batch time falls with k > 0 as far as the model says.
 TEST(Evaluate, OffloadMovesTheDataAllReduceIntoTheOptimizerPhase) {

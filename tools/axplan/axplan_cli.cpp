@@ -44,6 +44,7 @@ struct CommonArgs {
   int64_t bucket_elements = plan::OptimizerSettings{}.bucket_elements;
   int64_t allreduce_coarsening = plan::OptimizerSettings{}.allreduce_coarsening;
   int64_t zero = 0;
+  bool search_memory_options = false;
 };
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -95,6 +96,9 @@ void add_common(CLI::App* app, CommonArgs& a) {
                   "stages 2 and 3 are not built")
       ->check(CLI::Range(int64_t{0}, plan::OptimizerSettings::kMaxZeroStage))
       ->capture_default_str();
+  app->add_flag("--search-memory-options", a.search_memory_options,
+                "also try each grid with the optimizer offloaded, ZeRO-1 and both (the bucket size and coarsening "
+                "above), and keep the fastest that fits");
 }
 
 struct Loaded {
@@ -157,6 +161,7 @@ Loaded load(const CommonArgs& a) {
   o.optimizer.bucket_elements = a.bucket_elements;
   o.optimizer.allreduce_coarsening = a.allreduce_coarsening;
   o.optimizer.zero = a.zero;
+  o.search_memory_options = a.search_memory_options;
   return l;
 }
 
@@ -171,6 +176,7 @@ ReportContext context(const Loaded& l) {
   c.placement_aware = l.options.placement_aware;
   c.order = topo::order_to_string(l.options.order);
   c.pipeline_schedule = l.options.pipeline_schedule;
+  c.memory_options_searched = l.options.search_memory_options;
   return c;
 }
 
@@ -235,6 +241,9 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
                pr.batch_s, pr.compute_s, pr.exposed_comm_s);
   fmt::print(out, "predicted communication {:.4f} s per step (rank {} of {}), memory {:.2f} GiB per GPU\n", pr.comm_s,
              pr.rank, pr.candidates_ranked, static_cast<double>(pr.memory_bytes_per_gpu) / kBytesPerGiB);
+  if (p.optimizer.reduces_data_parallel() || l.options.search_memory_options)
+    fmt::print(out, "optimizer: {}{}\n", plan::optimizer_label(p.optimizer),
+               l.options.search_memory_options ? " (the best of the memory options searched for this grid)" : "");
   return 0;
 }
 

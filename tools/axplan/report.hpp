@@ -20,6 +20,7 @@ struct ReportContext {
   bool placement_aware = true;
   std::string order;
   plan::PipelineSchedule pipeline_schedule = plan::PipelineSchedule::MessageDriven;
+  bool memory_options_searched = false;  // --search-memory-options: the table shows each grid's optimizer
 };
 
 // `top` = how many feasible candidates to print (0 = all); rejected ones are printed

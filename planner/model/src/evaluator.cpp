@@ -94,6 +94,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   const auto& o = o_;
   Evaluation e;
   e.grid = g;
+  e.optimizer = o.optimizer;
   const bool paper = o.comm_model == CommModel::Paper;
   if (o.batch_seqs % g.gdata != 0)
     return reject(e, Rejection::Divisibility,

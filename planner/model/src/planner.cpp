@@ -79,10 +79,70 @@ void check_request(const model::ModelDescription& m, const topo::Topology& t, co
     throw InputError("planner", "negative micro-batch size", "--microbatch-seqs", "an integer >= 1 (0 = default rule)");
 }
 
+std::vector<plan::OptimizerSettings> memory_options(const PlannerOptions& o, const topo::Grid& g) {
+  std::vector<plan::OptimizerSettings> out{o.optimizer};
+  if (!o.search_memory_options) return out;
+  for (int64_t zero : {int64_t{0}, int64_t{1}})
+    for (bool offload : {false, true}) {
+      if (zero > 0 && g.gdata == 1) continue;  // nothing to shard
+      if (zero == o.optimizer.zero && offload == o.optimizer.offload) continue;
+      plan::OptimizerSettings s = o.optimizer;
+      s.zero = zero;
+      s.offload = offload;
+      out.push_back(s);
+    }
+  return out;
+}
+
+bool better_evaluation(const Evaluation& a, const Evaluation& b, CommModel model) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible)
+    return a.rejection == Rejection::Memory && b.rejection == Rejection::Memory &&
+           a.memory.total_bytes() < b.memory.total_bytes();
+  const double ta = model == CommModel::Full ? a.batch_s : a.comm_s, tb = model == CommModel::Full ? b.batch_s : b.comm_s;
+  if (ta != tb) return ta < tb;
+  return a.memory.total_bytes() < b.memory.total_bytes();
+}
+
+namespace {
+
+// One evaluator per memory option (memory_options() of a grid with Gdata > 1, which
+// lists them all); evaluate() keeps the best of those that apply to the grid.
+class OptionSearch {
+ public:
+  OptionSearch(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o)
+      : model_(o.comm_model) {
+    const auto all = memory_options(o, topo::Grid{1, 1, 1, 2, 1});
+    evaluators_.reserve(all.size());
+    for (const auto& s : all) {
+      PlannerOptions v = o;
+      v.optimizer = s;
+      evaluators_.emplace_back(m, t, v);
+      shards_.push_back(s.zero > 0 && s.zero != o.optimizer.zero);
+    }
+  }
+  Evaluation evaluate(const topo::Grid& g, Evaluator::Scratch& sc) const {
+    Evaluation best = evaluators_.front().evaluate(g, sc);
+    for (size_t i = 1; i < evaluators_.size(); ++i) {
+      if (shards_[i] && g.gdata == 1) continue;
+      Evaluation e = evaluators_[i].evaluate(g, sc);
+      if (better_evaluation(e, best, model_)) best = std::move(e);
+    }
+    return best;
+  }
+
+ private:
+  CommModel model_;
+  std::vector<Evaluator> evaluators_;
+  std::vector<bool> shards_;  // a searched ZeRO option: skipped where Gdata = 1
+};
+
+}  // namespace
+
 Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
                     const PlannerOptions& o) {
   Evaluator::Scratch scratch;
-  return Evaluator(m, t, o).evaluate(g, scratch);
+  return OptionSearch(m, t, o).evaluate(g, scratch);
 }
 
 Evaluation evaluate_layer_by_layer(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
@@ -96,7 +156,7 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
   std::vector<topo::Grid> grids;
   for (const auto& g : enumerate_grids(o.gpus))
     if (o.comm_model != CommModel::Paper || g.ginter == 1) grids.push_back(g);
-  const Evaluator evaluator(m, t, o);
+  const OptionSearch search(m, t, o);
   std::vector<Evaluation> results(grids.size());
   // Threads take chunks of candidates in turn; each result lands at its grid's index,
   // so the outcome does not depend on the thread count.
@@ -106,7 +166,7 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
     Evaluator::Scratch scratch;
     for (size_t begin; (begin = next.fetch_add(kChunk)) < grids.size();)
       for (size_t i = begin; i < std::min(begin + kChunk, grids.size()); ++i)
-        results[i] = evaluator.evaluate(grids[i], scratch);
+        results[i] = search.evaluate(grids[i], scratch);
   };
   const size_t hardware = std::max(1u, std::thread::hardware_concurrency());
   const size_t threads = std::min(o.threads > 0 ? static_cast<size_t>(o.threads) : hardware,
@@ -151,7 +211,7 @@ plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, 
   p.checkpoint_interval = e.checkpoint_interval;
   p.overlap = o.overlap;
   p.precision = o.precision;
-  p.optimizer = o.optimizer;
+  p.optimizer = e.optimizer;
   p.pipeline.schedule = o.pipeline_schedule;
   p.pipeline.limit = o.pipeline_limit;
   if (e.grid.ginter > 1) p.pipeline.stage_units = e.stage_units;

@@ -11,6 +11,11 @@
 
 namespace axonn::plan {
 
+std::string optimizer_label(const OptimizerSettings& o) {
+  if (o.zero == 0) return o.offload ? "offload" : "device";
+  return "zero" + std::to_string(o.zero) + (o.offload ? "+offload" : "");
+}
+
 const char* pipeline_schedule_name(PipelineSchedule s) {
   switch (s) {
     case PipelineSchedule::MessageDriven: return "message-driven";

@@ -38,7 +38,10 @@ struct PlannerOptions {
   bool activation_checkpointing = true;
   plan::OverlapSettings overlap;
   plan::Precision precision;
-  plan::OptimizerSettings optimizer;  // offload: the memory model's and the optimizer phase's
+  plan::OptimizerSettings optimizer;  // offload, ZeRO: the memory model's and the optimizer phase's
+  // Also try, for each grid, the optimizer offloaded, ZeRO-1 (Gdata > 1) and both, with
+  // `optimizer`'s bucket size and coarsening, and keep the best (memory_options()).
+  bool search_memory_options = false;
   // Pipelines (Ginter > 1): the schedule, its limit (0 = Ginter) and the units per stage
   // (empty: balanced by predicted stage time).
   plan::PipelineSchedule pipeline_schedule = plan::PipelineSchedule::MessageDriven;
@@ -67,6 +70,7 @@ struct Evaluation {
   double exposed_comm_s = 0;       // batch_s - compute_s: communication not hidden, and the
                                    // pipeline bubble (Ginter > 1)
   MemoryBreakdown memory;          // the stage needing the most memory
+  plan::OptimizerSettings optimizer;  // the settings evaluated (searched: the best)
   std::vector<int64_t> stage_units;  // units (blocks) per pipeline stage; {units} without a pipeline
   int64_t checkpoint_interval = 1;   // blocks recomputed together
   double bubble_fraction = 0;        // pipelines: the slowest stage's idle share before its tail
@@ -83,6 +87,17 @@ std::vector<topo::Grid> enumerate_grids(int64_t gpus);
 // GPU count vs topology, batch size.
 void check_request(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
 
+// The optimizer settings a grid is evaluated with: o.optimizer, then (with
+// o.search_memory_options) offloaded, ZeRO-1 and ZeRO-1 offloaded, the ZeRO ones only
+// where Gdata > 1, each once.
+std::vector<plan::OptimizerSettings> memory_options(const PlannerOptions& o, const topo::Grid& g);
+
+// Which of two evaluations of one grid the search keeps: feasible over rejected; then
+// the ranking's order (batch or communication time, then memory); among memory
+// rejections the one needing the least. Ties keep `b`.
+bool better_evaluation(const Evaluation& a, const Evaluation& b, CommModel model);
+
+// With o.search_memory_options: the best over memory_options(o, g).
 Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
                     const PlannerOptions& o);
 // The same evaluation with every layer costed on its own instead of once per distinct

@@ -109,6 +109,8 @@ struct OptimizerSettings {
   // instead of in the backward.
   bool reduces_data_parallel() const { return offload || zero > 0; }
 };
+// "device", "offload", "zero1" or "zero1+offload": the memory option in one word.
+std::string optimizer_label(const OptimizerSettings& o);
 
 // How a pipeline (Ginter > 1) orders its micro-batches (axonn/schedule/step.hpp).
 enum class PipelineSchedule { MessageDriven, OneFOneB, GPipe };
