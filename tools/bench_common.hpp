@@ -1,10 +1,17 @@
-// What the runtime benchmarks share: the --grid argument and the plan they train under.
+// What the runtime benchmarks share: the --grid argument, the plan they train under, and
+// who drives MPI progress (--progress).
 #pragma once
 
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <memory>
 #include <string>
 
 #include "axonn/common/error.hpp"
 #include "axonn/plan/plan.hpp"
+#include "axonn/runtime/mpi_communicator.hpp"
 
 namespace axonn::tools {
 
@@ -26,5 +33,28 @@ inline plan::Plan bench_plan(const model::ModelDescription& model, const topo::G
   p.batch = {seqs, seqs / grid.gdata};
   return p;
 }
+
+// --progress thread|poll and --progress-interval-us: a background thread polls MPI, or
+// the runtime polls at layer boundaries.
+struct BenchProgress {
+  std::string mode = "thread";
+  int interval_us = 50;
+  std::unique_ptr<runtime::MpiProgressThread> thread;
+
+  void add_options(CLI::App& app) {
+    app.add_option("--progress", mode, "who drives MPI progress: a background thread, or polls at layer boundaries")
+        ->check(CLI::IsMember({"thread", "poll"}))
+        ->capture_default_str();
+    app.add_option("--progress-interval-us", interval_us, "the progress thread's sleep between polls")
+        ->capture_default_str();
+  }
+  // After parsing.
+  void start() {
+    if (mode == "thread") thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(interval_us));
+  }
+  std::string describe() const {
+    return thread && thread->active() ? fmt::format("thread every {} us", interval_us) : "polled at layer boundaries";
+  }
+};
 
 }  // namespace axonn::tools

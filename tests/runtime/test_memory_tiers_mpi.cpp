@@ -37,6 +37,17 @@ model::ModelDescription offload_gpt() {
                                 "offload_gpt");
 }
 
+// The tiny GPT the tests train, its initial weights, and 16 sequences per step.
+struct Tiny {
+  model::ModelDescription desc = offload_gpt();
+  gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+  gpt::SerialGpt init;
+  std::unique_ptr<runtime::TokenSource> source;
+  static constexpr int64_t kSeqs = 16;
+  explicit Tiny(uint64_t seed)
+      : init(cfg, seed), source(runtime::make_token_source("", cfg.vocab, kSeqs, cfg.seq_len, seed + 1)) {}
+};
+
 // Every grid of the world that divides the model and 16 sequences, pipelines included,
 // with two micro-batches or more where the batch allows.
 std::vector<plan::Plan> offload_plans(const model::ModelDescription& desc, int64_t seqs) {
@@ -66,15 +77,41 @@ bool same_sums(const plan::Plan& p) {
   return probe.data().size() <= 2 && probe.z_data().size() <= 2;
 }
 
-Trained train(const plan::Plan& p, const gpt::GptConfig& cfg, gpt::SerialGpt& init, runtime::TokenSource& source,
-          int steps, double clip) {
+Trained train(const plan::Plan& p, Tiny& t, int steps, double clip) {
   ProcessGrid pg(*g_world, p.grid, p.placement_order);
-  gpt::GptStage run(p, pg, cfg, init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, clip});
+  gpt::GptStage run(p, pg, t.cfg, t.init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, clip});
   Trained r;
   for (auto& prm : run.model.parameters()) r.initial.push_back(prm.tensor.detach().clone());
-  for (int s = 0; s < steps; ++s) r.losses.push_back(run.trainer.step(source.batch(s)).loss);
+  for (int s = 0; s < steps; ++s) r.losses.push_back(run.trainer.step(t.source->batch(s)).loss);
   for (auto& prm : run.model.parameters()) r.params.push_back(prm.tensor.detach().clone());
   return r;
+}
+
+// Device and host bytes a stage holds after one step of `q`; its parameter elements per
+// reduction group of the optimizer (over data, over Z x data) padded to a multiple of
+// the group, and the block a ZeRO-1 rank owns.
+struct Held {
+  int64_t device = 0, host = 0, phi = 0, padded = 0, owned = 0, largest_block = 0;
+};
+Held held_after_step(const plan::Plan& q, Tiny& t) {
+  Held h;
+  const int64_t device0 = runtime::DeviceMemory::live_bytes(), host0 = runtime::HostMemory::live_bytes();
+  ProcessGrid pg(*g_world, q.grid, q.placement_order);
+  gpt::GptStage run(q, pg, t.cfg, t.init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, 0});
+  run.trainer.step(t.source->batch(0));
+  int64_t group[2] = {0, 0};
+  for (auto& prm : run.model.parameters()) group[prm.spec.replicated_over_z() ? 1 : 0] += prm.tensor.numel();
+  const int64_t ranks[2] = {pg.data().size(), pg.z_data().size()};
+  for (int s = 0; s < 2; ++s) {
+    const int64_t block = (group[s] + ranks[s] - 1) / ranks[s];
+    h.phi += group[s];
+    h.padded += block * ranks[s];
+    h.owned += block;
+    h.largest_block = std::max(h.largest_block, block);
+  }
+  h.host = runtime::HostMemory::live_bytes() - host0;
+  h.device = runtime::DeviceMemory::live_bytes() - device0;
+  return h;
 }
 
 // `got` trained like `reference`: bitwise, or (`bitwise` false) the losses within
@@ -118,12 +155,8 @@ TEST(HostMemory, CountsItsTensorsAndTheDeviceTierDoesNot) {
 }
 
 TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarsening) {
-  const model::ModelDescription desc = offload_gpt();
-  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-  const int64_t seqs = 16;
+  Tiny t(21);
   const int steps = 2;  // the second reads back the moments the first wrote
-  gpt::SerialGpt init(cfg, 21);
-  auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 22);
   struct Variant {
     int64_t bucket_elements, coarsening;
     double clip;
@@ -132,12 +165,12 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
   // paper's k = 4 with a bucket larger than the stage; no overlap; clipping (reduce all
   // first). Every variant crosses parameter boundaries inside buckets.
   const std::vector<Variant> variants = {{1000, 2, 0}, {4097, 1, 0}, {1 << 20, 4, 0}, {777, 0, 0}, {3000, 3, 0.5}};
-  for (plan::Plan p : offload_plans(desc, seqs)) {
+  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
     const bool same = same_sums(p);
     for (double clip : {0.0, 0.5}) {
       if (!same && clip > 0) continue;  // one variant where only tolerances can be checked
       p.optimizer = plan::OptimizerSettings{};
-      const Trained reference = train(p, cfg, init, *source, steps, clip);
+      const Trained reference = train(p, t, steps, clip);
       // The optimizer moved the weights (equal runs are not two idle optimizers).
       EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
       for (const Variant& v : variants) {
@@ -145,7 +178,7 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
         p.optimizer.offload = true;
         p.optimizer.bucket_elements = v.bucket_elements;
         p.optimizer.allreduce_coarsening = v.coarsening;
-        const Trained off = train(p, cfg, init, *source, steps, clip);
+        const Trained off = train(p, t, steps, clip);
         const std::string what = p.grid.to_string() + " bsize " + std::to_string(v.bucket_elements) + " k " +
                                  std::to_string(v.coarsening) + " clip " + std::to_string(clip);
         expect_same_training(off, reference, same, what, 1e-6);
@@ -156,31 +189,17 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
 
 TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
   runtime::DeviceMemory::install();
-  const model::ModelDescription desc = offload_gpt();
-  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-  gpt::SerialGpt init(cfg, 23);
-  auto source = runtime::make_token_source("", cfg.vocab, 16, cfg.seq_len, 24);
-  for (plan::Plan p : offload_plans(desc, 16)) {
-    // Device and host bytes a stage holds after a step, and its parameter elements.
-    auto held = [&](const plan::Plan& q, int64_t& elements, int64_t& host) {
-      const int64_t device0 = runtime::DeviceMemory::live_bytes(), host0 = runtime::HostMemory::live_bytes();
-      ProcessGrid pg(*g_world, q.grid, q.placement_order);
-      gpt::GptStage run(q, pg, cfg, init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, 0});
-      run.trainer.step(source->batch(0));
-      elements = 0;
-      for (auto& prm : run.model.parameters()) elements += prm.tensor.numel();
-      host = runtime::HostMemory::live_bytes() - host0;
-      return runtime::DeviceMemory::live_bytes() - device0;
-    };
-    int64_t phi = 0, phi_offload = 0, host = 0, host_offload = 0;
-    const int64_t device = held(p, phi, host);
+  Tiny t(23);
+  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
+    const Held plain = held_after_step(p, t);
     p.optimizer.offload = true;
     p.optimizer.bucket_elements = 1000;  // below this stage's parameters: the working set is 16 * 1000 bytes
-    const int64_t device_offload = held(p, phi_offload, host_offload);
-    ASSERT_EQ(phi, phi_offload);
+    const Held off = held_after_step(p, t);
+    const int64_t phi = plain.phi, host_offload = off.host;
+    ASSERT_EQ(phi, off.phi);
     ASSERT_GT(phi, 1000);
-    EXPECT_EQ(device - device_offload, 8 * phi - 16 * 1000) << p.grid.to_string();
-    EXPECT_EQ(host, 0) << p.grid.to_string();
+    EXPECT_EQ(plain.device - off.device, 8 * phi - 16 * 1000) << p.grid.to_string();
+    EXPECT_EQ(plain.host, 0) << p.grid.to_string();
     // The master and two moments, fp32, one 64-byte aligned block per reduction group.
     EXPECT_GE(host_offload, 12 * phi) << p.grid.to_string();
     EXPECT_LE(host_offload, 12 * phi + 6 * 64) << p.grid.to_string();
@@ -188,26 +207,22 @@ TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
 }
 
 TEST(Zero, StageOneTrainsAsPlainDataParallelWithAndWithoutOffload) {
-  const model::ModelDescription desc = offload_gpt();
-  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-  const int64_t seqs = 16;
+  Tiny t(25);
   const int steps = 2;  // the second reads back the moments the first wrote
-  gpt::SerialGpt init(cfg, 25);
-  auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 26);
   int sharded_grids = 0;
-  for (plan::Plan p : offload_plans(desc, seqs)) {
+  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
     const bool same = same_sums(p);
     if (p.grid.gdata > 1) ++sharded_grids;
     for (double clip : {0.0, 0.5}) {
       if (!same && clip == 0) continue;  // where only tolerances can be checked: the norm's path
       p.optimizer = plan::OptimizerSettings{};
-      const Trained reference = train(p, cfg, init, *source, steps, clip);
+      const Trained reference = train(p, t, steps, clip);
       EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
       for (bool offload : {false, true}) {
         p.optimizer.zero = 1;
         p.optimizer.offload = offload;
         p.optimizer.bucket_elements = 1000;  // offloaded: several buckets per owned block
-        const Trained zero = train(p, cfg, init, *source, steps, clip);
+        const Trained zero = train(p, t, steps, clip);
         const std::string what = p.grid.to_string() + (offload ? " offloaded" : "") + " clip " + std::to_string(clip);
         // With clipping the norm is summed from the blocks, in another order.
         expect_same_training(zero, reference, same && clip == 0, what, 1e-5);
@@ -221,42 +236,14 @@ TEST(Zero, StageOneTrainsAsPlainDataParallelWithAndWithoutOffload) {
 
 TEST(Zero, StageOneHoldsTheAdamStateOfItsBlockOnly) {
   runtime::DeviceMemory::install();
-  const model::ModelDescription desc = offload_gpt();
-  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-  gpt::SerialGpt init(cfg, 27);
-  auto source = runtime::make_token_source("", cfg.vocab, 16, cfg.seq_len, 28);
-  for (plan::Plan p : offload_plans(desc, 16)) {
-    // Device and host bytes a stage holds after a step; its elements per reduction group
-    // (over data, over Z x data) padded to a multiple of the group, and the block it owns.
-    struct Held {
-      int64_t device = 0, host = 0, phi = 0, padded = 0, owned = 0, largest_block = 0;
-    };
-    auto held = [&](const plan::Plan& q) {
-      Held h;
-      const int64_t device0 = runtime::DeviceMemory::live_bytes(), host0 = runtime::HostMemory::live_bytes();
-      ProcessGrid pg(*g_world, q.grid, q.placement_order);
-      gpt::GptStage run(q, pg, cfg, init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, 0});
-      run.trainer.step(source->batch(0));
-      int64_t group[2] = {0, 0};
-      for (auto& prm : run.model.parameters()) group[prm.spec.replicated_over_z() ? 1 : 0] += prm.tensor.numel();
-      const int64_t ranks[2] = {pg.data().size(), pg.z_data().size()};
-      for (int s = 0; s < 2; ++s) {
-        const int64_t block = (group[s] + ranks[s] - 1) / ranks[s];
-        h.phi += group[s];
-        h.padded += block * ranks[s];
-        h.owned += block;
-        h.largest_block = std::max(h.largest_block, block);
-      }
-      h.host = runtime::HostMemory::live_bytes() - host0;
-      h.device = runtime::DeviceMemory::live_bytes() - device0;
-      return h;
-    };
-    const Held plain = held(p);
+  Tiny t(27);
+  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
+    const Held plain = held_after_step(p, t);
     p.optimizer.zero = 1;
-    const Held zero = held(p);
+    const Held zero = held_after_step(p, t);
     p.optimizer.offload = true;
     p.optimizer.bucket_elements = 1000;
-    const Held both = held(p);
+    const Held both = held_after_step(p, t);
     const std::string what = p.grid.to_string();
     ASSERT_EQ(plain.phi, zero.phi);
     // Plain: weights, gradients, two moments: 16 bytes per element. ZeRO-1: weights and

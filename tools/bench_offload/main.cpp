@@ -38,8 +38,7 @@ int main(int argc, char** argv) {
   std::string model_name = "gpt-bench", grid_text = "1,1,1,2";
   int64_t seqs = 8, bucket_elements = 262144;
   int steps = 10, warmup = 2;
-  std::string progress = "thread";
-  int progress_us = 50;
+  tools::BenchProgress progress;
   CLI::App app{"bench_offload: the offloaded optimizer's phase at all-reduce coarsening 1, 2, 4, 8 and none"};
   app.add_option("--model", model_name, "model description")->capture_default_str();
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata")->capture_default_str();
@@ -49,15 +48,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--steps", steps, "measured steps per variant")->capture_default_str();
   app.add_option("--warmup", warmup, "unmeasured steps per variant first")->capture_default_str();
-  app.add_option("--progress", progress, "who drives MPI progress: a background thread, or polls")
-      ->check(CLI::IsMember({"thread", "poll"}))
-      ->capture_default_str();
-  app.add_option("--progress-interval-us", progress_us, "the progress thread's sleep between polls")
-      ->capture_default_str();
+  progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
-  std::unique_ptr<runtime::MpiProgressThread> progress_thread;
-  if (progress == "thread")
-    progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(progress_us));
+  progress.start();
   at::set_num_threads(1);
   try {
     topo::Grid grid = tools::parse_bench_grid(grid_text, world.size());
@@ -103,8 +96,7 @@ int main(int argc, char** argv) {
       fmt::print("bench_offload: {} ({} layers, hidden {}, {} parameters on this rank), {} ranks, grid {}, "
                  "bsize {} elements, clipping off, progress {}, median of {} steps per variant (slowest rank)\n",
                  desc.name, cfg.layers, cfg.hidden, elements, world.size(), grid.to_string(), bucket_elements,
-                 progress_thread && progress_thread->active() ? fmt::format("thread every {} us", progress_us)
-                                                              : std::string("polled"),
+                 progress.describe(),
                  steps);
       fmt::print("{:>5}  {:>6}  {:>14}  {:>8}  {:>16}  {:>10}  {:>18}\n", "k", "chunks", "optimizer (ms)", "vs none",
                  "reduce wait (ms)", "model (ms)", "loss vs none (rel)");

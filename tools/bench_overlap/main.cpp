@@ -31,23 +31,16 @@ int main(int argc, char** argv) {
   std::string model_name = "gpt-bench", grid_text = "2,2,2,1";
   int64_t seqs = 8;
   int steps = 10, warmup = 2;
-  std::string progress = "thread";
-  int progress_us = 50;
+  tools::BenchProgress progress;
   CLI::App app{"bench_overlap: batch time at overlap levels 0-4"};
   app.add_option("--model", model_name, "model description")->capture_default_str();
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata")->capture_default_str();
   app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
   app.add_option("--steps", steps, "measured steps per level")->capture_default_str();
   app.add_option("--warmup", warmup, "unmeasured steps per level first")->capture_default_str();
-  app.add_option("--progress", progress, "who drives MPI progress: a background thread, or polls at layer boundaries")
-      ->check(CLI::IsMember({"thread", "poll"}))
-      ->capture_default_str();
-  app.add_option("--progress-interval-us", progress_us, "the progress thread's sleep between polls")
-      ->capture_default_str();
+  progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
-  std::unique_ptr<runtime::MpiProgressThread> progress_thread;
-  if (progress == "thread")
-    progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(progress_us));
+  progress.start();
   at::set_num_threads(1);
   try {
     topo::Grid grid = tools::parse_bench_grid(grid_text, world.size());
@@ -82,8 +75,7 @@ int main(int argc, char** argv) {
       fmt::print("bench_overlap: {} ({} layers, hidden {}), {} sequences x {} tokens, {} ranks, grid {}, "
                  "checkpointing on, progress {}, median of {} steps per level (slowest rank)\n",
                  desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world.size(), grid.to_string(),
-                 progress_thread && progress_thread->active() ? fmt::format("thread every {} us", progress_us)
-                                                              : std::string("polled at layer boundaries"),
+                 progress.describe(),
                  steps);
       fmt::print("{:>5}  {:>12}  {:>10}  {:>10}  {:>12}  {:>14}\n", "level", "batch (ms)", "vs level 0", "comm (ms)",
                  "exposed (ms)", "exposed/comm");

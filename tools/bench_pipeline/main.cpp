@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   std::string grid_text;
   int64_t blocks = 8, seqs = 16, microbatches = 8, slow_stage = 1;
   int steps = 10, warmup = 2;
-  std::string progress = "thread";
+  tools::BenchProgress progress;
   CLI::App app{"bench_pipeline: message-driven vs 1f1b vs gpipe, equal stages and one slower stage"};
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata,ginter (default: every rank a stage)");
   app.add_option("--blocks", blocks, "transformer blocks")->capture_default_str()->check(CLI::PositiveNumber);
@@ -42,12 +42,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "measured steps per schedule")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--warmup", warmup, "unmeasured steps per schedule first")->capture_default_str();
   app.add_option("--slow-stage", slow_stage, "the stage made 1.5x slower")->capture_default_str();
-  app.add_option("--progress", progress, "who drives MPI progress: a background thread, or polls")
-      ->check(CLI::IsMember({"thread", "poll"}))
-      ->capture_default_str();
+  progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
-  std::unique_ptr<runtime::MpiProgressThread> progress_thread;
-  if (progress == "thread") progress_thread = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(50));
+  progress.start();
   at::set_num_threads(1);
   try {
     const topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, 1, world.size()}
@@ -84,7 +81,7 @@ int main(int argc, char** argv) {
       fmt::print("bench_pipeline: {} blocks (hidden 128, seq 64), {} sequences in {} micro-batches, {} ranks, grid {}, "
                  "median of {} steps per schedule (slowest rank), progress {}\n",
                  blocks, seqs, microbatches, world.size(), grid.to_string(), steps,
-                 progress_thread && progress_thread->active() ? "thread" : "polled");
+                 progress.describe());
     for (const auto& units : {std::vector<int64_t>(static_cast<size_t>(g), share), slow}) {
       std::vector<std::unique_ptr<gpt::GptStage>> runs;
       for (auto s : schedules) {
