@@ -10,8 +10,11 @@
 #include <string>
 
 #include "axonn/common/error.hpp"
+#include "axonn/gpt/gpt.hpp"
 #include "axonn/plan/plan.hpp"
+#include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/process_grid.hpp"
 
 namespace axonn::tools {
 
@@ -33,6 +36,27 @@ inline plan::Plan bench_plan(const model::ModelDescription& model, const topo::G
   p.batch = {seqs, seqs / grid.gdata};
   return p;
 }
+
+// The GPT a benchmark trains on every rank of `world`: --model on --grid, --seqs random
+// sequences per step, the same initial weights everywhere (seed 1).
+struct BenchGpt {
+  topo::Grid grid;
+  model::ModelDescription desc;
+  gpt::GptConfig cfg;
+  plan::Plan plan;
+  runtime::ProcessGrid pg;
+  std::unique_ptr<runtime::TokenSource> source;
+  gpt::SerialGpt weights;
+
+  BenchGpt(runtime::Communicator& world, const std::string& model, const std::string& grid_text, int64_t seqs)
+      : grid(parse_bench_grid(grid_text, world.size())),
+        desc(model::load_model(model)),
+        cfg(gpt::GptConfig::from(desc)),
+        plan(bench_plan(desc, grid, seqs)),
+        pg(world, grid, topo::default_order()),
+        source(runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1)),
+        weights(cfg, 1) {}
+};
 
 // --progress thread|poll and --progress-interval-us: a background thread polls MPI, or
 // the runtime polls at layer boundaries.

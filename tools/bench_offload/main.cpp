@@ -53,13 +53,8 @@ int main(int argc, char** argv) {
   progress.start();
   at::set_num_threads(1);
   try {
-    topo::Grid grid = tools::parse_bench_grid(grid_text, world.size());
-    auto desc = model::load_model(model_name);
-    gpt::GptConfig cfg = gpt::GptConfig::from(desc);
-    plan::Plan plan = tools::bench_plan(desc, grid, seqs);
-    runtime::ProcessGrid pg(world, grid, topo::default_order());
-    auto source = runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1);
-    gpt::SerialGpt weights(cfg, 1);
+    tools::BenchGpt b(world, model_name, grid_text, seqs);
+    auto& [grid, desc, cfg, plan, pg, source, weights] = b;
     const std::vector<int> coarsenings = {0, 1, 2, 4, 8};  // 0: no overlap
     std::vector<std::unique_ptr<gpt::GptStage>> runs;
     for (int k : coarsenings) {
