@@ -267,4 +267,14 @@ TEST(BatchTime, OffloadedOptimizerPhaseOverlapsChunks) {
   EXPECT_DOUBLE_EQ(axonn::planner::offloaded_optimizer_phase_s(1, 2, 1, true), 3);  // one chunk: nothing beside it
   // Many chunks: the longer of the two, plus one chunk of the other.
   EXPECT_NEAR(axonn::planner::offloaded_optimizer_phase_s(3, 1, 1000, true), 3 + 0.001, 1e-12);
+  // Each chunk's all-reduce also pays a per-call 0.1 s: a = 0.35, u = 0.5; not overlapped,
+  // every call pays it.
+  EXPECT_DOUBLE_EQ(axonn::planner::offloaded_optimizer_phase_s(1, 2, 4, true, 0.1), 0.35 + 3 * 0.5 + 0.5);
+  EXPECT_DOUBLE_EQ(axonn::planner::offloaded_optimizer_phase_s(1, 2, 4, false, 0.1), 3.4);
+  // With it, the finest chunking is no longer best (the paper's k = 1 against k = 2-4):
+  // A = U = 1 s, 10 ms per call: 100 chunks 2.01 s, 10 chunks 1.20 s, 1 chunk 2.01 s.
+  using axonn::planner::offloaded_optimizer_phase_s;
+  EXPECT_NEAR(offloaded_optimizer_phase_s(1, 1, 100, true, 0.01), 2.01, 1e-12);
+  EXPECT_NEAR(offloaded_optimizer_phase_s(1, 1, 10, true, 0.01), 1.2, 1e-12);
+  EXPECT_NEAR(offloaded_optimizer_phase_s(1, 1, 1, true, 0.01), 2.01, 1e-12);
 }

@@ -11,7 +11,7 @@
 // optimizer phase of the slowest rank (after the backward: the data-parallel all-reduce
 // and Adam), its ratio to "none", the time blocked on the all-reduces, and the number of
 // chunks, and the planner's phase for k (docs/model.md section 11) from the all-reduce
-// and update times measured with "none". The variants compute the same numbers; the last column checks it (the loss of
+// and update times measured with "none" and the measured cost of one collective call. The variants compute the same numbers; the last column checks it (the loss of
 // the last step, relative to "none").
 #include <ATen/Parallel.h>
 
@@ -20,6 +20,7 @@
 
 #include <cmath>
 
+#include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
@@ -65,6 +66,18 @@ int main(int argc, char** argv) {
       runs.push_back(std::make_unique<gpt::GptStage>(p, pg, cfg, weights.named_parameters(), nullptr,
                                                      runtime::TrainerOptions{1e-3, /*max_grad_norm=*/0.0}));
     }
+    // What one collective call over data costs beyond its bytes: the median of 50
+    // one-element all-reduces (after 10 unmeasured), the model's per-chunk term.
+    std::vector<double> calls;
+    at::Tensor one = at::zeros({1});
+    for (int i = 0; i < 60; ++i) {
+      const double t0 = now_s();
+      runtime::all_reduce_now(pg.data(), one);
+      if (i >= 10) calls.push_back(now_s() - t0);
+    }
+    at::Tensor call_s = at::tensor({median(calls)}, at::kDouble);
+    runtime::all_reduce_now(world, call_s, runtime::ReduceOp::Max);
+    const double per_call = call_s.item<double>();
     const size_t n = coarsenings.size();
     std::vector<std::vector<double>> phase(n), wait(n);
     std::vector<double> last_loss(n);
@@ -93,16 +106,21 @@ int main(int argc, char** argv) {
                  desc.name, cfg.layers, cfg.hidden, elements, world.size(), grid.to_string(), bucket_elements,
                  progress.describe(),
                  steps);
+      fmt::print("one collective call over data: {:.1f} us (the model's per-chunk term)\n", per_call * 1e6);
       fmt::print("{:>5}  {:>6}  {:>14}  {:>8}  {:>16}  {:>10}  {:>18}\n", "k", "chunks", "optimizer (ms)", "vs none",
                  "reduce wait (ms)", "model (ms)", "loss vs none (rel)");
       const double base = median(phase[0]);
-      // The planner's phase (docs/model.md section 11) from "none": all-reduce A = its wait,
-      // update U = the rest.
-      const double all_reduce = median(wait[0]), update = base - all_reduce;
+      // The planner's phase (docs/model.md section 11) from "none" (one all-reduce per
+      // reduction group): the all-reduce's bandwidth term A = its wait less the per-call
+      // cost of each call, the update U = the rest.
+      const int64_t none_calls = (segment[0] > 0) + (segment[1] > 0);
+      const double all_reduce = median(wait[0]) - static_cast<double>(none_calls) * per_call,
+                   update = base - median(wait[0]);
       for (size_t v = 0; v < n; ++v) {
         const int k = coarsenings[v];
         const double ph = median(phase[v]);
-        const double model = planner::offloaded_optimizer_phase_s(all_reduce, update, k == 0 ? 1 : chunks(k), k > 0);
+        const double model =
+            planner::offloaded_optimizer_phase_s(all_reduce, update, k == 0 ? none_calls : chunks(k), k > 0, per_call);
         fmt::print("{:>5}  {:>6}  {:>14.2f}  {:>8.3f}  {:>16.2f}  {:>10.2f}  {:>18.1e}\n",
                    k == 0 ? std::string("none") : std::to_string(k), k == 0 ? std::string("-") : std::to_string(chunks(k)),
                    ph * 1e3, ph / base, median(wait[v]) * 1e3, model * 1e3,

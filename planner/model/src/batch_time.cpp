@@ -96,9 +96,11 @@ PassTime simulate_pass(const PassLayer* layers, const LayerCosts* const* costs, 
   return out;
 }
 
-double offloaded_optimizer_phase_s(double allreduce_s, double update_s, int64_t chunks, bool overlapped) {
-  if (!overlapped || chunks <= 1) return allreduce_s + update_s;
-  const double n = static_cast<double>(chunks), a = allreduce_s / n, u = update_s / n;
+double offloaded_optimizer_phase_s(double allreduce_s, double update_s, int64_t chunks, bool overlapped,
+                                   double per_chunk_s) {
+  const double n = static_cast<double>(std::max<int64_t>(chunks, 1));
+  if (!overlapped || chunks <= 1) return allreduce_s + n * per_chunk_s + update_s;
+  const double a = allreduce_s / n + per_chunk_s, u = update_s / n;
   return a + (n - 1) * std::max(a, u) + u;
 }
 

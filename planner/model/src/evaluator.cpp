@@ -297,10 +297,16 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
       sp.optimizer_s = stage_optimizer_s;
       if (o.optimizer.reduces_data_parallel()) {  // docs/model.md section 11
+        // The stage's data all-reduce as section 3 costs it, one collective per layer;
+        // the optimizer phase issues its own collectives (chunks, or one reduce-scatter
+        // and one all-gather), so each layer's latency term is taken out and each of
+        // those collectives pays one.
+        const double per_call = ring_all_reduce_s(g.gdata, 0.0, 1.0, ls.latency_s);
         double local = 0, allreduce = 0;
         for (size_t i = first; i < last; ++i) {
           local += static_cast<double>(m.layers[i].weight_elements()) / static_cast<double>(g.gx * g.gy * g.gz);
-          if (g.gdata > 1) allreduce += sc.costs[static_cast<size_t>(class_of_[i])].comm.data_all_reduce_s;
+          const double layer_s = sc.costs[static_cast<size_t>(class_of_[i])].comm.data_all_reduce_s;
+          if (g.gdata > 1 && layer_s > 0) allreduce += layer_s - per_call;
         }
         // Adam on the owned block: 1/Gdata of the elements under ZeRO-1. Offloaded, each
         // step moves its master and two moments (12 bytes per element) in and out.
@@ -310,12 +316,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
         const double update = share * stage_optimizer_s + copies;
         if (o.optimizer.zero > 0) {
           // Reduce-scatter, update, all-gather: the ring all-reduce's two halves, in turn.
-          sp.tail_s += allreduce;
+          sp.tail_s += allreduce + per_call;
         } else {
           const int64_t k = o.optimizer.allreduce_coarsening;
           const auto chunks =
               k > 0 ? static_cast<int64_t>(std::ceil(local / static_cast<double>(k * o.optimizer.bucket_elements))) : 1;
-          sp.tail_s += offloaded_optimizer_phase_s(allreduce, update, chunks, k > 0) - update;  // the exposed all-reduce
+          sp.tail_s += offloaded_optimizer_phase_s(allreduce, update, chunks, k > 0, per_call) - update;  // exposed
         }
         sp.optimizer_s = update;
       }

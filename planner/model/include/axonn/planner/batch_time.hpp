@@ -77,11 +77,14 @@ struct StageSchedule {
 StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule& s);
 
 // The offloaded optimizer's phase (docs/model.md section 11), seconds: the data-parallel
-// all-reduce (`allreduce_s` in all) and the bucketed update (`update_s`: Adam and the
-// host-link copies) in `chunks` equal chunks, chunk c's update beside chunk c+1's
-// all-reduce when `overlapped`:  a + (n - 1) * max(a, u) + u,  a = allreduce_s / n,
-// u = update_s / n; not overlapped (or one chunk): allreduce_s + update_s.
-double offloaded_optimizer_phase_s(double allreduce_s, double update_s, int64_t chunks, bool overlapped);
+// all-reduce (`allreduce_s` in all, its bandwidth term) and the bucketed update
+// (`update_s`: Adam and the host-link copies) in `chunks` equal chunks, each chunk's
+// all-reduce also paying `per_chunk_s` (its latency), chunk c's update beside chunk
+// c+1's all-reduce when `overlapped`:  a + (n - 1) * max(a, u) + u,
+// a = allreduce_s / n + per_chunk_s, u = update_s / n; not overlapped (or one chunk):
+// allreduce_s + n * per_chunk_s + update_s.
+double offloaded_optimizer_phase_s(double allreduce_s, double update_s, int64_t chunks, bool overlapped,
+                                   double per_chunk_s = 0);
 
 // The closed form of the pipeline bubble for equal stages and GPipe or 1F1B: (M +
 // Ginter - 1) slots of one micro-batch's time plus its point-to-point time, then the
