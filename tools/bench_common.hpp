@@ -37,6 +37,17 @@ inline plan::Plan bench_plan(const model::ModelDescription& model, const topo::G
   return p;
 }
 
+// --model, --grid and --seqs: what a benchmark trains.
+struct BenchGptArgs {
+  std::string model = "gpt-bench", grid;
+  int64_t seqs = 8;
+  void add_options(CLI::App& app) {
+    app.add_option("--model", model, "model description")->capture_default_str();
+    app.add_option("--grid", grid, "gx,gy,gz,gdata")->capture_default_str();
+    app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
+  }
+};
+
 // The GPT a benchmark trains on every rank of `world`: --model on --grid, --seqs random
 // sequences per step, the same initial weights everywhere (seed 1).
 struct BenchGpt {
@@ -48,13 +59,13 @@ struct BenchGpt {
   std::unique_ptr<runtime::TokenSource> source;
   gpt::SerialGpt weights;
 
-  BenchGpt(runtime::Communicator& world, const std::string& model, const std::string& grid_text, int64_t seqs)
-      : grid(parse_bench_grid(grid_text, world.size())),
-        desc(model::load_model(model)),
+  BenchGpt(runtime::Communicator& world, const BenchGptArgs& a)
+      : grid(parse_bench_grid(a.grid, world.size())),
+        desc(model::load_model(a.model)),
         cfg(gpt::GptConfig::from(desc)),
-        plan(bench_plan(desc, grid, seqs)),
+        plan(bench_plan(desc, grid, a.seqs)),
         pg(world, grid, topo::default_order()),
-        source(runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, 1)),
+        source(runtime::make_token_source("", cfg.vocab, a.seqs, cfg.seq_len, 1)),
         weights(cfg, 1) {}
 };
 

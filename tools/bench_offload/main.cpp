@@ -36,14 +36,13 @@ using namespace axonn;
 int main(int argc, char** argv) {
   runtime::RankProcess process(&argc, &argv);
   runtime::MpiCommunicator& world = process.world();
-  std::string model_name = "gpt-bench", grid_text = "1,1,1,2";
-  int64_t seqs = 8, bucket_elements = 262144;
+  tools::BenchGptArgs model_args;
+  model_args.grid = "1,1,1,2";
+  int64_t bucket_elements = 262144;
   int steps = 10, warmup = 2;
   tools::BenchProgress progress;
   CLI::App app{"bench_offload: the offloaded optimizer's phase at all-reduce coarsening 1, 2, 4, 8 and none"};
-  app.add_option("--model", model_name, "model description")->capture_default_str();
-  app.add_option("--grid", grid_text, "gx,gy,gz,gdata")->capture_default_str();
-  app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
+  model_args.add_options(app);
   app.add_option("--bucket-elements", bucket_elements, "bsize: elements per optimizer bucket")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -54,7 +53,7 @@ int main(int argc, char** argv) {
   progress.start();
   at::set_num_threads(1);
   try {
-    tools::BenchGpt b(world, model_name, grid_text, seqs);
+    tools::BenchGpt b(world, model_args);
     auto& [grid, desc, cfg, plan, pg, source, weights] = b;
     const std::vector<int> coarsenings = {0, 1, 2, 4, 8};  // 0: no overlap
     std::vector<std::unique_ptr<gpt::GptStage>> runs;

@@ -28,14 +28,12 @@ using namespace axonn;
 int main(int argc, char** argv) {
   runtime::RankProcess process(&argc, &argv);
   runtime::MpiCommunicator& world = process.world();
-  std::string model_name = "gpt-bench", grid_text = "2,2,2,1";
-  int64_t seqs = 8;
+  tools::BenchGptArgs model_args;
+  model_args.grid = "2,2,2,1";
   int steps = 10, warmup = 2;
   tools::BenchProgress progress;
   CLI::App app{"bench_overlap: batch time at overlap levels 0-4"};
-  app.add_option("--model", model_name, "model description")->capture_default_str();
-  app.add_option("--grid", grid_text, "gx,gy,gz,gdata")->capture_default_str();
-  app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
+  model_args.add_options(app);
   app.add_option("--steps", steps, "measured steps per level")->capture_default_str();
   app.add_option("--warmup", warmup, "unmeasured steps per level first")->capture_default_str();
   progress.add_options(app);
@@ -43,7 +41,7 @@ int main(int argc, char** argv) {
   progress.start();
   at::set_num_threads(1);
   try {
-    tools::BenchGpt b(world, model_name, grid_text, seqs);
+    tools::BenchGpt b(world, model_args);
     auto& [grid, desc, cfg, plan, pg, source, weights] = b;
     constexpr int kLevels = 5;
     std::vector<std::unique_ptr<runtime::Tracer>> tracers;
@@ -69,7 +67,7 @@ int main(int argc, char** argv) {
     if (world.rank() == 0) {
       fmt::print("bench_overlap: {} ({} layers, hidden {}), {} sequences x {} tokens, {} ranks, grid {}, "
                  "checkpointing on, progress {}, median of {} steps per level (slowest rank)\n",
-                 desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world.size(), grid.to_string(),
+                 desc.name, cfg.layers, cfg.hidden, model_args.seqs, cfg.seq_len, world.size(), grid.to_string(),
                  progress.describe(),
                  steps);
       fmt::print("{:>5}  {:>12}  {:>10}  {:>10}  {:>12}  {:>14}\n", "level", "batch (ms)", "vs level 0", "comm (ms)",
