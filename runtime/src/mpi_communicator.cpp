@@ -100,9 +100,13 @@ class MpiWork final : public Work {
     return done != 0;
   }
   MPI_Request* request() { return &request_; }
+  // Counts a nonblocking call reads until it completes (MPI_Ireduce_scatter's).
+  void keep(std::vector<int> counts) { counts_ = std::move(counts); }
+  const std::vector<int>& counts() const { return counts_; }
 
  private:
   std::vector<at::Tensor> keep_;
+  std::vector<int> counts_;
   const char* what_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
@@ -174,6 +178,25 @@ WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter");
   AXONN_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
                                             mpi_type(in), MPI_SUM, comm_, w->request()));
+  return w;
+}
+
+WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
+  require_contiguous_cpu(in, "reduce_scatter_v input");
+  require_contiguous_cpu(out, "reduce_scatter_v output");
+  AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && out.numel() == counts[static_cast<size_t>(rank_)]);
+  std::vector<int> recv_counts;
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    AXONN_ASSERT(c >= 0 && c <= std::numeric_limits<int>::max());
+    recv_counts.push_back(static_cast<int>(c));
+    total += c;
+  }
+  AXONN_ASSERT(in.numel() == total);
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v");
+  w->keep(std::move(recv_counts));  // MPI reads them until completion
+  AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), w->counts().data(), mpi_type(in), MPI_SUM, comm_,
+                                  w->request()));
   return w;
 }
 

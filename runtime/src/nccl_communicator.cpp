@@ -152,6 +152,27 @@ WorkHandle NcclCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   return record({in, out});
 }
 
+WorkHandle NcclCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
+  AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && out.numel() == counts[static_cast<size_t>(rank_)]);
+  after_default_stream();
+  // NCCL has no uneven reduce-scatter: one reduce per member's chunk, to that member.
+  const size_t element = in.element_size();
+  auto* base = static_cast<char*>(device_pointer(in, "reduce_scatter_v input"));
+  void* mine = out.numel() > 0 ? device_pointer(out, "reduce_scatter_v output") : nullptr;
+  AXONN_CHECK(ncclGroupStart());
+  int64_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    const auto n = static_cast<size_t>(counts[static_cast<size_t>(r)]);
+    if (n > 0)
+      AXONN_CHECK(ncclReduce(base + offset * element, r == rank_ ? mine : nullptr, n, nccl_type(in), ncclSum, r, comm_,
+                             stream_));
+    offset += counts[static_cast<size_t>(r)];
+  }
+  AXONN_CHECK(ncclGroupEnd());
+  AXONN_ASSERT(offset == in.numel());
+  return record({in, out});
+}
+
 WorkHandle NcclCommunicator::send(at::Tensor t, int peer, int /*tag: NCCL orders messages per peer*/) {
   after_default_stream();
   AXONN_CHECK(ncclSend(device_pointer(t, "send"), static_cast<size_t>(t.numel()), nccl_type(t), peer, comm_, stream_));

@@ -186,6 +186,13 @@ TEST(Comm, CollectivesAreExact) {
   at::Tensor in = at::arange(3 * p, at::kFloat), out = at::empty({3}, at::kFloat);
   w.reduce_scatter(in, out)->wait();
   EXPECT_TRUE(out.equal(at::arange(3 * r, 3 * r + 3, at::kFloat) * p));
+  // Uneven chunks, member i getting i elements (member 0 none).
+  std::vector<int64_t> counts;
+  for (int i = 0; i < p; ++i) counts.push_back(i);
+  const int64_t total = p * (p - 1) / 2, before = r * (r - 1) / 2;
+  at::Tensor uneven = at::empty({r}, at::kFloat);
+  w.reduce_scatter_v(at::arange(total, at::kFloat) + r, counts, uneven)->wait();
+  EXPECT_TRUE(uneven.equal(at::arange(before, before + r, at::kFloat) * p + p * (p - 1) / 2));
   at::Tensor msg = at::full({4}, static_cast<float>(r)), got = at::empty({4});
   auto h = w.recv(got, (r + p - 1) % p, 7);
   w.send(msg, (r + 1) % p, 7)->wait();

@@ -10,6 +10,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <ATen/ATen.h>
 
@@ -40,6 +41,10 @@ class Communicator {
   virtual WorkHandle all_gather(at::Tensor in, at::Tensor out) = 0;
   // in.numel() == size() * out.numel(); out = sum over members of in's rank()-th chunk.
   virtual WorkHandle reduce_scatter(at::Tensor in, at::Tensor out) = 0;
+  // Uneven chunks: in.numel() == sum(counts), out.numel() == counts[rank()] (0 allowed);
+  // out = sum over members of in's rank()-th chunk (ZeRO-2's reduction of one layer's
+  // gradient to the ranks that own its elements).
+  virtual WorkHandle reduce_scatter_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) = 0;
   virtual WorkHandle send(at::Tensor t, int peer, int tag) = 0;
   virtual WorkHandle recv(at::Tensor t, int peer, int tag) = 0;
   virtual void barrier() = 0;
