@@ -37,6 +37,10 @@ at::Tensor* BucketedReducer::shard(int64_t layer) {
 
 void BucketedReducer::accumulate(int64_t layer, const at::Tensor& grad_shard) {
   at::Tensor& s = *shard(layer);
+  if (sink_) {
+    sink_->accumulate(s, grad_shard);
+    return;
+  }
   if (s.grad().defined()) {
     s.mutable_grad().view({-1}).add_(grad_shard.view({-1}));
     return;
@@ -90,6 +94,13 @@ void BucketedReducer::reduce_scatter(int64_t layer, const at::Tensor& dw_block) 
   }
   take_buckets();
   poll();
+  if (sink_) {  // a point of the pass program: waits here are the same on every rank
+    while (pending_rs_.size() > kSinkDepth) {
+      wait_pending(*pending_rs_.front());
+      pending_rs_.pop_front();
+    }
+    sink_->settle(kSinkDepth);
+  }
 }
 
 void BucketedReducer::issue_ready_buckets() {
@@ -130,6 +141,7 @@ void BucketedReducer::end_backward() {
     pending_rs_.pop_front();
   }
   recorder_.record({LayerOp::WaitReduceScatters, -1});
+  if (sink_) sink_->settle(0);
   take_buckets();  // the program's last, partial bucket
   issue_ready_buckets();
   if (next_ != ops_.size())
@@ -201,6 +213,7 @@ void BucketedReducer::poll() {
     finish_pending(*pending_rs_.front(), 0);
     pending_rs_.pop_front();
   }
+  if (sink_) sink_->poll();
   issue_ready_buckets();
   while (!pending_data_.empty() && pending_data_.front()->work->test()) {
     finish_pending(*pending_data_.front(), 0);

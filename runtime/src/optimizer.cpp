@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
+#include <unordered_map>
 
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
@@ -56,14 +58,23 @@ class DeviceAdam final : public Optimizer {
 };
 
 // Adam over flat buffers, one per reduction group ("segment"): the offloaded optimizer,
-// ZeRO-1, or both (optimizer.hpp). Each rank updates the elements [lo, hi) of each
-// segment it owns: all of them without ZeRO, its 1/N block with ZeRO-1 (the segment
-// padded to a multiple of N = the group's size).
-class FlatAdam final : public Optimizer {
+// ZeRO-1/2, or offload with ZeRO (optimizer.hpp). Each rank updates the elements
+// [lo, hi) of each segment it owns: all of them without ZeRO, its 1/N block with ZeRO
+// (the segment padded to a multiple of N = the group's size). Under ZeRO-2 it is also
+// the reducer's gradient sink for the data segment, whose gradient buffer is then the
+// owned block only.
+class FlatAdam final : public Optimizer, public GradientSink {
  public:
   FlatAdam(ProcessGrid& grid, std::vector<Parameter>& params, const plan::OptimizerSettings& o, const AdamSettings& s,
            Tracer* tracer)
-      : grid_(grid), params_(params), settings_(o), adam_(s), tracer_(tracer), offload_(o.offload), shard_(o.zero >= 1) {
+      : grid_(grid),
+        params_(params),
+        settings_(o),
+        adam_(s),
+        tracer_(tracer),
+        offload_(o.offload),
+        shard_(o.zero >= 1),
+        shard_grads_(o.zero >= 2) {
     AXONN_ASSERT(o.reduces_data_parallel() && o.bucket_elements > 0 && o.allreduce_coarsening >= 0);
     segments_[0].group = &grid.data();
     segments_[0].name = "data";
@@ -86,14 +97,17 @@ class FlatAdam final : public Optimizer {
       largest = std::max(largest, seg.hi - seg.lo);
       // The device tier: the weights and their gradients, flat (padded with zeros); each
       // parameter and its gradient are views, which autograd and the reducer update in
-      // place.
+      // place. ZeRO-2's data segment: the gradient of the owned block only, which
+      // accumulate() fills; the parameters' .grad stay undefined.
+      seg.sharded_grad = shard_grads_ && &seg == &segments_[0];
       seg.weights = at::zeros({padded}, options);
-      seg.grad = at::zeros({padded}, options);
+      seg.grad = at::zeros({seg.sharded_grad ? seg.hi - seg.lo : padded}, options);
       for (const Piece& pc : seg.pieces) {
         at::Tensor& w = params[pc.param].tensor;
         seg.weights.narrow(0, pc.offset, pc.elements).copy_(w.detach().reshape({-1}));
         w.set_data(seg.weights.narrow(0, pc.offset, pc.elements).view(w.sizes()));
-        w.mutable_grad() = seg.grad.narrow(0, pc.offset, pc.elements).view(w.sizes());
+        if (seg.sharded_grad) piece_of_[w.unsafeGetTensorImpl()] = &pc - seg.pieces.data();
+        else w.mutable_grad() = seg.grad.narrow(0, pc.offset, pc.elements).view(w.sizes());
       }
       // Adam's moments of the owned elements, and offloaded their fp32 master weights: in
       // the host tier when offloaded, else on the device (the weights are the master).
@@ -124,6 +138,45 @@ class FlatAdam final : public Optimizer {
   }
 
   bool reduces_data_parallel() const override { return true; }
+  GradientSink* gradient_sink() override { return shard_grads_ ? this : nullptr; }
+
+  // ZeRO-2: one backward's gradient of a weight of the data segment, reduced over the
+  // data group into the owners' blocks (each rank receives the part of the piece inside
+  // its block, possibly none). Issued, not waited for (gradient_sink.hpp).
+  void accumulate(const at::Tensor& param, const at::Tensor& grad) override {
+    Segment& seg = segments_[0];
+    const auto it = piece_of_.find(param.unsafeGetTensorImpl());
+    if (it == piece_of_.end())
+      throw InternalError("runtime", "a gradient reached ZeRO-2's sink for a tensor that is not a weight of the stage",
+                          "FlatAdam::accumulate", "a parameter replicated over data, split over Z");
+    const Piece& pc = seg.pieces[it->second];
+    const at::Tensor flat = grad.contiguous().view({-1});
+    AXONN_ASSERT(flat.numel() == pc.elements);
+    const int n = seg.group->size();
+    const int64_t block = seg.hi - seg.lo, end = pc.offset + pc.elements;
+    std::vector<int64_t> counts(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      counts[static_cast<size_t>(r)] = std::max<int64_t>(0, std::min(end, (r + 1) * block) - std::max(pc.offset, r * block));
+    const int64_t mine = counts[static_cast<size_t>(seg.group->rank())];
+    const int64_t at = mine > 0 ? std::max(pc.offset, seg.lo) - seg.lo : 0;
+    if (n == 1) {
+      seg.grad.narrow(0, at, mine).add_(flat);
+      return;
+    }
+    Reduction red;
+    red.out = at::empty({mine}, flat.options());
+    red.at = at;
+    red.issued_at = tracer_ ? tracer_->now() : 0;
+    red.work = seg.group->reduce_scatter_v(flat, counts, red.out);
+    in_flight_.push_back(std::move(red));
+  }
+  void poll() override {
+    while (!in_flight_.empty() && finish_oldest(/*block=*/false)) {
+    }
+  }
+  void settle(size_t in_flight) override {
+    while (in_flight_.size() > in_flight) finish_oldest(/*block=*/true);
+  }
 
   OptimizerPhase step(double max_grad_norm) override {
     ++step_;
@@ -146,6 +199,7 @@ class FlatAdam final : public Optimizer {
     std::vector<Piece> pieces;
     int64_t elements = 0;
     int64_t lo = 0, hi = 0;                  // the owned elements
+    bool sharded_grad = false;               // ZeRO-2's data segment: grad holds [lo, hi) only
     at::Tensor weights, grad;                // device, every element (padded)
     at::Tensor master, exp_avg, exp_avg_sq;  // the owned elements (master: offloaded only)
   };
@@ -161,6 +215,25 @@ class FlatAdam final : public Optimizer {
   struct Coefficients {
     double beta1, beta2, eps, sqrt_bias_correction2, step_size;
   };
+  struct Reduction {  // ZeRO-2: one layer's gradient on its way to the owners
+    WorkHandle work;
+    at::Tensor out;  // this rank's part of the sum
+    int64_t at = 0;  // where it goes in the data segment's block
+    double issued_at = 0;
+  };
+
+  // Completes the oldest reduction if it is done (or, with `block`, once it is);
+  // returns whether it did.
+  bool finish_oldest(bool block) {
+    Reduction& red = in_flight_.front();
+    const double t0 = tracer_ ? tracer_->now() : 0;
+    if (block) red.work->wait();
+    else if (!red.work->test()) return false;
+    if (tracer_) tracer_->comm("rs_data", red.issued_at, tracer_->now(), block ? tracer_->now() - t0 : 0);
+    segments_[0].grad.narrow(0, red.at, red.out.numel()).add_(red.out);
+    in_flight_.pop_front();
+    return true;
+  }
 
   // Without ZeRO: all-reduce in chunks of k buckets, chunk c's update on the worker while
   // chunk c+1 is reduced (seed-spec A6); with clipping or k = 0, reduce all, then update.
@@ -198,13 +271,22 @@ class FlatAdam final : public Optimizer {
 
   // ZeRO-1: reduce-scatter each segment's gradients (this rank's block of the sum, a
   // device buffer for the phase), clip with the norm of the blocks, update the owned
-  // elements, all-gather the weights in place.
+  // elements, all-gather the weights in place. ZeRO-2's data segment arrives reduced.
   OptimizerPhase sharded_step(double max_grad_norm, const Coefficients& c) {
     OptimizerPhase ph;
     std::array<at::Tensor, 2> reduced;
+    settle(0);
     for (size_t s = 0; s < segments_.size(); ++s) {
       Segment& seg = segments_[s];
       if (seg.elements == 0) continue;
+      if (seg.sharded_grad) {  // ZeRO-2: reduced during the backward passes
+        for (const Piece& pc : seg.pieces)
+          if (params_[pc.param].tensor.grad().defined())
+            throw InternalError("runtime", "parameter " + params_[pc.param].name + " has a gradient outside ZeRO-2's sink",
+                                "FlatAdam::step", "every weight of the data segment handed over by the reducer");
+        reduced[s] = seg.grad;
+        continue;
+      }
       reduced[s] = at::empty({seg.hi - seg.lo}, seg.grad.options());
       if (seg.group->size() == 1) reduced[s].copy_(seg.grad);
       else wait(start("rs_", seg, [&] { return seg.group->reduce_scatter(seg.grad, reduced[s]); }), ph);
@@ -215,7 +297,7 @@ class FlatAdam final : public Optimizer {
       Segment& seg = segments_[s];
       if (seg.elements == 0) continue;
       if (max_grad_norm > 0 && coef < 1.0) reduced[s].mul_(coef);
-      update(seg, reduced[s], 0, seg.hi - seg.lo, c);
+      update(seg, reduced[s], 0, seg.hi - seg.lo, c);  // ZeRO-2: seg.grad ends holding Adam's denominator
       reduced[s] = at::Tensor();  // the phase's buffer goes before the weights are gathered
       if (seg.group->size() > 1)
         wait(start("ag_", seg, [&] { return seg.group->all_gather(seg.weights.narrow(0, seg.lo, seg.hi - seg.lo), seg.weights); }), ph);
@@ -308,8 +390,10 @@ class FlatAdam final : public Optimizer {
   plan::OptimizerSettings settings_;
   AdamSettings adam_;
   Tracer* tracer_;
-  const bool offload_, shard_;
+  const bool offload_, shard_, shard_grads_;
   std::array<Segment, 2> segments_;
+  std::unordered_map<const c10::TensorImpl*, size_t> piece_of_;  // ZeRO-2: a weight's piece of segments_[0]
+  std::deque<Reduction> in_flight_;                               // ZeRO-2: issue order
   at::Tensor master_, exp_avg_, exp_avg_sq_, grad_;  // the offloaded working set, bsize elements each
   int64_t step_ = 0;
   WorkerThread worker_;

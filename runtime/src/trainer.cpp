@@ -60,7 +60,9 @@ struct Trainer::Impl {
     optimizer = make_optimizer(grid, model.parameters(), sched.optimizer, adam, se.engine().tracer());
     AXONN_ASSERT(optimizer->reduces_data_parallel() == sched.optimizer.reduces_data_parallel());
     se.set_parameters(&model.parameters());
+    se.set_gradient_sink(optimizer->gradient_sink());
   }
+  ~Impl() { se.set_gradient_sink(nullptr); }  // the engine may outlive the optimizer
 
   int64_t stage() const { return sched.layout.stage; }
   at::Tensor tokens(int64_t mb) { return local_microbatch(batch, grid.grid(), coords, micro_seqs, mb); }

@@ -11,10 +11,11 @@
 //  - the device tier holds the Adam moments without offload and only the working set
 //    with it: the measured difference is the predicted 8 bytes per parameter less 16 per
 //    working-set element, exactly;
-//  - ZeRO-1, with and without offload, gives the losses and parameters of plain data
-//    parallelism on every grid (bitwise where the sums are the same and clipping is off;
-//    the norm is summed from the shards, in another order), and the device and host
-//    tiers hold exactly the sharded bytes.
+//  - ZeRO-1 and ZeRO-2, with and without offload, give the losses and parameters of
+//    plain data parallelism on every grid (bitwise where the sums are the same and
+//    clipping is off; the norm is summed from the shards, in another order), and the
+//    device and host tiers hold exactly the sharded bytes (ZeRO-2: the weight gradients
+//    of the owned block only).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -92,6 +93,7 @@ Trained train(const plan::Plan& p, Tiny& t, int steps, double clip) {
 // the group, and the block a ZeRO-1 rank owns.
 struct Held {
   int64_t device = 0, host = 0, phi = 0, padded = 0, owned = 0, largest_block = 0;
+  int64_t data_padded = 0, data_block = 0;  // the group over data alone (the weights split over Z)
 };
 Held held_after_step(const plan::Plan& q, Tiny& t) {
   Held h;
@@ -108,6 +110,10 @@ Held held_after_step(const plan::Plan& q, Tiny& t) {
     h.padded += block * ranks[s];
     h.owned += block;
     h.largest_block = std::max(h.largest_block, block);
+    if (s == 0) {
+      h.data_padded = block * ranks[s];
+      h.data_block = block;
+    }
   }
   h.host = runtime::HostMemory::live_bytes() - host0;
   h.device = runtime::DeviceMemory::live_bytes() - device0;
@@ -206,7 +212,7 @@ TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
   }
 }
 
-TEST(Zero, StageOneTrainsAsPlainDataParallelWithAndWithoutOffload) {
+TEST(Zero, StagesOneAndTwoTrainAsPlainDataParallelWithAndWithoutOffload) {
   Tiny t(25);
   const int steps = 2;  // the second reads back the moments the first wrote
   int sharded_grids = 0;
@@ -218,15 +224,19 @@ TEST(Zero, StageOneTrainsAsPlainDataParallelWithAndWithoutOffload) {
       p.optimizer = plan::OptimizerSettings{};
       const Trained reference = train(p, t, steps, clip);
       EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
-      for (bool offload : {false, true}) {
-        p.optimizer.zero = 1;
-        p.optimizer.offload = offload;
-        p.optimizer.bucket_elements = 1000;  // offloaded: several buckets per owned block
-        const Trained zero = train(p, t, steps, clip);
-        const std::string what = p.grid.to_string() + (offload ? " offloaded" : "") + " clip " + std::to_string(clip);
-        // With clipping the norm is summed from the blocks, in another order.
-        expect_same_training(zero, reference, same && clip == 0, what, 1e-5);
-      }
+      for (int64_t stage : {1, 2})
+        for (bool offload : {false, true}) {
+          p.optimizer.zero = stage;
+          p.optimizer.offload = offload;
+          p.optimizer.bucket_elements = 1000;  // offloaded: several buckets per owned block
+          const Trained zero = train(p, t, steps, clip);
+          const std::string what = p.grid.to_string() + " stage " + std::to_string(stage) +
+                                   (offload ? " offloaded" : "") + " clip " + std::to_string(clip);
+          // With clipping the norm is summed from the blocks, in another order. ZeRO-2
+          // sums each micro-batch's reduced gradient: bitwise with one micro-batch.
+          const bool bitwise = same && clip == 0 && (stage == 1 || p.microbatches() == 1);
+          expect_same_training(zero, reference, bitwise, what, 1e-5);
+        }
     }
   }
   if (g_world->size() > 1) {
@@ -234,7 +244,7 @@ TEST(Zero, StageOneTrainsAsPlainDataParallelWithAndWithoutOffload) {
   }
 }
 
-TEST(Zero, StageOneHoldsTheAdamStateOfItsBlockOnly) {
+TEST(Zero, StagesOneAndTwoHoldTheStateOfTheirBlockOnly) {
   runtime::DeviceMemory::install();
   Tiny t(27);
   for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
@@ -258,6 +268,18 @@ TEST(Zero, StageOneHoldsTheAdamStateOfItsBlockOnly) {
     EXPECT_LE(both.host, 12 * both.owned + 6 * 64) << what;
     if (p.grid.gdata > 1) {
       EXPECT_LT(zero.owned, plain.phi) << what;
+    }
+    // ZeRO-2: the weights' gradients of the owned block only (4 bytes each), alone and
+    // offloaded.
+    p.optimizer.zero = 2;
+    const Held two_both = held_after_step(p, t);
+    p.optimizer.offload = false;
+    const Held two = held_after_step(p, t);
+    EXPECT_EQ(zero.device - two.device, 4 * (two.data_padded - two.data_block)) << what;
+    EXPECT_EQ(two_both.device - two.device, working_set - 8 * two.owned) << what;
+    EXPECT_EQ(two_both.host, both.host) << what;
+    if (p.grid.gdata > 1) {
+      EXPECT_LT(two.device, zero.device) << what;
     }
   }
 }

@@ -10,8 +10,15 @@
 // With `optimizer_reduces` (the offloaded optimizer, optimizer.hpp) the data-parallel
 // reductions are the optimizer's: finish_step() only completes the reduce-scatters' work.
 //
-// BucketedReducer is the 4D paper's; ZeRO's reduce-scatter over data and L2L's push to
-// a parameter server implement the same interface later.
+// With a sink (gradient_sink.hpp, ZeRO-2's optimizer) each layer's gradient goes to the
+// sink instead of the shard's .grad, once per backward pass. Each reduce_scatter() then
+// bounds what is in flight, waiting (in order) until at most kSinkDepth reduce-scatters
+// over Z and kSinkDepth of the sink's reductions remain, so a few layers' gradients are
+// alive instead of the pass's (optimization 2 without a sink keeps them all);
+// end_backward() completes both.
+//
+// BucketedReducer is the 4D paper's; L2L's push to a parameter server implements the
+// same interface later.
 //
 // Example:
 //   reducer.begin_backward(schedule.last_backward, /*last=*/true);
@@ -27,6 +34,7 @@
 #include <vector>
 
 #include "axonn/plan/plan.hpp"
+#include "axonn/runtime/gradient_sink.hpp"
 #include "axonn/runtime/pass_recorder.hpp"
 #include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/sharding.hpp"
@@ -41,6 +49,8 @@ class GradientReducer {
   virtual void add_layer(int64_t layer, at::Tensor* shard) = 0;
   // Every parameter of the stage (those replicated over Z are reduced in finish_step).
   virtual void set_parameters(std::vector<Parameter>* params) = 0;
+  // Null: each layer's gradient is accumulated into its shard's .grad.
+  virtual void set_sink(GradientSink* sink) = 0;
   // `last`: the step's last backward on this stage (gradients become final).
   virtual void begin_backward(const std::vector<schedule::LayerInstruction>& program, bool last) = 0;
   virtual void reduce_scatter(int64_t layer, const at::Tensor& dw_block) = 0;
@@ -59,11 +69,14 @@ class BucketedReducer final : public GradientReducer {
 
   void add_layer(int64_t layer, at::Tensor* shard) override;
   void set_parameters(std::vector<Parameter>* params) override { params_ = params; }
+  void set_sink(GradientSink* sink) override { sink_ = sink; }
   void begin_backward(const std::vector<schedule::LayerInstruction>& program, bool last) override;
   void reduce_scatter(int64_t layer, const at::Tensor& dw_block) override;
   void end_backward() override;
   void finish_step() override;
   void poll() override;
+
+  static constexpr size_t kSinkDepth = 2;  // with a sink: reductions in flight after a layer's hand-over
 
  private:
   struct Pending {
@@ -90,6 +103,7 @@ class BucketedReducer final : public GradientReducer {
   PassRecorder& recorder_;
   std::vector<at::Tensor*> shards_;
   std::vector<Parameter>* params_ = nullptr;
+  GradientSink* sink_ = nullptr;
   std::vector<schedule::LayerInstruction> ops_;  // the pass's ReduceScatter and BucketAllReduce instructions
   size_t next_ = 0;
   bool last_ = false;

@@ -22,6 +22,15 @@
 //               gradients into a device buffer of the owned block (freed before the
 //               weights are gathered), the norm from the blocks, update the owned
 //               weights, all-gather them in place. No chunked overlap here.
+//     zero = 2  ZeRO stage 2: as stage 1, and the gradients of the weights split over Z
+//               (the data segment) are sharded too: the optimizer is the reducer's
+//               gradient sink (gradient_sink.hpp); each backward pass reduces each
+//               layer's gradient over the data group to the ranks that own its elements
+//               (an uneven reduce-scatter; the reducer keeps at most two in flight),
+//               and the segment's
+//               gradient buffer is the owned block. Gradients reduced per micro-batch,
+//               as DeepSpeed's stage 2. Biases and norms (replicated over Z, reduced
+//               over Z x data) are reduced as under stage 1: a small full buffer.
 //
 // Gradient clipping needs the norm of the whole reduced gradient, so with clipping on
 // (max_grad_norm > 0) the offloaded optimizer reduces every chunk first and then
@@ -43,6 +52,7 @@
 #include <vector>
 
 #include "axonn/plan/plan.hpp"
+#include "axonn/runtime/gradient_sink.hpp"
 #include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/sharding.hpp"
 #include "axonn/runtime/trace.hpp"
@@ -72,6 +82,8 @@ class Optimizer {
   virtual OptimizerPhase step(double max_grad_norm) = 0;
   // Whether the data-parallel reduction is the optimizer's (the reducer skips it).
   virtual bool reduces_data_parallel() const = 0;
+  // Where the reducer hands each layer's gradient (ZeRO-2); null: the shards' .grad.
+  virtual GradientSink* gradient_sink() { return nullptr; }
 };
 
 std::unique_ptr<Optimizer> make_optimizer(ProcessGrid& grid, std::vector<Parameter>& params,

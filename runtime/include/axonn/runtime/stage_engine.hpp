@@ -29,6 +29,7 @@ class StageEngine {
   const schedule::StageSchedule& schedule() const { return schedule_; }
   PassRecorder& recorder() { return recorder_; }
   void set_parameters(std::vector<Parameter>* params) { reducer_.set_parameters(params); }
+  void set_gradient_sink(GradientSink* sink) { reducer_.set_sink(sink); }
 
   void begin_forward(int64_t microbatch);
   void end_forward();
