@@ -3,7 +3,7 @@
 # batch 16, fp32 plans (checkpointing and overlaps as `axplan plan` sets them), 3 steps
 # of axrun on 1-8 ranks. Prints a Markdown table (MiB) for docs/performance.md.
 # A second table: the optimizer on the device against the offloaded one (several bsize)
-# and ZeRO-1 (alone and offloaded) for gpt-bench and a 12-block gpt-bench, on 1 rank
+# and ZeRO-1 and ZeRO-2 (alone and offloaded) for gpt-bench and a 12-block gpt-bench, on 1 rank
 # and 2 and 4 data-parallel ranks: the
 # model state measured (live device bytes after the step) and predicted, and the host
 # tier.
@@ -40,7 +40,8 @@ if table == "1":
 else:
     offload = "--offload-optimizer" in flags
     opt = flags.split()
-    name = ("ZeRO-1" if "--zero 1" in flags else "") + (" + " if "--zero 1" in flags and offload else "")
+    zero = f"ZeRO-{opt[opt.index('--zero') + 1]}" if "--zero" in opt else ""
+    name = zero + (" + " if zero and offload else "")
     name = (name + (f"offload, bsize {opt[opt.index('--bucket-elements') + 1]}" if offload else "")) or "device Adam"
     host = f"{d['host_peak_bytes']/M:.1f} / {c.get('host_memory_bytes_per_gpu', 0)/M:.1f}" if offload else "-"
     print(f"| {model} | {grid} | {name} | {live:.1f} | {state:.1f} | {state/live:.2f} | {peak:.1f} | {pred:.1f} | "
@@ -69,8 +70,10 @@ for model in gpt-bench $D/gpt-bench-12.json; do
       for bsize in 65536 262144 1048576; do measure 2 $model $spec --offload-optimizer --bucket-elements $bsize; done
     fi
     if [ "${spec%% *}" -gt 1 ]; then
-      measure 2 $model $spec --zero 1
-      measure 2 $model $spec --zero 1 --offload-optimizer --bucket-elements 65536
+      for stage in 1 2; do
+        measure 2 $model $spec --zero $stage
+        measure 2 $model $spec --zero $stage --offload-optimizer --bucket-elements 65536
+      done
     fi
   done
 done

@@ -144,6 +144,14 @@ same_as_one zero
 check "ZeRO-1 offloaded" 0 "ZeRO stage 1: Adam's state and master weights \(host tier\) sharded over the 2" -- \
   "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 1 --steps 4 --seed 5 --log-every 1
 same_as_one zero_offload
+# ZeRO-2 alike: the gradients reduced to their owners during each backward (data x
+# pipeline, message-driven, two micro-batches per replica in the offloaded plan).
+check "ZeRO-2" 0 "ZeRO stage 2: Adam's state and the weight gradients sharded over the 4" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero.json" --zero 2 --steps 4 --seed 5 --log-every 1
+same_as_one zero2
+check "ZeRO-2 offloaded" 0 "ZeRO stage 2: Adam's state, master weights \(host tier\) and the weight gradients" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 2 --steps 4 --seed 5 --log-every 1
+same_as_one zero2_offload
 # A budget that the optimizer on the device exceeds and the offloaded one fits: the
 # planner predicts both (rejected, then feasible), and the runtime does both (out of
 # memory, then trained). gpt-bench on one rank, a 115 MiB GPU.
@@ -174,6 +182,19 @@ check "plain data parallelism runs out of a 90 MiB budget" 2 "out of device memo
   "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/zero90.json" --zero 0 --steps 2 --device-memory 90MiB
 check "ZeRO-1 trains in a 90 MiB budget" 0 "step +2/2" -- \
   "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/zero90.json" --steps 2 --device-memory 90MiB --log-every 1
+# And for ZeRO-2 against ZeRO-1: gpt-bench on 4 data-parallel ranks, a 53 MiB GPU.
+sed 's/"gpu_memory_bytes": [0-9]*/"gpu_memory_bytes": 55574528/' "$(dirname "$0")/../../topology/clusters/perlmutter.json" \
+  >"$T/gpu53.json"
+check "the planner rejects ZeRO-1 under 53 MiB" 2 "59.0 MiB > 53.0 MiB" -- \
+  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu53.json" --gpus 4 --batch-seqs 16 --grid 1,1,1,4,1 \
+  --precision fp32 --zero 1 --output "$T/zero1_53.json"
+check "the planner fits ZeRO-2 under 53 MiB" 0 "wrote" -- \
+  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu53.json" --gpus 4 --batch-seqs 16 --grid 1,1,1,4,1 \
+  --precision fp32 --zero 2 --output "$T/zero53.json"
+check "ZeRO-1 runs out of a 53 MiB budget" 2 "out of device memory" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero53.json" --zero 1 --steps 2 --device-memory 53MiB
+check "ZeRO-2 trains in a 53 MiB budget" 0 "step +2/2" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero53.json" --steps 2 --device-memory 53MiB --log-every 1
 check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \
   --measure "$T/m_fail.json"

@@ -92,13 +92,13 @@ void add_common(CLI::App* app, CommonArgs& a) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app->add_option("--zero", a.zero,
-                  "ZeRO stage over the data-parallel group: 1 shards Adam's state (and the offloaded master); "
-                  "stages 2 and 3 are not built")
+                  "ZeRO stage over the data-parallel group: 1 shards Adam's state (and the offloaded master), "
+                  "2 the weight gradients too; stage 3 is not built")
       ->check(CLI::Range(int64_t{0}, plan::OptimizerSettings::kMaxZeroStage))
       ->capture_default_str();
   app->add_flag("--search-memory-options", a.search_memory_options,
-                "also try each grid with the optimizer offloaded, ZeRO-1 and both (the bucket size and coarsening "
-                "above), and keep the fastest that fits");
+                "also try each grid with the optimizer offloaded, ZeRO-1 and ZeRO-2, each ZeRO alone and offloaded "
+                "(the bucket size and coarsening above), and keep the fastest that fits");
 }
 
 struct Loaded {

@@ -133,8 +133,9 @@ int main(int argc, char** argv) {
                  "offload: buckets per data-parallel all-reduce chunk, 0 = no overlap (default: the plan's)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--zero", a.zero,
-                 "ZeRO stage over the data-parallel group, 0 or 1: Adam's state (and the offloaded master) sharded, "
-                 "the gradients reduce-scattered, the weights all-gathered; 2 and 3 are not built (default: the plan's)")
+                 "ZeRO stage over the data-parallel group, 0-2: 1 shards Adam's state (and the offloaded master), "
+                 "reduce-scatters the gradients and all-gathers the weights; 2 shards the weight gradients too, "
+                 "reduced during each backward; 3 is not built (default: the plan's)")
       ->check(CLI::Range(int64_t{0}, plan::OptimizerSettings::kMaxZeroStage));
   app.add_option("--clip-grad", a.clip_grad,
                  "clip the global gradient norm to this (0: off; on, the offloaded optimizer reduces everything "
@@ -244,9 +245,16 @@ int main(int argc, char** argv) {
                  a.threads, o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
                  o.cache_all_gather_layers, o.bucketed_data_parallel_all_reduce, plan.activation_checkpointing);
     if (rank == 0 && plan.optimizer.zero > 0)
-      fmt::print("axrun: ZeRO stage {}: Adam's state{} sharded over the {} data-parallel ranks; after the backward the "
-                 "gradients are reduce-scattered and the weights all-gathered\n",
-                 plan.optimizer.zero, plan.optimizer.offload ? " and master weights (host tier)" : "", plan.grid.gdata);
+      fmt::print("axrun: ZeRO stage {}: Adam's state{}{} sharded over the {} data-parallel ranks; {}\n",
+                 plan.optimizer.zero,
+                 !plan.optimizer.offload        ? ""
+                 : plan.optimizer.zero >= 2 ? ", master weights (host tier)"
+                                            : " and master weights (host tier)",
+                 plan.optimizer.zero >= 2 ? " and the weight gradients" : "", plan.grid.gdata,
+                 plan.optimizer.zero >= 2 ? "each backward reduces the weight gradients to their owners, and after it "
+                                            "the weights are all-gathered"
+                                          : "after the backward the gradients are reduce-scattered and the weights "
+                                            "all-gathered");
     if (rank == 0 && plan.optimizer.offload && plan.optimizer.zero == 0)
       fmt::print("axrun: optimizer offloaded to the host tier, buckets of {} elements, data-parallel all-reduce in "
                  "chunks of {} bucket(s){}\n",

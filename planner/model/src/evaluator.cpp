@@ -302,19 +302,29 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
         // and one all-gather), so each layer's latency term is taken out and each of
         // those collectives pays one.
         const double per_call = ring_all_reduce_s(g.gdata, 0.0, 1.0, ls.latency_s);
-        double local = 0, allreduce = 0;
+        double local = 0, allreduce = 0, reduced_layers = 0;
         for (size_t i = first; i < last; ++i) {
           local += static_cast<double>(m.layers[i].weight_elements()) / static_cast<double>(g.gx * g.gy * g.gz);
           const double layer_s = sc.costs[static_cast<size_t>(class_of_[i])].comm.data_all_reduce_s;
-          if (g.gdata > 1 && layer_s > 0) allreduce += layer_s - per_call;
+          if (g.gdata > 1 && layer_s > 0) {
+            allreduce += layer_s - per_call;
+            reduced_layers += 1;
+          }
         }
-        // Adam on the owned block: 1/Gdata of the elements under ZeRO-1. Offloaded, each
+        // Adam on the owned block: 1/Gdata of the elements under ZeRO. Offloaded, each
         // step moves its master and two moments (12 bytes per element) in and out.
         const double share = o.optimizer.zero > 0 ? 1.0 / static_cast<double>(g.gdata) : 1.0;
         const double copies =
             o.optimizer.offload && t.host_link_bytes_per_s > 0 ? 24 * share * local / t.host_link_bytes_per_s : 0;
         const double update = share * stage_optimizer_s + copies;
-        if (o.optimizer.zero > 0) {
+        if (o.optimizer.zero >= 2) {
+          // Each backward pass reduce-scatters its layers' gradients (one call each,
+          // counted exposed); the phase updates, then all-gathers: the halves of the ring.
+          const double reduce_scatter = 0.5 * (allreduce + reduced_layers * per_call);
+          sp.backward_s += reduce_scatter;
+          sp.last_backward_s += reduce_scatter;
+          sp.tail_s += 0.5 * (allreduce + per_call);
+        } else if (o.optimizer.zero > 0) {
           // Reduce-scatter, update, all-gather: the ring all-reduce's two halves, in turn.
           sp.tail_s += allreduce + per_call;
         } else {

@@ -77,20 +77,27 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   }
   largest_unit = std::max(largest_unit, unit_per_row);
   const double phi = weights / (gxy * gz);
-  // Weights and gradients: every element. Adam's state (and the master): the block this
-  // rank owns, 1/Gdata of them under ZeRO-1 (docs/model.md section 5).
+  // Weights: every element. Adam's state (and the master): the block this rank owns,
+  // 1/Gdata of them under ZeRO. Gradients: every element, the owned block under ZeRO-2
+  // (docs/model.md section 5).
   const double owned = s.optimizer.zero > 0 ? phi / static_cast<double>(g.gdata) : phi;
+  const double grads = s.optimizer.zero >= 2 ? owned : phi;
   if (s.optimizer.offload) {
-    mem.model_state_bytes = 2 * w * phi + 16 * std::min(static_cast<double>(s.optimizer.bucket_elements), owned);
+    mem.model_state_bytes = w * (phi + grads) + 16 * std::min(static_cast<double>(s.optimizer.bucket_elements), owned);
     mem.host_bytes = 12 * owned;
   } else {
-    mem.model_state_bytes = 2 * w * phi + (static_cast<double>(s.precision.state_bytes_per_param) - 2 * w) * owned;
+    mem.model_state_bytes =
+        w * (phi + grads) + (static_cast<double>(s.precision.state_bytes_per_param) - 2 * w) * owned;
   }
   if (g.gz > 1) {
     const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
     mem.gathered_weight_bytes = w * (inflight * max_block + cached_blocks);
-    mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? sum_block : max_block);
+    // ZeRO-2 bounds the reduce-scatters in flight (two, and the layer computing).
+    const double async_blocks = s.optimizer.zero >= 2 ? std::min(sum_block, 3 * max_block) : sum_block;
+    mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? async_blocks : max_block);
   }
+  // ZeRO-2: up to two layers' gradients on their way to their owners.
+  if (s.optimizer.zero >= 2 && g.gdata > 1) mem.unscattered_grad_bytes += w * 2 * max_block / gz;
   const double checkpoints_per_row =
       static_cast<double>(checkpointed_units) * static_cast<double>(hidden) / static_cast<double>(g.gx);
   mem.activation_bytes =

@@ -82,7 +82,7 @@ void check_request(const model::ModelDescription& m, const topo::Topology& t, co
 std::vector<plan::OptimizerSettings> memory_options(const PlannerOptions& o, const topo::Grid& g) {
   std::vector<plan::OptimizerSettings> out{o.optimizer};
   if (!o.search_memory_options) return out;
-  for (int64_t zero : {int64_t{0}, int64_t{1}})
+  for (int64_t zero = 0; zero <= plan::OptimizerSettings::kMaxZeroStage; ++zero)
     for (bool offload : {false, true}) {
       if (zero > 0 && g.gdata == 1) continue;  // nothing to shard
       if (zero == o.optimizer.zero && offload == o.optimizer.offload) continue;

@@ -39,7 +39,8 @@ struct PlannerOptions {
   plan::OverlapSettings overlap;
   plan::Precision precision;
   plan::OptimizerSettings optimizer;  // offload, ZeRO: the memory model's and the optimizer phase's
-  // Also try, for each grid, the optimizer offloaded, ZeRO-1 (Gdata > 1) and both, with
+  // Also try, for each grid, the optimizer offloaded, ZeRO-1 and -2 (Gdata > 1), each
+  // alone and offloaded, with
   // `optimizer`'s bucket size and coarsening, and keep the best (memory_options()).
   bool search_memory_options = false;
   // Pipelines (Ginter > 1): the schedule, its limit (0 = Ginter) and the units per stage
@@ -88,7 +89,7 @@ std::vector<topo::Grid> enumerate_grids(int64_t gpus);
 void check_request(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o);
 
 // The optimizer settings a grid is evaluated with: o.optimizer, then (with
-// o.search_memory_options) offloaded, ZeRO-1 and ZeRO-1 offloaded, the ZeRO ones only
+// o.search_memory_options) offloaded, ZeRO-1, ZeRO-2, each ZeRO offloaded, the ZeRO ones only
 // where Gdata > 1, each once.
 std::vector<plan::OptimizerSettings> memory_options(const PlannerOptions& o, const topo::Grid& g);
 

@@ -96,20 +96,22 @@ struct Precision {
 // `zero` = 1 (ZeRO stage 1, Rajbhandari et al.; Colossal-AI, seed-spec C7): Adam's state
 // (and, offloaded, the master weights) sharded over the data-parallel group. After the
 // backward the gradients are reduce-scattered, each rank updates its shard, and the
-// weights are all-gathered. Stages 2 and 3 (gradients, then weights sharded) are not
-// built: the reader refuses them.
+// weights are all-gathered. `zero` = 2: the weight gradients are sharded too; each
+// backward pass reduces each layer's gradient over the data group to the ranks that own
+// its elements (DeepSpeed's stage 2 reduces per micro-batch alike). Stage 3 (weights
+// sharded) is not built: the reader refuses it.
 struct OptimizerSettings {
   bool offload = false;
   int64_t bucket_elements = int64_t{4} << 20;  // bsize, elements (the paper's section VI: 4M)
   int64_t allreduce_coarsening = 4;            // k, buckets per all-reduce chunk; 0: all at once, then Adam
-  int64_t zero = 0;                            // ZeRO stage: 0 or 1
-  static constexpr int64_t kMaxZeroStage = 1;  // the highest stage built
+  int64_t zero = 0;                            // ZeRO stage: 0, 1 or 2
+  static constexpr int64_t kMaxZeroStage = 2;  // the highest stage built
 
   // Whether the data-parallel reduction runs in the optimizer phase (after the backward)
   // instead of in the backward.
   bool reduces_data_parallel() const { return offload || zero > 0; }
 };
-// "device", "offload", "zero1" or "zero1+offload": the memory option in one word.
+// "device", "offload", "zero1", "zero2+offload", ...: the memory option in one word.
 std::string optimizer_label(const OptimizerSettings& o);
 
 // How a pipeline (Ginter > 1) orders its micro-batches (axonn/schedule/step.hpp).
