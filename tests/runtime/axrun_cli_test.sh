@@ -169,32 +169,27 @@ check "the optimizer on the device runs out of a 115 MiB budget" 2 "out of devic
   "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/bench_device.json" --steps 2 --device-memory 115MiB --measure "$T/mb1.json"
 check "the offloaded optimizer trains in a 115 MiB budget" 0 "peak host-tier memory" -- \
   "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/small_offload.json" --steps 2 --device-memory 115MiB --measure "$T/mb2.json"
-# The same both ways for ZeRO-1: gpt-bench on 2 data-parallel ranks, a 90 MiB GPU.
-sed 's/"gpu_memory_bytes": [0-9]*/"gpu_memory_bytes": 94371840/' "$(dirname "$0")/../../topology/clusters/perlmutter.json" \
-  >"$T/gpu90.json"
-check "the planner rejects plain data parallelism under 90 MiB" 2 "MiB > 90.0 MiB" -- \
-  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu90.json" --gpus 2 --batch-seqs 16 --grid 1,1,1,2,1 \
-  --precision fp32 --output "$T/dp90.json"
-check "the planner fits ZeRO-1 under 90 MiB" 0 "wrote" -- \
-  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu90.json" --gpus 2 --batch-seqs 16 --grid 1,1,1,2,1 \
-  --precision fp32 --zero 1 --output "$T/zero90.json"
-check "plain data parallelism runs out of a 90 MiB budget" 2 "out of device memory" -- \
-  "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/zero90.json" --zero 0 --steps 2 --device-memory 90MiB
-check "ZeRO-1 trains in a 90 MiB budget" 0 "step +2/2" -- \
-  "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/zero90.json" --steps 2 --device-memory 90MiB --log-every 1
-# And for ZeRO-2 against ZeRO-1: gpt-bench on 4 data-parallel ranks, a 53 MiB GPU.
-sed 's/"gpu_memory_bytes": [0-9]*/"gpu_memory_bytes": 55574528/' "$(dirname "$0")/../../topology/clusters/perlmutter.json" \
-  >"$T/gpu53.json"
-check "the planner rejects ZeRO-1 under 53 MiB" 2 "59.0 MiB > 53.0 MiB" -- \
-  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu53.json" --gpus 4 --batch-seqs 16 --grid 1,1,1,4,1 \
-  --precision fp32 --zero 1 --output "$T/zero1_53.json"
-check "the planner fits ZeRO-2 under 53 MiB" 0 "wrote" -- \
-  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu53.json" --gpus 4 --batch-seqs 16 --grid 1,1,1,4,1 \
-  --precision fp32 --zero 2 --output "$T/zero53.json"
-check "ZeRO-1 runs out of a 53 MiB budget" 2 "out of device memory" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero53.json" --zero 1 --steps 2 --device-memory 53MiB
-check "ZeRO-2 trains in a 53 MiB budget" 0 "step +2/2" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero53.json" --steps 2 --device-memory 53MiB --log-every 1
+# The same both ways for the ZeRO stages, gpt-bench on NP data-parallel ranks:
+# budget_both_ways MIB NP WITHOUT WITH REJECTION: under a GPU of MIB MiB the planner
+# rejects ZeRO stage WITHOUT (saying REJECTION) and fits stage WITH; axrun with
+# --device-memory MIB runs out with the first and trains with the second.
+budget_both_ways() {
+  local mib=$1 np=$2 without=$3 with=$4 rejection=$5 name_without="ZeRO-$3"
+  [ "$without" = 0 ] && name_without="plain data parallelism"
+  sed "s/\"gpu_memory_bytes\": [0-9]*/\"gpu_memory_bytes\": $((mib * 1048576))/" \
+    "$(dirname "$0")/../../topology/clusters/perlmutter.json" >"$T/gpu$mib.json"
+  local plan=("$AXPLAN" plan --model gpt-bench --topology "$T/gpu$mib.json" --gpus "$np" --batch-seqs 16
+              --grid "1,1,1,$np,1" --precision fp32)
+  check "the planner rejects $name_without under $mib MiB" 2 "$rejection" -- "${plan[@]}" --zero "$without" \
+    --output "$T/without$mib.json"
+  check "the planner fits ZeRO-$with under $mib MiB" 0 "wrote" -- "${plan[@]}" --zero "$with" --output "$T/with$mib.json"
+  check "$name_without runs out of a $mib MiB budget" 2 "out of device memory" -- \
+    "${MPIRUN[@]}" -np "$np" "$AXRUN" --plan "$T/with$mib.json" --zero "$without" --steps 2 --device-memory "${mib}MiB"
+  check "ZeRO-$with trains in a $mib MiB budget" 0 "step +2/2" -- \
+    "${MPIRUN[@]}" -np "$np" "$AXRUN" --plan "$T/with$mib.json" --steps 2 --device-memory "${mib}MiB" --log-every 1
+}
+budget_both_ways 90 2 0 1 "102.0 MiB > 90.0 MiB"
+budget_both_ways 53 4 1 2 "59.0 MiB > 53.0 MiB"
 check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \
   --measure "$T/m_fail.json"
