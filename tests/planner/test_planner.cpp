@@ -251,6 +251,7 @@ TEST(Evaluate, ZeroOneShardsAdamStateOverTheDataGroup) {
   ASSERT_TRUE(two_mb.feasible) << two_mb.rejected_because;
   EXPECT_EQ(two_mb.microbatches, 2);
   EXPECT_NEAR(two_mb.batch_s - one_mb.batch_s, 0.5 * one_mb.comm.ar_data, 1e-9 * one_mb.batch_s);
+  EXPECT_DOUBLE_EQ(two_mb.comm.ar_data, 1.5 * one_mb.comm.ar_data);  // (M + 1)/2 all-reduces' worth
   o.microbatch_seqs = 0;
   o.memory_limit = true;
   o.optimizer.zero = 2;

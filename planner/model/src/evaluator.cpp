@@ -234,6 +234,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       if (l.kind != model::LayerKind::Attention)
         c += comm_per_step(sc.costs[static_cast<size_t>(k)].comm, ls.microbatches, all_gathers, forward_all_reduces);
     }
+    // ZeRO-2 reduce-scatters every micro-batch's gradients (half an all-reduce each) and
+    // all-gathers once: (M + 1)/2 all-reduces' worth (docs/model.md section 11).
+    if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * static_cast<double>(ls.microbatches + 1);
     if (g.ginter > 1) {
       // One activation forward (unless last stage) and one gradient backward (unless
       // first) per micro-batch.
