@@ -71,6 +71,20 @@ struct BenchGpt {
 
 // --progress thread|poll and --progress-interval-us: a background thread polls MPI, or
 // the runtime polls at layer boundaries.
+// --steps and --warmup: how many steps a benchmark measures per variant ("per level",
+// "per schedule", ...), after how many unmeasured ones.
+struct BenchSteps {
+  int steps = 10, warmup = 2;
+
+  void add_options(CLI::App& app, const std::string& per) {
+    const std::string suffix = per.empty() ? "" : " " + per;
+    app.add_option("--steps", steps, "measured steps" + suffix)->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--warmup", warmup, "unmeasured steps" + suffix + " first")->capture_default_str();
+  }
+  bool measured(int step) const { return step >= warmup; }
+  int total() const { return warmup + steps; }
+};
+
 struct BenchProgress {
   std::string mode = "thread";
   int interval_us = 50;

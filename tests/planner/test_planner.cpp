@@ -265,8 +265,8 @@ TEST(Evaluate, ZeroOneShardsAdamStateOverTheDataGroup) {
                    20.0 * static_cast<double>(m.parameters()) / 32.0);
 }
 
-// --search-memory-options: each grid is also tried offloaded, with ZeRO-1 (Gdata > 1)
-// and both; the best is kept, so no grid gets slower or is lost, the grids that 20
+// --search-memory-options: each grid is also tried offloaded, with ZeRO-1 and ZeRO-2
+// (Gdata > 1), each alone and offloaded; the best is kept, so no grid gets slower or is lost, the grids that 20
 // bytes per parameter kept out come in, and the plan carries the option chosen.
 TEST(Search, MemoryOptionsAdmitGridsAndNeverSlowOne) {
   auto m = model::load_model("gpt-20b");

@@ -39,15 +39,14 @@ int main(int argc, char** argv) {
   tools::BenchGptArgs model_args;
   model_args.grid = "1,1,1,2";
   int64_t bucket_elements = 262144;
-  int steps = 10, warmup = 2;
+  tools::BenchSteps bench_steps;
   tools::BenchProgress progress;
   CLI::App app{"bench_offload: the offloaded optimizer's phase at all-reduce coarsening 1, 2, 4, 8 and none"};
   model_args.add_options(app);
   app.add_option("--bucket-elements", bucket_elements, "bsize: elements per optimizer bucket")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--steps", steps, "measured steps per variant")->capture_default_str();
-  app.add_option("--warmup", warmup, "unmeasured steps per variant first")->capture_default_str();
+  bench_steps.add_options(app, "per variant");
   progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
   progress.start();
@@ -80,13 +79,13 @@ int main(int argc, char** argv) {
     const size_t n = coarsenings.size();
     std::vector<std::vector<double>> phase(n), wait(n);
     std::vector<double> last_loss(n);
-    for (int s = 0; s < warmup + steps; ++s)
+    for (int s = 0; s < bench_steps.total(); ++s)
       for (size_t v = 0; v < n; ++v) {
         runtime::StepStats st = runs[v]->trainer.step(source->batch(s));
         at::Tensor t = at::tensor({st.optimizer_s, st.optimizer_reduce_wait_s}, at::kDouble);
         runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);  // the slowest rank
         last_loss[v] = st.loss;
-        if (s < warmup) continue;
+        if (!bench_steps.measured(s)) continue;
         phase[v].push_back(t[0].item<double>());
         wait[v].push_back(t[1].item<double>());
       }
@@ -104,7 +103,7 @@ int main(int argc, char** argv) {
                  "bsize {} elements, clipping off, progress {}, median of {} steps per variant (slowest rank)\n",
                  desc.name, cfg.layers, cfg.hidden, elements, world.size(), grid.to_string(), bucket_elements,
                  progress.describe(),
-                 steps);
+                 bench_steps.steps);
       fmt::print("one collective call over data: {:.1f} us (the model's per-chunk term)\n", per_call * 1e6);
       fmt::print("{:>5}  {:>6}  {:>14}  {:>8}  {:>16}  {:>10}  {:>18}\n", "k", "chunks", "optimizer (ms)", "vs none",
                  "reduce wait (ms)", "model (ms)", "loss vs none (rel)");

@@ -30,12 +30,11 @@ int main(int argc, char** argv) {
   runtime::MpiCommunicator& world = process.world();
   tools::BenchGptArgs model_args;
   model_args.grid = "2,2,2,1";
-  int steps = 10, warmup = 2;
+  tools::BenchSteps bench_steps;
   tools::BenchProgress progress;
   CLI::App app{"bench_overlap: batch time at overlap levels 0-4"};
   model_args.add_options(app);
-  app.add_option("--steps", steps, "measured steps per level")->capture_default_str();
-  app.add_option("--warmup", warmup, "unmeasured steps per level first")->capture_default_str();
+  bench_steps.add_options(app, "per level");
   progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
   progress.start();
@@ -54,12 +53,12 @@ int main(int argc, char** argv) {
       runs.push_back(std::make_unique<gpt::GptStage>(p, pg, cfg, weights.named_parameters(), tracers.back().get()));
     }
     std::vector<std::vector<double>> batch(kLevels), comm(kLevels), exposed(kLevels);
-    for (int s = 0; s < warmup + steps; ++s)
+    for (int s = 0; s < bench_steps.total(); ++s)
       for (int level = 0; level < kLevels; ++level) {
         runtime::StepStats st = runs[level]->trainer.step(source->batch(s));
         at::Tensor t = at::tensor({st.batch_s, st.breakdown.comm_s, st.breakdown.exposed_comm_s}, at::kDouble);
         runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);  // the slowest rank
-        if (s < warmup) continue;
+        if (!bench_steps.measured(s)) continue;
         batch[level].push_back(t[0].item<double>());
         comm[level].push_back(t[1].item<double>());
         exposed[level].push_back(t[2].item<double>());
@@ -69,7 +68,7 @@ int main(int argc, char** argv) {
                  "checkpointing on, progress {}, median of {} steps per level (slowest rank)\n",
                  desc.name, cfg.layers, cfg.hidden, model_args.seqs, cfg.seq_len, world.size(), grid.to_string(),
                  progress.describe(),
-                 steps);
+                 bench_steps.steps);
       fmt::print("{:>5}  {:>12}  {:>10}  {:>10}  {:>12}  {:>14}\n", "level", "batch (ms)", "vs level 0", "comm (ms)",
                  "exposed (ms)", "exposed/comm");
       const double base = median(batch[0]);

@@ -32,15 +32,14 @@ int main(int argc, char** argv) {
   runtime::MpiCommunicator& world = process.world();
   std::string grid_text;
   int64_t blocks = 8, seqs = 16, microbatches = 8, slow_stage = 1;
-  int steps = 10, warmup = 2;
+  tools::BenchSteps bench_steps;
   tools::BenchProgress progress;
   CLI::App app{"bench_pipeline: message-driven vs 1f1b vs gpipe, equal stages and one slower stage"};
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata,ginter (default: every rank a stage)");
   app.add_option("--blocks", blocks, "transformer blocks")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--seqs", seqs, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--microbatches", microbatches, "micro-batches per step")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--steps", steps, "measured steps per schedule")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--warmup", warmup, "unmeasured steps per schedule first")->capture_default_str();
+  bench_steps.add_options(app, "per schedule");
   app.add_option("--slow-stage", slow_stage, "the stage made 1.5x slower")->capture_default_str();
   progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
@@ -80,7 +79,7 @@ int main(int argc, char** argv) {
     if (world.rank() == 0)
       fmt::print("bench_pipeline: {} blocks (hidden 128, seq 64), {} sequences in {} micro-batches, {} ranks, grid {}, "
                  "median of {} steps per schedule (slowest rank), progress {}\n",
-                 blocks, seqs, microbatches, world.size(), grid.to_string(), steps,
+                 blocks, seqs, microbatches, world.size(), grid.to_string(), bench_steps.steps,
                  progress.describe());
     for (const auto& units : {std::vector<int64_t>(static_cast<size_t>(g), share), slow}) {
       std::vector<std::unique_ptr<gpt::GptStage>> runs;
@@ -91,14 +90,14 @@ int main(int argc, char** argv) {
         runs.push_back(std::make_unique<gpt::GptStage>(p, pg, cfg, weights.named_parameters(), nullptr));
       }
       std::vector<std::vector<double>> batch(schedules.size()), bubble(schedules.size());
-      for (int step = 0; step < warmup + steps; ++step)
+      for (int step = 0; step < bench_steps.total(); ++step)
         for (size_t k = 0; k < schedules.size(); ++k) {
           const runtime::StepStats st = runs[k]->trainer.step(source->batch(step));
           at::Tensor slowest = at::full({1}, st.batch_s, at::kDouble);
           at::Tensor waited = at::full({1}, st.recv_wait_s / st.batch_s, at::kDouble);
           runtime::all_reduce_now(world, slowest, runtime::ReduceOp::Max);
           runtime::all_reduce_now(world, waited);
-          if (step < warmup) continue;
+          if (!bench_steps.measured(step)) continue;
           batch[k].push_back(slowest.item<double>());
           bubble[k].push_back(waited.item<double>() / static_cast<double>(world.size()));
         }

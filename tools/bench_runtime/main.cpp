@@ -31,12 +31,12 @@ int main(int argc, char** argv) {
   runtime::MpiCommunicator& world = process.world();
   std::string model_name = "gpt-bench", grid_text;
   int64_t seqs = 8;
-  int steps = 20, warmup = 3, threads = 1;
+  tools::BenchSteps bench_steps{20, 3};
+  int threads = 1;
   CLI::App app{"bench_runtime: runtime step time vs plain LibTorch, and per-phase times"};
   app.add_option("--model", model_name, "model description")->capture_default_str();
   app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
-  app.add_option("--steps", steps, "measured steps")->capture_default_str();
-  app.add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str();
+  bench_steps.add_options(app, "");
   app.add_option("--threads", threads, "LibTorch threads per rank")->capture_default_str();
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata (default 1,1,1,1 on one rank)");
   bool count_memory = false;
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     const bool compare = world.size() == 1;
 
     std::vector<double> plain, batch, fwd, bwd, sync, opt;
-    for (int s = 0; s < warmup + steps; ++s) {
+    for (int s = 0; s < bench_steps.total(); ++s) {
       at::Tensor b = source->batch(s);
       double plain_s = 0;
       if (compare) {
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       // the slowest rank's time of each phase
       at::Tensor t = at::tensor({st.batch_s, st.forward_s, st.backward_s, st.grad_sync_s, st.optimizer_s}, at::kDouble);
       runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);
-      if (s < warmup) continue;
+      if (!bench_steps.measured(s)) continue;
       plain.push_back(plain_s);
       batch.push_back(t[0].item<double>());
       fwd.push_back(t[1].item<double>());
@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
       fmt::print("bench_runtime: {} ({} layers, hidden {}), {} sequences x {} tokens per step, {} rank(s), grid {}, "
                  "{} thread(s) per rank, median of {} steps after {} warm-up\n",
                  desc.name, cfg.layers, cfg.hidden, seqs, cfg.seq_len, world.size(), grid.to_string(), threads,
-                 steps, warmup);
+                 bench_steps.steps, bench_steps.warmup);
       if (compare)
         fmt::print("plain LibTorch step {:.2f} ms, runtime step {:.2f} ms, ratio runtime/plain {:.3f}\n",
                    median(plain) * 1e3, median(batch) * 1e3, median(batch) / median(plain));
