@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
@@ -61,16 +62,68 @@ MpiEnvironment::~MpiEnvironment() {
 
 namespace {
 
+// bf16 on MPI, which has no such type: a 2-byte datatype and sum and max operators of
+// our own (each pair added in fp32 and rounded to nearest even, as LibTorch's bf16 add).
+template <class Combine>
+void bf16_combine(void* in, void* inout, int* len, Combine combine) {
+  const auto* a = static_cast<const c10::BFloat16*>(in);
+  auto* b = static_cast<c10::BFloat16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = c10::BFloat16(combine(static_cast<float>(a[i]), static_cast<float>(b[i])));
+}
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  bf16_combine(in, inout, len, [](float x, float y) { return x + y; });
+}
+void bf16_max(void* in, void* inout, int* len, MPI_Datatype*) {
+  bf16_combine(in, inout, len, [](float x, float y) { return std::max(x, y); });
+}
+
+class Bf16Mpi {
+ public:
+  Bf16Mpi() {
+    AXONN_CHECK(MPI_Type_contiguous(2, MPI_BYTE, &type_));
+    AXONN_CHECK(MPI_Type_commit(&type_));
+    AXONN_CHECK(MPI_Op_create(&bf16_sum, /*commute=*/1, &sum_));
+    AXONN_CHECK(MPI_Op_create(&bf16_max, /*commute=*/1, &max_));
+  }
+  ~Bf16Mpi() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized) return;  // MPI_Finalize freed them
+    MPI_Op_free(&max_);
+    MPI_Op_free(&sum_);
+    MPI_Type_free(&type_);
+  }
+  Bf16Mpi(const Bf16Mpi&) = delete;
+  Bf16Mpi& operator=(const Bf16Mpi&) = delete;
+  MPI_Datatype type() const { return type_; }
+  MPI_Op op(ReduceOp op) const { return op == ReduceOp::Sum ? sum_ : max_; }
+
+ private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  MPI_Op sum_ = MPI_OP_NULL, max_ = MPI_OP_NULL;
+};
+
+const Bf16Mpi& bf16_mpi() {
+  static const Bf16Mpi b;  // created on first use, after MPI_Init
+  return b;
+}
+
 MPI_Datatype mpi_type(const at::Tensor& t) {
   switch (t.scalar_type()) {
     case at::kFloat: return MPI_FLOAT;
     case at::kDouble: return MPI_DOUBLE;
+    case at::kBFloat16: return bf16_mpi().type();
     case at::kLong: return MPI_INT64_T;
     case at::kInt: return MPI_INT32_T;
     default:
       throw InternalError("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()),
-                  rank_and_host(), "float32, float64, int32 or int64");
+                  rank_and_host(), "float32, float64, bfloat16, int32 or int64");
   }
+}
+
+MPI_Op mpi_op(ReduceOp op, const at::Tensor& t) {
+  if (t.scalar_type() == at::kBFloat16) return bf16_mpi().op(op);
+  return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
 }
 
 void require_contiguous_cpu(const at::Tensor& t, const char* what) {
@@ -156,7 +209,7 @@ WorkHandle MpiCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
   require_contiguous_cpu(t, "all_reduce");
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "all_reduce");
   AXONN_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t),
-                                 op == ReduceOp::Sum ? MPI_SUM : MPI_MAX, comm_, w->request()));
+                                 mpi_op(op, t), comm_, w->request()));
   return w;
 }
 
@@ -177,7 +230,7 @@ WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   AXONN_ASSERT(in.numel() == out.numel() * size_);
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter");
   AXONN_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
-                                            mpi_type(in), MPI_SUM, comm_, w->request()));
+                                            mpi_type(in), mpi_op(ReduceOp::Sum, in), comm_, w->request()));
   return w;
 }
 
@@ -195,7 +248,7 @@ WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<in
   AXONN_ASSERT(in.numel() == total);
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v");
   w->keep(std::move(recv_counts));  // MPI reads them until completion
-  AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), w->counts().data(), mpi_type(in), MPI_SUM, comm_,
+  AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), w->counts().data(), mpi_type(in), mpi_op(ReduceOp::Sum, in), comm_,
                                   w->request()));
   return w;
 }

@@ -202,6 +202,61 @@ TEST(Comm, CollectivesAreExact) {
   EXPECT_EQ(half->size(), (p + 1 - r % 2) / 2);
 }
 
+// bf16 has no MPI type: the backend's own 2-byte type and operators. Small integers
+// are exact, so every collective must give them exactly; a sum that needs rounding
+// rounds as LibTorch's bf16 add (to nearest even), checked where it is one addition.
+TEST(Comm, Bf16CollectivesAreExact) {
+  runtime::Communicator& w = *g_world;
+  const int p = w.size(), r = w.rank();
+  const auto bf16 = at::kBFloat16;
+  at::Tensor t = at::full({5}, r + 1, bf16);
+  w.all_reduce(t)->wait();
+  EXPECT_TRUE(t.equal(at::full({5}, p * (p + 1) / 2, bf16)));
+  t = at::full({3}, r, bf16);
+  w.all_reduce(t, runtime::ReduceOp::Max)->wait();
+  EXPECT_TRUE(t.equal(at::full({3}, p - 1, bf16)));
+  at::Tensor gathered = at::empty({2 * p}, bf16);
+  w.all_gather(at::full({2}, r, bf16), gathered)->wait();
+  EXPECT_TRUE(gathered.equal(at::arange(p, at::kFloat).repeat_interleave(2).to(bf16)));
+  at::Tensor in = at::arange(3 * p, at::kFloat).to(bf16), out = at::empty({3}, bf16);
+  w.reduce_scatter(in, out)->wait();
+  EXPECT_TRUE(out.equal((at::arange(3 * r, 3 * r + 3, at::kFloat) * p).to(bf16)));
+  std::vector<int64_t> counts;
+  for (int i = 0; i < p; ++i) counts.push_back(i);
+  const int64_t total = p * (p - 1) / 2, before = r * (r - 1) / 2;
+  at::Tensor uneven = at::empty({r}, bf16);
+  w.reduce_scatter_v((at::arange(total, at::kFloat) + r).to(bf16), counts, uneven)->wait();
+  EXPECT_TRUE(uneven.equal((at::arange(before, before + r, at::kFloat) * p + p * (p - 1) / 2).to(bf16)));
+  at::Tensor msg = at::full({4}, r, bf16), got = at::empty({4}, bf16);
+  auto h = w.recv(got, (r + p - 1) % p, 9);
+  w.send(msg, (r + 1) % p, 9)->wait();
+  h->wait();
+  EXPECT_TRUE(got.equal(at::full({4}, (r + p - 1) % p, bf16)));
+  // Larger messages (the collectives may pipeline them in segments): random values, the
+  // sum of each element computed alike on every rank; with two ranks one addition, so
+  // exactly LibTorch's.
+  torch::manual_seed(5);  // the same values on every rank
+  const at::Tensor all = at::randn({p, 5000}).to(bf16);
+  at::Tensor big = all[r].clone();
+  w.all_reduce(big)->wait();
+  const at::Tensor reference = all.to(at::kFloat).sum(0);
+  EXPECT_LT(relative_error(big, reference), 1e-2);
+  std::vector<int64_t> big_counts(static_cast<size_t>(p), 5000 / p);
+  big_counts.back() += 5000 % p;
+  at::Tensor piece = at::empty({big_counts[static_cast<size_t>(r)]}, bf16);
+  w.reduce_scatter_v(all[r].clone(), big_counts, piece)->wait();
+  EXPECT_TRUE(piece.equal(big.narrow(0, r * (5000 / p), piece.numel())) || p > 2);
+  EXPECT_LT(relative_error(piece, reference.narrow(0, r * (5000 / p), piece.numel())), 1e-2);
+  if (p == 2) {  // 1 + (1 + 2^-7): halfway between two bf16 values, rounds to the even one
+    const at::Tensor mine = at::full({1}, r == 0 ? 1.0 : 1.0 + 1.0 / 128, bf16);
+    at::Tensor sum = mine.clone();
+    w.all_reduce(sum)->wait();
+    const at::Tensor expected = at::full({1}, 1.0, bf16) + at::full({1}, 1.0 + 1.0 / 128, bf16);
+    EXPECT_TRUE(sum.equal(expected)) << sum.item<float>() << " vs " << expected.item<float>();
+    EXPECT_EQ(expected.item<float>(), 2.0f);
+  }
+}
+
 #if AXONN_HAVE_NCCL
 // Without a GPU the NCCL backend refuses with a message on every rank (no hang, no
 // crash); with one, an all-reduce over device memory is exact.
