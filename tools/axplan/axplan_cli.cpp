@@ -36,6 +36,7 @@ struct CommonArgs {
   int64_t cache_layers = 0;
   std::string order = "x,y,z,pipe,data";
   std::string precision = "bf16";
+  std::string grad_precision = "fp32";
   std::string pipeline_schedule = "message-driven";
   int64_t pipeline_limit = 0;
   std::string stage_units;                // "3,3,2"; empty: balanced by predicted time
@@ -79,7 +80,12 @@ void add_common(CLI::App* app, CommonArgs& a) {
                   "blocks recomputed together: N, or axonn (the factor of the blocks per stage closest to sqrt(blocks))")
       ->capture_default_str();
   app->add_option("--precision", a.precision,
-                  "bf16: mixed precision (2-byte activations, fp32 gradient all-reduce); fp32: the CPU runtime's")
+                  "bf16: mixed precision (bf16 weights and activations, fp32 master and Adam); fp32: everything fp32")
+      ->check(CLI::IsMember({"bf16", "fp32"}))
+      ->capture_default_str();
+  app->add_option("--grad-precision", a.grad_precision,
+                  "with bf16: the gradients and their data-parallel all-reduce in fp32 (Megatron-LM, 18 bytes per "
+                  "parameter) or bf16 (AxoNN 2022, 16)")
       ->check(CLI::IsMember({"bf16", "fp32"}))
       ->capture_default_str();
   app->add_flag("--offload-optimizer", a.offload_optimizer,
@@ -156,7 +162,11 @@ Loaded load(const CommonArgs& a) {
                        "--checkpoint-interval", "a positive integer or axonn");
     }
   }
+  if (a.precision == "fp32" && a.grad_precision == "bf16")
+    throw InputError("axplan", "--grad-precision bf16 with --precision fp32", "--grad-precision",
+                     "fp32 gradients for fp32 weights (bf16 gradients need --precision bf16)");
   if (a.precision == "fp32") o.precision = plan::Precision::fp32();
+  else o.precision = a.grad_precision == "bf16" ? plan::Precision::bf16_gradients() : plan::Precision::bf16();
   o.optimizer.offload = a.offload_optimizer;
   o.optimizer.bucket_elements = a.bucket_elements;
   o.optimizer.allreduce_coarsening = a.allreduce_coarsening;

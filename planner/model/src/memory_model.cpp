@@ -77,17 +77,22 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   }
   largest_unit = std::max(largest_unit, unit_per_row);
   const double phi = weights / (gxy * gz);
-  // Weights: every element. Adam's state (and the master): the block this rank owns,
-  // 1/Gdata of them under ZeRO. Gradients: every element, the owned block under ZeRO-2
-  // (docs/model.md section 5).
+  // Weights (w bytes): every element. Gradients (wg bytes): every element, the owned
+  // block under ZeRO-2. The optimizer's state (the master in mixed precision, Adam's
+  // moments): the block this rank owns, 1/Gdata of them under ZeRO (docs/model.md
+  // section 5). Working sets of bsize elements: offloaded, master, moments and fp32
+  // gradient; mixed precision on the device, the fp32 gradient.
+  const double wg = static_cast<double>(s.precision.grad_reduce_bytes);
   const double owned = s.optimizer.zero > 0 ? phi / static_cast<double>(g.gdata) : phi;
   const double grads = s.optimizer.zero >= 2 ? owned : phi;
+  const double bucket = std::min(static_cast<double>(s.optimizer.bucket_elements), owned);
   if (s.optimizer.offload) {
-    mem.model_state_bytes = w * (phi + grads) + 16 * std::min(static_cast<double>(s.optimizer.bucket_elements), owned);
+    mem.model_state_bytes = w * phi + wg * grads + 16 * bucket;
     mem.host_bytes = 12 * owned;
   } else {
-    mem.model_state_bytes =
-        w * (phi + grads) + (static_cast<double>(s.precision.state_bytes_per_param) - 2 * w) * owned;
+    mem.model_state_bytes = w * phi + wg * grads +
+                            (static_cast<double>(s.precision.state_bytes_per_param) - w - wg) * owned +
+                            (s.precision.mixed() ? 4 * bucket : 0.0);
   }
   if (g.gz > 1) {
     const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
@@ -97,7 +102,7 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
     mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? async_blocks : max_block);
   }
   // ZeRO-2: up to two layers' gradients on their way to their owners.
-  if (s.optimizer.zero >= 2 && g.gdata > 1) mem.unscattered_grad_bytes += w * 2 * max_block / gz;
+  if (s.optimizer.zero >= 2 && g.gdata > 1) mem.unscattered_grad_bytes += wg * 2 * max_block / gz;
   const double checkpoints_per_row =
       static_cast<double>(checkpointed_units) * static_cast<double>(hidden) / static_cast<double>(g.gx);
   mem.activation_bytes =

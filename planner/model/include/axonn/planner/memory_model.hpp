@@ -1,8 +1,11 @@
 // Memory per GPU of one pipeline stage (docs/model.md section 5). Pure function.
 //
-//   model state      = state_bytes_per_param * phi, phi = (stage weights)/(Gx*Gy*Gz);
-//                      offloaded optimizer (AxoNN 2022 section V): 2 * w * phi (weights
-//                      and gradients in compute precision) + 16 * min(bsize, phi) (the
+//   model state      = w * phi + wg * phi + (state_bytes_per_param - w - wg) * phi
+//                      (weights, gradients, the optimizer's master and moments), phi =
+//                      (stage weights)/(Gx*Gy*Gz); ZeRO shards the last term over Gdata
+//                      (stage 2 the gradients too); mixed precision adds one fp32
+//                      gradient bucket, 4 * min(bsize, phi). Offloaded optimizer (AxoNN
+//                      2022 section V): w * phi + wg * phi + 16 * min(bsize, phi) (the
 //                      working set: fp32 master, two moments, fp32 gradient)
 //   host tier        = offloaded optimizer only: 12 * phi (fp32 master, two moments);
 //                      not device memory, so not in total_bytes()
@@ -13,8 +16,8 @@
 //                      checkpointed unit) + the largest checkpointed unit's working set,
 //                      rows = microbatch_seqs * seq_len / Gz
 //
-// Example: a stage holding GPT-20B's 20.5e9 weights at Gx*Gy*Gz = 16 keeps
-//   20 * 20.5e9 / 16 = 25.6 GB of model state per GPU.
+// Example: a stage holding GPT-20B's 20.5e9 weights at Gx*Gy*Gz = 16 keeps, in bf16 with
+//   fp32 gradients, 18 * 20.5e9 / 16 = 23.0 GB of model state per GPU.
 #pragma once
 
 #include <cstdint>

@@ -75,14 +75,27 @@ struct OverlapSettings {
   }
 };
 
-// Element sizes (bytes) and the optimizer's memory per parameter.
+// Element sizes (bytes) and the model state per parameter (without ZeRO or offload).
+// The device holds the weights in `compute_bytes`, their gradients (accumulated over
+// micro-batches and reduced over the data group) in `grad_reduce_bytes`, and the rest of
+// `state_bytes_per_param` is the optimizer's: with a 2-byte compute type an fp32 master
+// copy (4) and Adam's two fp32 moments (8). The runtime computes in bf16 for 2 bytes
+// (fp16 has no CPU matmul in LibTorch 1.13) and fp32 for 4.
 struct Precision {
   int64_t compute_bytes = 2;          // weights/activations in collectives and matmuls (bf16)
-  int64_t grad_reduce_bytes = 4;      // data-parallel gradient all-reduce (fp32)
-  int64_t state_bytes_per_param = 20; // fp32 weights+grads, bf16 weights+grads, Adam (seed 002)
+  int64_t grad_reduce_bytes = 4;      // gradients and their data-parallel all-reduce (fp32)
+  int64_t state_bytes_per_param = 18; // bf16 weights 2 + fp32 gradients 4 + fp32 master 4 + Adam 8
 
+  // Megatron-LM's bf16: fp32 gradient accumulation and all-reduce (18 bytes per parameter).
+  static Precision bf16() { return {2, 4, 18}; }
+  // AxoNN 2022's (seed-spec A4): bf16 gradients, all-reduced in bf16 after the loss was
+  // pre-divided by the number of micro-batches; 16 bytes (the paper's 20 count an fp32
+  // gradient copy that the runtime keeps one bucket of, not the whole).
+  static Precision bf16_gradients() { return {2, 2, 16}; }
   // Everything in fp32 (the runtime on CPU): weights, gradients, Adam's two moments.
   static Precision fp32() { return {4, 4, 16}; }
+  // Whether the optimizer keeps an fp32 master copy of the weights.
+  bool mixed() const { return compute_bytes < 4; }
 };
 
 // Where the optimizer's state lives and how the optimizer phase runs (AxoNN 2022,
