@@ -12,6 +12,7 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/runtime/host_memory.hpp"
+#include "axonn/runtime/precision.hpp"
 #include "axonn/runtime/worker_thread.hpp"
 
 namespace axonn::runtime {
@@ -58,15 +59,15 @@ class DeviceAdam final : public Optimizer {
 };
 
 // Adam over flat buffers, one per reduction group ("segment"): the offloaded optimizer,
-// ZeRO-1/2, or offload with ZeRO (optimizer.hpp). Each rank updates the elements
+// ZeRO-1/2, offload with ZeRO, or mixed precision (optimizer.hpp). Each rank updates the elements
 // [lo, hi) of each segment it owns: all of them without ZeRO, its 1/N block with ZeRO
 // (the segment padded to a multiple of N = the group's size). Under ZeRO-2 it is also
 // the reducer's gradient sink for the data segment, whose gradient buffer is then the
 // owned block only.
 class FlatAdam final : public Optimizer, public GradientSink {
  public:
-  FlatAdam(ProcessGrid& grid, std::vector<Parameter>& params, const plan::OptimizerSettings& o, const AdamSettings& s,
-           Tracer* tracer)
+  FlatAdam(ProcessGrid& grid, std::vector<Parameter>& params, const plan::OptimizerSettings& o,
+           const plan::Precision& precision, const AdamSettings& s, Tracer* tracer)
       : grid_(grid),
         params_(params),
         settings_(o),
@@ -74,8 +75,9 @@ class FlatAdam final : public Optimizer, public GradientSink {
         tracer_(tracer),
         offload_(o.offload),
         shard_(o.zero >= 1),
-        shard_grads_(o.zero >= 2) {
-    AXONN_ASSERT(o.reduces_data_parallel() && o.bucket_elements > 0 && o.allreduce_coarsening >= 0);
+        shard_grads_(o.zero >= 2),
+        mixed_(c10::elementSize(params.front().tensor.scalar_type()) < 4) {
+    AXONN_ASSERT((o.reduces_data_parallel() || mixed_) && o.bucket_elements > 0 && o.allreduce_coarsening >= 0);
     segments_[0].group = &grid.data();
     segments_[0].name = "data";
     segments_[1].group = &grid.z_data();
@@ -87,6 +89,8 @@ class FlatAdam final : public Optimizer, public GradientSink {
       seg.elements += params[i].tensor.numel();
     }
     const auto options = params.front().tensor.options().requires_grad(false);
+    const auto grad_options = options.dtype(gradient_type(options.dtype().toScalarType(), precision));
+    const auto fp32 = options.dtype(at::kFloat);
     int64_t largest = 0;
     for (Segment& seg : segments_) {
       if (seg.elements == 0) continue;
@@ -98,10 +102,12 @@ class FlatAdam final : public Optimizer, public GradientSink {
       // The device tier: the weights and their gradients, flat (padded with zeros); each
       // parameter and its gradient are views, which autograd and the reducer update in
       // place. ZeRO-2's data segment: the gradient of the owned block only, which
-      // accumulate() fills; the parameters' .grad stay undefined.
+      // accumulate() fills; the parameters' .grad stay undefined. The gradients are in the
+      // plan's reduction type (fp32 .grad of bf16 weights: autograd and the reducer add
+      // into them in place).
       seg.sharded_grad = shard_grads_ && &seg == &segments_[0];
       seg.weights = at::zeros({padded}, options);
-      seg.grad = at::zeros({seg.sharded_grad ? seg.hi - seg.lo : padded}, options);
+      seg.grad = at::zeros({seg.sharded_grad ? seg.hi - seg.lo : padded}, grad_options);
       for (const Piece& pc : seg.pieces) {
         at::Tensor& w = params[pc.param].tensor;
         seg.weights.narrow(0, pc.offset, pc.elements).copy_(w.detach().reshape({-1}));
@@ -109,8 +115,8 @@ class FlatAdam final : public Optimizer, public GradientSink {
         if (seg.sharded_grad) piece_of_[w.unsafeGetTensorImpl()] = &pc - seg.pieces.data();
         else w.mutable_grad() = seg.grad.narrow(0, pc.offset, pc.elements).view(w.sizes());
       }
-      // Adam's moments of the owned elements, and offloaded their fp32 master weights: in
-      // the host tier when offloaded, else on the device (the weights are the master).
+      // Adam's moments of the owned elements, and their fp32 master weights: in the host
+      // tier when offloaded; else on the device, where fp32 weights are their own master.
       const int64_t owned = seg.hi - seg.lo;
       if (offload_) {
         seg.master = HostMemory::empty(owned, at::kFloat);
@@ -118,18 +124,20 @@ class FlatAdam final : public Optimizer, public GradientSink {
         seg.exp_avg = HostMemory::zeros(owned, at::kFloat);
         seg.exp_avg_sq = HostMemory::zeros(owned, at::kFloat);
       } else {
-        seg.exp_avg = at::zeros({owned}, options);
-        seg.exp_avg_sq = at::zeros({owned}, options);
+        if (mixed_) seg.master = seg.weights.narrow(0, seg.lo, owned).to(fp32);
+        seg.exp_avg = at::zeros({owned}, mixed_ ? fp32 : options);
+        seg.exp_avg_sq = at::zeros({owned}, mixed_ ? fp32 : options);
       }
     }
-    if (offload_) {  // the working set on the device, reused by every bucket
-      const int64_t b = std::min(o.bucket_elements, largest);
-      const auto fp32 = at::TensorOptions().dtype(at::kFloat);
+    // The working set on the device, reused by every bucket: offloaded, the master, the
+    // moments and the fp32 gradient; mixed precision on the device, the fp32 gradient.
+    const int64_t b = std::min(o.bucket_elements, largest);
+    if (offload_) {
       master_ = at::empty({b}, fp32);
       exp_avg_ = at::empty({b}, fp32);
       exp_avg_sq_ = at::empty({b}, fp32);
-      grad_ = at::empty({b}, fp32);
     }
+    if (offload_ || mixed_) grad_ = at::empty({b}, fp32);
   }
 
   void zero_grad() override {
@@ -137,7 +145,7 @@ class FlatAdam final : public Optimizer, public GradientSink {
       if (seg.elements > 0) seg.grad.zero_();
   }
 
-  bool reduces_data_parallel() const override { return true; }
+  bool reduces_data_parallel() const override { return settings_.reduces_data_parallel(); }
   GradientSink* gradient_sink() override { return shard_grads_ ? this : nullptr; }
 
   // ZeRO-2: one backward's gradient of a weight of the data segment, reduced over the
@@ -150,7 +158,7 @@ class FlatAdam final : public Optimizer, public GradientSink {
       throw InternalError("runtime", "a gradient reached ZeRO-2's sink for a tensor that is not a weight of the stage",
                           "FlatAdam::accumulate", "a parameter replicated over data, split over Z");
     const Piece& pc = seg.pieces[it->second];
-    const at::Tensor flat = grad.contiguous().view({-1});
+    const at::Tensor flat = grad.contiguous().view({-1}).to(seg.grad.scalar_type());
     AXONN_ASSERT(flat.numel() == pc.elements);
     const int n = seg.group->size();
     const int64_t block = seg.hi - seg.lo, end = pc.offset + pc.elements;
@@ -164,7 +172,7 @@ class FlatAdam final : public Optimizer, public GradientSink {
       return;
     }
     Reduction red;
-    red.out = at::empty({mine}, flat.options());
+    red.out = at::empty({mine}, seg.grad.options());
     red.at = at;
     red.issued_at = tracer_ ? tracer_->now() : 0;
     red.work = seg.group->reduce_scatter_v(flat, counts, red.out);
@@ -237,8 +245,15 @@ class FlatAdam final : public Optimizer, public GradientSink {
 
   // Without ZeRO: all-reduce in chunks of k buckets, chunk c's update on the worker while
   // chunk c+1 is reduced (seed-spec A6); with clipping or k = 0, reduce all, then update.
+  // Mixed precision without offload: the reducer reduced during the backward; update.
   OptimizerPhase replicated_step(double max_grad_norm, const Coefficients& c) {
     OptimizerPhase ph;
+    if (!settings_.reduces_data_parallel()) {
+      ph.grad_norm = clip_gradients(grid_, params_, max_grad_norm);
+      for (Segment& seg : segments_)
+        if (seg.elements > 0) update(seg, seg.grad, 0, seg.elements, c);
+      return ph;
+    }
     std::vector<Chunk> chunks;
     for (size_t s = 0; s < segments_.size(); ++s) {
       const int64_t n = segments_[s].elements;
@@ -349,25 +364,33 @@ class FlatAdam final : public Optimizer, public GradientSink {
 
   // Adam on the owned elements [from, from + count) of a segment (offsets from seg.lo),
   // `grad` their reduced gradient (indexed alike). Offloaded, bucket by bucket: fetch,
-  // update, write back, refresh the device weights. On the device: in place.
+  // update, write back, refresh the device weights. Mixed precision on the device,
+  // bucket by bucket: the gradient to fp32, update the master, refresh the weights.
+  // Otherwise (fp32 ZeRO, the phase's own gradient buffer): in place.
   void update(Segment& seg, const at::Tensor& grad, int64_t from, int64_t count, const Coefficients& c) {
     at::NoGradGuard no_grad;  // thread-local: the worker needs its own
-    const int64_t end = from + count, step = offload_ ? settings_.bucket_elements : count;
+    const bool buckets = offload_ || mixed_;
+    const int64_t end = from + count, step = buckets ? settings_.bucket_elements : count;
     for (int64_t a = from; a < end; a += step) {
       const int64_t n = std::min(step, end - a);
       at::Tensor device_weights = seg.weights.narrow(0, seg.lo + a, n);
-      if (!offload_) {
-        at::Tensor g = grad.narrow(0, a, n);
+      if (!buckets) {
         AXONN_ASSERT(shard_);  // ZeRO-1's own buffer: its gradient may hold the denominator
-        adam(device_weights, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), g, c);
+        adam(device_weights, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), grad.narrow(0, a, n), c);
         continue;
       }
-      at::Tensor w = master_.narrow(0, 0, n), m = exp_avg_.narrow(0, 0, n), v = exp_avg_sq_.narrow(0, 0, n),
-                 g = grad_.narrow(0, 0, n);
+      at::Tensor g = grad_.narrow(0, 0, n);
+      g.copy_(grad.narrow(0, a, n));  // to fp32: the loss was pre-divided, nothing to de-scale
+      if (!offload_) {
+        at::Tensor w = seg.master.narrow(0, a, n);
+        adam(w, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), g, c);
+        device_weights.copy_(w);
+        continue;
+      }
+      at::Tensor w = master_.narrow(0, 0, n), m = exp_avg_.narrow(0, 0, n), v = exp_avg_sq_.narrow(0, 0, n);
       w.copy_(seg.master.narrow(0, a, n));
       m.copy_(seg.exp_avg.narrow(0, a, n));
       v.copy_(seg.exp_avg_sq.narrow(0, a, n));
-      g.copy_(grad.narrow(0, a, n));  // to fp32: the loss was pre-divided, nothing to de-scale
       adam(w, m, v, g, c);
       seg.master.narrow(0, a, n).copy_(w);
       seg.exp_avg.narrow(0, a, n).copy_(m);
@@ -391,10 +414,11 @@ class FlatAdam final : public Optimizer, public GradientSink {
   AdamSettings adam_;
   Tracer* tracer_;
   const bool offload_, shard_, shard_grads_;
+  const bool mixed_;  // weights narrower than fp32: an fp32 master (on the device unless offloaded)
   std::array<Segment, 2> segments_;
   std::unordered_map<const c10::TensorImpl*, size_t> piece_of_;  // ZeRO-2: a weight's piece of segments_[0]
   std::deque<Reduction> in_flight_;                               // ZeRO-2: issue order
-  at::Tensor master_, exp_avg_, exp_avg_sq_, grad_;  // the offloaded working set, bsize elements each
+  at::Tensor master_, exp_avg_, exp_avg_sq_, grad_;  // the working set, bsize elements each (grad_: fp32)
   int64_t step_ = 0;
   WorkerThread worker_;
 };
@@ -402,9 +426,12 @@ class FlatAdam final : public Optimizer, public GradientSink {
 }  // namespace
 
 std::unique_ptr<Optimizer> make_optimizer(ProcessGrid& grid, std::vector<Parameter>& params,
-                                          const plan::OptimizerSettings& settings, const AdamSettings& adam,
-                                          Tracer* tracer) {
-  if (settings.reduces_data_parallel()) return std::make_unique<FlatAdam>(grid, params, settings, adam, tracer);
+                                          const plan::OptimizerSettings& settings, const plan::Precision& precision,
+                                          const AdamSettings& adam, Tracer* tracer) {
+  AXONN_ASSERT(!params.empty());
+  const bool mixed = c10::elementSize(params.front().tensor.scalar_type()) < 4;
+  if (settings.reduces_data_parallel() || mixed)
+    return std::make_unique<FlatAdam>(grid, params, settings, precision, adam, tracer);
   return std::make_unique<DeviceAdam>(grid, params, adam);
 }
 

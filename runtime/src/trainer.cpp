@@ -21,7 +21,9 @@ namespace {
 constexpr int kActivationTag = 1, kGradientTag = 2;
 
 // A pipeline message: this rank's shard of an activation or of its gradient, followed
-// by the micro-batch it belongs to (one element of the same type).
+// by the micro-batch it belongs to, as two elements of the same type (mb / 256 and
+// mb % 256: exact in bf16, whose integers are exact to 256 only).
+constexpr int64_t kTagElements = 2, kTagBase = 256;
 struct Message {
   WorkHandle work;
   at::Tensor buffer;
@@ -57,7 +59,7 @@ struct Trainer::Impl {
       : grid(g), model(m), se(e), options(o), sched(e.schedule()) {
     AdamSettings adam;
     adam.learning_rate = options.learning_rate;
-    optimizer = make_optimizer(grid, model.parameters(), sched.optimizer, adam, se.engine().tracer());
+    optimizer = make_optimizer(grid, model.parameters(), sched.optimizer, sched.precision, adam, se.engine().tracer());
     AXONN_ASSERT(optimizer->reduces_data_parallel() == sched.optimizer.reduces_data_parallel());
     se.set_parameters(&model.parameters());
     se.set_gradient_sink(optimizer->gradient_sink());
@@ -71,7 +73,7 @@ struct Trainer::Impl {
   void post(Message& m, int64_t mb, int peer, int tag) {
     int64_t n = 1;
     for (int64_t d : model.activation_shape(micro_seqs / grid.grid().gz)) n *= d;
-    m.buffer = at::empty({n + 1}, at::TensorOptions().dtype(dtype()));
+    m.buffer = at::empty({n + kTagElements}, at::TensorOptions().dtype(dtype()));
     m.microbatch = mb;
     m.work = grid.pipe().recv(m.buffer, peer, tag);
   }
@@ -86,8 +88,9 @@ struct Trainer::Impl {
     }
     stats->recv_wait_s += now_s() - t0;
     m.work.reset();
-    const int64_t n = m.buffer.numel() - 1;
-    const auto tagged = static_cast<int64_t>(std::llround(m.buffer[n].item<double>()));
+    const int64_t n = m.buffer.numel() - kTagElements;
+    const auto tagged = static_cast<int64_t>(std::llround(m.buffer[n].item<double>())) * kTagBase +
+                        static_cast<int64_t>(std::llround(m.buffer[n + 1].item<double>()));
     if (tagged != mb)
       throw InternalError("runtime",
                           "stage " + std::to_string(stage()) + " received the " + what + " of micro-batch " +
@@ -98,7 +101,9 @@ struct Trainer::Impl {
 
   void send(const at::Tensor& t, int64_t mb, int peer, int tag) {
     Message m;
-    m.buffer = at::cat({t.detach().reshape({-1}), at::full({1}, static_cast<double>(mb), t.options())});
+    const at::Tensor mb_tag =
+        at::tensor({static_cast<double>(mb / kTagBase), static_cast<double>(mb % kTagBase)}, at::kDouble).to(t.options());
+    m.buffer = at::cat({t.detach().reshape({-1}), mb_tag});
     m.microbatch = mb;
     m.work = grid.pipe().send(m.buffer, peer, tag);
     sends.push_back(std::move(m));

@@ -152,6 +152,42 @@ same_as_one zero2
 check "ZeRO-2 offloaded" 0 "ZeRO stage 2: Adam's state, master weights \(host tier\) and the weight gradients" -- \
   "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 2 --steps 4 --seed 5 --log-every 1
 same_as_one zero2_offload
+# Mixed precision through the CLI: the README's text example (gpt-tiny on grid
+# 2,1,2,1,1, 16 sequences of the GPL per step) for 200 steps in bf16 follows its fp32
+# loss curve: the 10-step running mean within 2% everywhere, every step within 5%.
+readme_plan=("$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 16 --grid 2,1,2,1,1)
+"${readme_plan[@]}" --precision fp32 --output "$T/readme_fp32.json" >/dev/null
+"${readme_plan[@]}" --precision bf16 --output "$T/readme_bf16.json" >/dev/null
+check "README example, fp32, 200 steps" 0 "step +200/200" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/readme_fp32.json" \
+  --steps 200 --data /usr/share/common-licenses/GPL-3 --log-every 100 --measure "$T/m_readme_fp32.json"
+check "README example, bf16, 200 steps" 0 "mixed precision: bf16 weights and activations, fp32 gradients" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/readme_bf16.json" --steps 200 --data /usr/share/common-licenses/GPL-3 \
+  --log-every 100 --measure "$T/m_readme_bf16.json"
+curve=$(python3 - "$T/m_readme_fp32.json" "$T/m_readme_bf16.json" <<'PY'
+import json, sys
+a, b = ([s["loss"] for s in json.load(open(f))["steps"]] for f in sys.argv[1:3])
+mean = lambda v, i: sum(v[i:i + 10]) / 10
+step = max(abs(x - y) / x for x, y in zip(a, b))
+running = max(abs(mean(a, i) - mean(b, i)) / mean(a, i) for i in range(len(a) - 9))
+ok = len(a) == len(b) == 200 and running < 0.02 and step < 0.05
+print(("ok" if ok else "no"), f"running mean {running:.4f}, step {step:.4f}, last {a[-1]:.4f} / {b[-1]:.4f}")
+PY
+)
+if [[ "$curve" == ok* ]]; then
+  passes=$((passes + 1)); echo "PASS bf16 follows the fp32 loss curve (${curve#ok })"
+else
+  fails=$((fails + 1)); echo "FAIL bf16 loss curve: $curve"
+fi
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,2,2 --precision bf16 \
+  --grad-precision bf16 --zero 2 --offload-optimizer --bucket-elements 1000 --output "$T/bf16_zero.json" >/dev/null
+check "bf16 gradients, ZeRO-2 offloaded, data x pipeline" 0 "step +4/4 +loss" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/bf16_zero.json" --steps 4 --seed 5 --log-every 1
+check "bf16 gradients need bf16 weights" 2 "--grad-precision bf16 with --precision fp32" -- \
+  "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 1 --batch-seqs 8 --precision fp32 --grad-precision bf16
+sed 's/"compute_bytes": 2/"compute_bytes": 8/' "$T/readme_bf16.json" >"$T/fp64.json"
+check "a precision the runtime does not run" 2 "precision.compute_bytes is 8.*fp64.json.*2 \(bf16\) or 4 \(fp32\)" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/fp64.json" --steps 1
+
 # A budget that the optimizer on the device exceeds and the offloaded one fits: the
 # planner predicts both (rejected, then feasible), and the runtime does both (out of
 # memory, then trained). gpt-bench on one rank, a 115 MiB GPU.

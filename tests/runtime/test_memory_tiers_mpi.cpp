@@ -24,6 +24,7 @@
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_memory.hpp"
+#include "axonn/runtime/precision.hpp"
 #include "runtime_test_util.hpp"
 
 using namespace axonn;
@@ -78,9 +79,16 @@ bool same_sums(const plan::Plan& p) {
   return probe.data().size() <= 2 && probe.z_data().size() <= 2;
 }
 
+// The model computes in the plan's precision (bf16 for 2 bytes).
+gpt::GptConfig config_for(const plan::Plan& p, const Tiny& t) {
+  gpt::GptConfig cfg = t.cfg;
+  cfg.dtype = runtime::element_types(p.precision, "test plan").compute;
+  return cfg;
+}
+
 Trained train(const plan::Plan& p, Tiny& t, int steps, double clip) {
   ProcessGrid pg(*g_world, p.grid, p.placement_order);
-  gpt::GptStage run(p, pg, t.cfg, t.init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, clip});
+  gpt::GptStage run(p, pg, config_for(p, t), t.init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, clip});
   Trained r;
   for (auto& prm : run.model.parameters()) r.initial.push_back(prm.tensor.detach().clone());
   for (int s = 0; s < steps; ++s) r.losses.push_back(run.trainer.step(t.source->batch(s)).loss);
@@ -99,7 +107,7 @@ Held held_after_step(const plan::Plan& q, Tiny& t) {
   Held h;
   const int64_t device0 = runtime::DeviceMemory::live_bytes(), host0 = runtime::HostMemory::live_bytes();
   ProcessGrid pg(*g_world, q.grid, q.placement_order);
-  gpt::GptStage run(q, pg, t.cfg, t.init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, 0});
+  gpt::GptStage run(q, pg, config_for(q, t), t.init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, 0});
   run.trainer.step(t.source->batch(0));
   int64_t group[2] = {0, 0};
   for (auto& prm : run.model.parameters()) group[prm.spec.replicated_over_z() ? 1 : 0] += prm.tensor.numel();
@@ -121,11 +129,12 @@ Held held_after_step(const plan::Plan& q, Tiny& t) {
 }
 
 // `got` trained like `reference`: bitwise, or (`bitwise` false) the losses within
-// `loss_tolerance` (relative) and the parameters within 1e-4. Another summation order:
-// Adam turns last-bit differences of near-zero gradients into differences of a fraction
-// of its step (lr 3e-3) on those elements.
+// `loss_tolerance` (relative) and the parameters within `parameter_tolerance`. Another
+// summation order: Adam turns last-bit differences of near-zero gradients into
+// differences of a fraction of its step (lr 3e-3) on those elements; in bf16 a last-bit
+// difference of a weight is 2^-8 of it.
 void expect_same_training(const Trained& got, const Trained& reference, bool bitwise, const std::string& what,
-                          double loss_tolerance) {
+                          double loss_tolerance, double parameter_tolerance = 1e-4) {
   ASSERT_EQ(got.params.size(), reference.params.size());
   ASSERT_EQ(got.losses.size(), reference.losses.size());
   double worst = 0, worst_loss = 0;
@@ -142,7 +151,7 @@ void expect_same_training(const Trained& got, const Trained& reference, bool bit
     worst_loss = std::max(worst_loss, std::abs(got.losses[s] - reference.losses[s]) / std::abs(reference.losses[s]));
   }
   EXPECT_LT(worst_loss, loss_tolerance) << what;
-  EXPECT_LT(worst, 1e-4) << what;
+  EXPECT_LT(worst, parameter_tolerance) << what;
 }
 
 }  // namespace
@@ -193,23 +202,36 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
   }
 }
 
+// In fp32 the offload moves the two moments (8 bytes per parameter) out and brings the
+// 16-byte working set in. In mixed precision it moves the fp32 master too (12 bytes),
+// and the fp32 gradient bucket (4 bytes per element) is part of both.
 TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
   runtime::DeviceMemory::install();
   Tiny t(23);
-  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
-    const Held plain = held_after_step(p, t);
-    p.optimizer.offload = true;
-    p.optimizer.bucket_elements = 1000;  // below this stage's parameters: the working set is 16 * 1000 bytes
-    const Held off = held_after_step(p, t);
-    const int64_t phi = plain.phi, host_offload = off.host;
-    ASSERT_EQ(phi, off.phi);
-    ASSERT_GT(phi, 1000);
-    EXPECT_EQ(plain.device - off.device, 8 * phi - 16 * 1000) << p.grid.to_string();
-    EXPECT_EQ(plain.host, 0) << p.grid.to_string();
-    // The master and two moments, fp32, one 64-byte aligned block per reduction group.
-    EXPECT_GE(host_offload, 12 * phi) << p.grid.to_string();
-    EXPECT_LE(host_offload, 12 * phi + 6 * 64) << p.grid.to_string();
-  }
+  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs))
+    for (const plan::Precision& precision :
+         {plan::Precision::fp32(), plan::Precision::bf16(), plan::Precision::bf16_gradients()}) {
+      p.precision = precision;
+      p.optimizer = plan::OptimizerSettings{};
+      p.optimizer.bucket_elements = 1000;  // below this stage's parameters: the working set is 16 * 1000 bytes
+      const Held plain = held_after_step(p, t);
+      p.optimizer.offload = true;
+      const Held off = held_after_step(p, t);
+      const int64_t phi = plain.phi, host_offload = off.host;
+      const std::string what = p.grid.to_string() + " compute bytes " + std::to_string(precision.compute_bytes) +
+                               " gradient bytes " + std::to_string(precision.grad_reduce_bytes);
+      ASSERT_EQ(phi, off.phi);
+      ASSERT_GT(phi, 1000);
+      if (precision.mixed()) {
+        EXPECT_EQ(plain.device - off.device, 12 * phi - 12 * 1000) << what;
+      } else {
+        EXPECT_EQ(plain.device - off.device, 8 * phi - 16 * 1000) << what;
+      }
+      EXPECT_EQ(plain.host, 0) << what;
+      // The master and two moments, fp32, one 64-byte aligned block per reduction group.
+      EXPECT_GE(host_offload, 12 * phi) << what;
+      EXPECT_LE(host_offload, 12 * phi + 6 * 64) << what;
+    }
 }
 
 TEST(Zero, StagesOneAndTwoTrainAsPlainDataParallelWithAndWithoutOffload) {
@@ -282,4 +304,82 @@ TEST(Zero, StagesOneAndTwoHoldTheStateOfTheirBlockOnly) {
       EXPECT_LT(two.device, zero.device) << what;
     }
   }
+}
+
+// Mixed precision (bf16 weights and activations, fp32 master and Adam; gradients in
+// fp32 as Megatron-LM or in bf16 as AxoNN 2022) on every grid of the world, pipelines
+// included: the loss and every gradient of one step follow serial LibTorch in fp32 on
+// the same (bf16-rounded) weights, to bf16's rounding. The bound: on one rank the
+// largest gradient error is about 1e-2 (bf16 keeps 8 bits); a lost or doubled
+// contribution of one rank of four or fewer is 25% or more.
+TEST(MixedPrecision, LossAndGradientsFollowSerialFp32OnEveryGrid) {
+  Tiny t(29);
+  gpt::SerialGpt serial(t.cfg, 29);
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, w] : serial.named_parameters()) w.copy_(w.to(at::kBFloat16));
+  }
+  const at::Tensor batch = t.source->batch(0);
+  at::Tensor serial_loss = serial.loss(batch);
+  serial_loss.backward();
+  double worst_gradient = 0, worst_loss = 0;
+  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs))
+    for (const plan::Precision& precision : {plan::Precision::bf16(), plan::Precision::bf16_gradients()}) {
+      p.precision = precision;
+      const std::string what = p.grid.to_string() + " gradient bytes " + std::to_string(precision.grad_reduce_bytes);
+      ProcessGrid pg(*g_world, p.grid, p.placement_order);
+      gpt::GptStage run(p, pg, config_for(p, t), serial.named_parameters(), nullptr);
+      ASSERT_EQ(run.model.parameters().front().tensor.scalar_type(), at::kBFloat16) << what;
+      const double loss = run.trainer.gradients(batch).loss;
+      const double loss_error = std::abs(loss - serial_loss.item<double>()) / serial_loss.item<double>();
+      const double gradient_error = worst_gradient_error(run.model, serial);
+      EXPECT_LT(loss_error, 1e-3) << what;
+      EXPECT_LT(gradient_error, 5e-2) << what;
+      worst_loss = std::max(worst_loss, loss_error);
+      worst_gradient = std::max(worst_gradient, gradient_error);
+    }
+  if (g_world->rank() == 0)
+    std::cout << "[ bf16     ] worst relative error against fp32: loss " << worst_loss << ", gradient "
+              << worst_gradient << "\n";
+}
+
+// Offload, ZeRO-1 and ZeRO-2 do not change the numbers of mixed precision either: the
+// same losses and parameters as mixed precision on the device with the reducer's
+// all-reduces, bitwise where the sums are the same (at most two ranks per group; ZeRO-2
+// with one micro-batch, as in fp32), else within 1e-2. ZeRO-2 adds each micro-batch's
+// reduced gradient, where the reducer adds a rank's micro-batches first: in bf16, sums
+// that nearly cancel round differently, and Adam's first step (about lr times the sign)
+// turns that into whole steps of those weights. So bf16 gradients run one micro-batch,
+// and where three or more ranks add in another order (another chunking of the
+// all-reduce) their parameters are held to 0.25 only: the losses (1e-3) carry the check.
+TEST(MixedPrecision, OffloadAndZeroDoNotChangeTheNumbers) {
+  Tiny t(31);
+  const int steps = 2;
+  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs))
+    for (const plan::Precision& precision : {plan::Precision::bf16(), plan::Precision::bf16_gradients()}) {
+      const bool same = same_sums(p);
+      const double clip = same ? 0.0 : 0.5;
+      p.precision = precision;
+      if (precision.grad_reduce_bytes == 2) p.batch.microbatch_seqs = p.batch.seqs / p.grid.gdata;
+      p.optimizer = plan::OptimizerSettings{};
+      p.optimizer.bucket_elements = 1000;  // several buckets per stage
+      const Trained reference = train(p, t, steps, clip);
+      EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
+      struct Variant {
+        bool offload;
+        int64_t zero, coarsening;
+      };
+      for (const Variant& v : {Variant{true, 0, 2}, Variant{false, 1, 4}, Variant{false, 2, 4}, Variant{true, 2, 4}}) {
+        if (v.zero > 0 && p.grid.gdata == 1 && v.offload) continue;  // the same as offload alone there
+        p.optimizer.offload = v.offload;
+        p.optimizer.zero = v.zero;
+        p.optimizer.allreduce_coarsening = v.coarsening;
+        const Trained got = train(p, t, steps, clip);
+        const std::string what = p.grid.to_string() + " gradient bytes " + std::to_string(precision.grad_reduce_bytes) +
+                                 (v.offload ? " offloaded" : "") + " zero " + std::to_string(v.zero) + " k " +
+                                 std::to_string(v.coarsening) + " clip " + std::to_string(clip);
+        const bool bitwise = same && (v.zero < 2 || p.microbatches() == 1);
+        expect_same_training(got, reference, bitwise, what, 1e-3, precision.grad_reduce_bytes == 2 ? 0.25 : 1e-2);
+      }
+    }
 }

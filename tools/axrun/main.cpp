@@ -47,6 +47,7 @@
 #include "axonn/runtime/host_memory.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/precision.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -157,6 +158,7 @@ int main(int argc, char** argv) {
   plan::Plan plan;
   std::unique_ptr<runtime::TokenSource> source;
   gpt::GptConfig cfg;
+  runtime::ElementTypes types;
   runtime::LaunchInfo launch;
   int setup_code = kExitUsage;
   try {
@@ -174,6 +176,8 @@ int main(int argc, char** argv) {
                                        plan.grid.to_string(), world.size()),
                   "MPI world size", fmt::format("mpirun -np {}", plan.grid.total()));
     cfg = gpt::GptConfig::from(plan.model);
+    types = runtime::element_types(plan.precision, a.plan_path);
+    cfg.dtype = types.compute;
     source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
   } catch (const Error& e) {
     setup_error = e.what();
@@ -234,7 +238,7 @@ int main(int argc, char** argv) {
     const auto& o = plan.overlap;
     if (rank == 0)
       fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es){}; {} "
-                 "thread(s) per rank; overlap: async dI all-reduce {}, async dW reduce-scatter {}, all-gather prefetch "
+                 "thread(s) per rank; {}; overlap: async dI all-reduce {}, async dW reduce-scatter {}, all-gather prefetch "
                  "{}, cache {} layers, bucketed data all-reduce {}; checkpointing {}\n",
                  plan.model.name, world.size(), launch.launcher == "none" ? "one process" : "launched by " + launch.launcher,
                  plan.grid.to_string(), plan.batch.seqs, cfg.seq_len, plan.microbatches(),
@@ -242,7 +246,13 @@ int main(int argc, char** argv) {
                                        : fmt::format(", pipeline {} (limit {}) over stages of {} units",
                                                      plan::pipeline_schedule_name(plan.pipeline.schedule),
                                                      plan.pipeline_limit(), fmt::join(plan.stage_units(), "/")),
-                 a.threads, o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
+                 a.threads,
+                 plan.precision.mixed()
+                     ? fmt::format("mixed precision: {} weights and activations, {} gradients, fp32 master and Adam",
+                                   types.compute == at::kBFloat16 ? "bf16" : "fp32",
+                                   types.gradients == at::kBFloat16 ? "bf16" : "fp32")
+                     : std::string("fp32"),
+                 o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
                  o.cache_all_gather_layers, o.bucketed_data_parallel_all_reduce, plan.activation_checkpointing);
     if (rank == 0 && plan.optimizer.zero > 0)
       fmt::print("axrun: ZeRO stage {}: Adam's state{}{} sharded over the {} data-parallel ranks; {}\n",

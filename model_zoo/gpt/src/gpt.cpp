@@ -37,6 +37,10 @@ at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads) {
   return at::matmul(scores.softmax(-1), v).transpose(1, 2).reshape({b, s, width});
 }
 
+at::Tensor loss_precision(const at::Tensor& logits) {
+  return c10::elementSize(logits.scalar_type()) < 4 ? logits.to(at::kFloat) : logits;
+}
+
 at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dtype) {
   at::Tensor pos = at::arange(seq_len, at::kDouble).unsqueeze(1);
   at::Tensor i = at::arange(hidden, at::kLong);
@@ -119,7 +123,7 @@ at::Tensor SerialGpt::loss(const at::Tensor& tokens) {
     h = h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1")), pre + "fc2");
   }
   at::Tensor logits = linear(ln(h, "ln_f"), "lm_head", false);
-  return at::cross_entropy_loss(logits.reshape({-1, c_.vocab}), target.reshape({-1}));
+  return at::cross_entropy_loss(loss_precision(logits).reshape({-1, c_.vocab}), target.reshape({-1}));
 }
 
 namespace {
@@ -179,7 +183,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const N
     const bool mine = b >= 0 ? (b >= first_block_ && b < first_block_ + blocks_)
                              : (l.name == "embedding.weight" ? first_stage_ : last_stage_);
     if (!mine) continue;
-    at::Tensor shard = runtime::shard_of(find(serial, l.name), l.spec, grid.grid(), coords);
+    at::Tensor shard = runtime::shard_of(find(serial, l.name), l.spec, grid.grid(), coords).to(c.dtype);
     params_.push_back({l.name, shard.set_requires_grad(true), l.spec});
     layout_.push_back(l);
   }
@@ -251,7 +255,7 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
   at::Tensor hf = runtime::tp_layer_norm(e, h, p("ln_f.weight"), p("ln_f.bias"), H, c_.layer_norm_eps);
   at::Tensor logits = runtime::tp_linear(e, layer_of_.at("lm_head.weight"), hf, at::Tensor(),
                                          runtime::LinearShape{H, c_.vocab, false});  // [B*S, V/Gy]
-  return runtime::tp_cross_entropy(e, logits, target, c_.vocab).sum() / global_tokens;
+  return runtime::tp_cross_entropy(e, loss_precision(logits), target, c_.vocab).sum() / global_tokens;
 }
 
 NamedTensors ParallelGpt::gather(bool gradients) {

@@ -209,6 +209,7 @@ StageSchedule build_schedule(const plan::Plan& p, int64_t stage, plan::PipelineS
   s.settings.checkpointing = p.activation_checkpointing;
   s.settings.data_parallel = data_parallel_in_backward(p.grid, p.optimizer);
   s.optimizer = p.optimizer;
+  s.precision = p.precision;
   s.layers = pass_layers(p, s.layout);
   for (size_t i = s.layout.first_layer; i < s.layout.last_layer; ++i) s.layer_names.push_back(p.model.layers[i].name);
   s.forward = pass_program(s.layers.data(), s.layers.size(), s.settings, PassKind::Forward);

@@ -5,7 +5,8 @@
 //   DeviceAdam  LibTorch's Adam, its state on the device; the data-parallel reductions
 //               are the reducer's (during the backward, then ReduceGradients), so step()
 //               only clips and updates.
-//   FlatAdam    the data-parallel reduction is the optimizer's. The weights and their
+//   FlatAdam    the data-parallel reduction is the optimizer's (or, in mixed precision
+//               without offload or ZeRO, the reducer's as for DeviceAdam). The weights and their
 //               gradients live in flat device buffers, one per reduction group (the
 //               parameters and their .grad are views into them). Adam is LibTorch's
 //               element-wise arithmetic in the same order, so each element's update is
@@ -32,6 +33,12 @@
 //               as DeepSpeed's stage 2. Biases and norms (replicated over Z, reduced
 //               over Z x data) are reduced as under stage 1: a small full buffer.
 //
+//     mixed     weights narrower than fp32 (bf16, precision.hpp): the fp32 master copy
+//               is Adam's (on the device, or in the host tier when offloaded); each
+//               bucket's gradient is copied to an fp32 working buffer of bsize elements,
+//               Adam updates the master, and the bucket's weights are refreshed from it.
+//               The gradients are bf16 or fp32 (the plan's grad_reduce_bytes).
+//
 // Gradient clipping needs the norm of the whole reduced gradient, so with clipping on
 // (max_grad_norm > 0) the offloaded optimizer reduces every chunk first and then
 // updates: the overlap needs clipping off, as in the paper's runs.
@@ -41,7 +48,7 @@
 // block per group, the data group's first.
 //
 // Example:
-//   auto opt = make_optimizer(grid, model.parameters(), schedule.optimizer, {1e-3}, &tracer);
+//   auto opt = make_optimizer(grid, model.parameters(), schedule.optimizer, schedule.precision, {1e-3}, &tracer);
 //   opt->zero_grad();  ... the step's passes ...  engine.reduce_gradients();
 //   OptimizerPhase ph = opt->step(/*max_grad_norm=*/1.0);
 #pragma once
@@ -86,8 +93,11 @@ class Optimizer {
   virtual GradientSink* gradient_sink() { return nullptr; }
 };
 
+// FlatAdam when the optimizer reduces over data (offload, ZeRO) or the weights are
+// narrower than fp32 (mixed precision: `precision` gives the gradients' type); else
+// DeviceAdam.
 std::unique_ptr<Optimizer> make_optimizer(ProcessGrid& grid, std::vector<Parameter>& params,
-                                          const plan::OptimizerSettings& settings, const AdamSettings& adam,
-                                          Tracer* tracer);
+                                          const plan::OptimizerSettings& settings, const plan::Precision& precision,
+                                          const AdamSettings& adam, Tracer* tracer);
 
 }  // namespace axonn::runtime

@@ -37,7 +37,7 @@ namespace axonn::gpt {
 struct GptConfig {
   int64_t layers = 0, hidden = 0, heads = 0, vocab = 0, seq_len = 0, ffn = 0;
   double layer_norm_eps = 1e-5;
-  at::ScalarType dtype = at::kFloat;  // element type of weights and activations (fp32 on CPU)
+  at::ScalarType dtype = at::kFloat;  // weights and activations: fp32, bf16 (mixed precision), fp64 (tests)
   // Throws axonn::Error unless the description is of family "gpt".
   static GptConfig from(const model::ModelDescription& m);
 };
@@ -50,6 +50,9 @@ at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads);
 
 // Sinusoidal position encodings [seq_len, hidden]: sin on even columns, cos on odd.
 at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dtype);
+// The logits the loss is computed from: fp32 when they are narrower (bf16), as
+// Megatron-LM's cross entropy; autograd casts the gradient back.
+at::Tensor loss_precision(const at::Tensor& logits);
 
 // The names, full shapes and sharding of every GPT parameter, in a fixed order.
 struct ParameterLayout {

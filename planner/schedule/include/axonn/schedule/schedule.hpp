@@ -71,6 +71,7 @@ struct StageSchedule {
   // The optimizer phase (OptimizerStep): with offload it also owns the data-parallel
   // reduction, so the backward passes list no data-parallel buckets.
   plan::OptimizerSettings optimizer;
+  plan::Precision precision;             // the element types the stage computes and reduces in
   std::vector<PassLayer> layers;         // the stage's layers
   std::vector<std::string> layer_names;  // their names in the model description
   std::vector<LayerInstruction> forward, backward, last_backward;
