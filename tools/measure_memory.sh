@@ -6,9 +6,10 @@
 # and ZeRO-1 and ZeRO-2 (alone and offloaded) for gpt-bench and a 12-block gpt-bench, on 1 rank
 # and 2 and 4 data-parallel ranks: the
 # model state measured (live device bytes after the step) and predicted, and the host
-# tier.
+# tier. A third: the same in mixed precision (bf16 weights; bf16 gradients as AxoNN
+# 2022, and fp32 gradients as Megatron-LM) on 1 and 4 data-parallel ranks.
 #
-#   tools/measure_memory.sh [BUILD/tools] [1|2|all]     (which tables; default all)
+#   tools/measure_memory.sh [BUILD/tools] [1|2|3|all]     (which tables; default all)
 set -eo pipefail
 W=${1:-build/tools}
 TABLES=${2:-all}
@@ -16,18 +17,24 @@ D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 
 # measure TABLE MODEL RANKS GRID [PLANNER FLAGS...]: plans, ranks and runs one
-# configuration, then prints its row of table 1 (grids) or 2 (optimizers).
+# configuration, then prints its row of table 1 (grids) or 2 and 3 (optimizers).
+# PRECISION: the planner's precision flags (default fp32).
+PRECISION=${PRECISION:---precision fp32}
 measure() {
   local table=$1 model=$2 n=$3 g=$4; shift 4
-  $W/axplan plan --model "$model" --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 --grid $g "$@" \
+  local precision
+  read -r -a precision <<<"$PRECISION"
+  $W/axplan plan --model "$model" --topology perlmutter --gpus $n --batch-seqs 16 "${precision[@]}" --grid $g "$@" \
     -o $D/p.json >/dev/null
-  $W/axplan rank --model "$model" --topology perlmutter --gpus $n --batch-seqs 16 --precision fp32 "$@" --top 0 \
+  $W/axplan rank --model "$model" --topology perlmutter --gpus $n --batch-seqs 16 "${precision[@]}" "$@" --top 0 \
     --format json >$D/r.json
   mpirun --oversubscribe --allow-run-as-root -np $n $W/axrun --plan $D/p.json --steps 3 --measure $D/m.json >/dev/null 2>&1
-  python3 - $table $D/m.json $g $D/r.json "$(basename "$model" .json)" "$*" <<'PY'
+  python3 - $table $D/m.json $g $D/r.json "$(basename "$model" .json)" "$*" "$PRECISION" <<'PY'
 import json, sys
 M = 2**20
-table, measured, grid, ranking, model, flags = sys.argv[1:7]
+table, measured, grid, ranking, model, flags, precision = sys.argv[1:8]
+if table == "3":
+    model += ", bf16 gradients" if "--grad-precision bf16" in precision else ", fp32 gradients"
 m = json.load(open(measured)); d = m["device_memory"]
 g = [int(x) for x in grid.split(",")]
 c = next(c for c in json.load(open(ranking))["candidates"] if [c["gx"], c["gy"], c["gz"], c["gdata"], c["ginter"]] == g)
@@ -49,7 +56,7 @@ else:
 PY
 }
 
-if [ "$TABLES" != 2 ]; then
+if [ "$TABLES" = 1 ] || [ "$TABLES" = all ]; then
 echo "| grid (gx,gy,gz,gdata,ginter) | measured peak | live after the step | predicted total | predicted model state | predicted activations | predicted gathered W + unscattered dW | predicted / measured peak |"
 echo "|---|---|---|---|---|---|---|---|"
 for spec in "1 1,1,1,1,1" "8 1,1,1,8,1" "8 8,1,1,1,1" "8 1,1,8,1,1" "8 2,2,2,1,1" "8 2,1,1,2,2" "4 1,1,1,1,4"; do
@@ -57,12 +64,13 @@ for spec in "1 1,1,1,1,1" "8 1,1,1,8,1" "8 8,1,1,1,1" "8 1,1,8,1,1" "8 2,2,2,1,1
 done
 fi
 [ "$TABLES" = 1 ] && exit 0
+sed 's/"num_layers": 4/"num_layers": 12/; s/"name": "gpt-bench"/"name": "gpt-bench-12"/' \
+  "$(dirname "$0")/../model_zoo/models/gpt-bench.json" >$D/gpt-bench-12.json
 
+if [ "$TABLES" != 3 ]; then
 echo
 echo "| model | grid | optimizer | measured model state (live after the step) | predicted model state | predicted / measured | measured peak | predicted total | predicted / measured | host tier measured / predicted |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
-sed 's/"num_layers": 4/"num_layers": 12/; s/"name": "gpt-bench"/"name": "gpt-bench-12"/' \
-  "$(dirname "$0")/../model_zoo/models/gpt-bench.json" >$D/gpt-bench-12.json
 for model in gpt-bench $D/gpt-bench-12.json; do
   for spec in "1 1,1,1,1,1" "2 1,1,1,2,1" "4 1,1,1,4,1"; do
     measure 2 $model $spec
@@ -75,5 +83,22 @@ for model in gpt-bench $D/gpt-bench-12.json; do
         measure 2 $model $spec --zero $stage --offload-optimizer --bucket-elements 65536
       done
     fi
+  done
+done
+fi
+[ "$TABLES" = 2 ] && exit 0
+
+# Mixed precision: bf16 weights and activations, fp32 master and Adam.
+echo
+echo "| model, gradients | grid | optimizer | measured model state (live after the step) | predicted model state | predicted / measured | measured peak | predicted total | predicted / measured | host tier measured / predicted |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
+for grads in bf16 fp32; do
+  PRECISION="--precision bf16 --grad-precision $grads"
+  for model in gpt-bench $D/gpt-bench-12.json; do
+    measure 3 $model 1 1,1,1,1,1
+    for bsize in 65536 262144; do measure 3 $model 1 1,1,1,1,1 --offload-optimizer --bucket-elements $bsize; done
+    measure 3 $model 4 1,1,1,4,1
+    for stage in 1 2; do measure 3 $model 4 1,1,1,4,1 --zero $stage; done
+    measure 3 $model 4 1,1,1,4,1 --zero 2 --offload-optimizer --bucket-elements 65536
   done
 done
