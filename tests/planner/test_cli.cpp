@@ -170,7 +170,7 @@ TEST(CliErrors, BadFlagsAndGrids) {
                      "grid rejected: memory");
   expect_usage_error(axplan(with({"plan", "--grid", "1,1,1,32,1"}, kGpt20b)), "not divisible by gdata=32");
   expect_usage_error(axplan({"rank", "--model", "no-such-model", "--gpus", "4", "--batch-seqs", "4"}), "gpt-20b");
-  expect_usage_error(axplan({"rank", "--gpus", "4", "--batch-seqs", "4", "--zero", "3"}), "--zero: Value 3 not in range 0 to 2");
+  expect_usage_error(axplan({"rank", "--gpus", "4", "--batch-seqs", "4", "--zero", "4"}), "--zero: Value 4 not in range 0 to 3");
 }
 
 TEST(Cli, RankTableShowsBatchTimeSplit) {

@@ -275,7 +275,45 @@ TEST(Evaluate, ZeroOneShardsAdamStateOverTheDataGroup) {
                    16.0 * static_cast<double>(m.parameters()) / 32.0 + bucket);
 }
 
-// --search-memory-options: each grid is also tried offloaded, with ZeRO-1 and ZeRO-2
+// ZeRO-3 (docs/model.md sections 5 and 11): the weights are sharded too, ZeRO's 16*Psi/N
+// with bf16 gradients (plus the fp32 gradient bucket); each fetch gathers its layer's
+// shard over data (prefetched with the Z all-gather: two in flight), exposed, in
+// weight bytes; no all-gather after the update. The message-driven pipeline with
+// several replicas is refused (its passes run in message order), 1F1B is not.
+TEST(Evaluate, ZeroThreeShardsTheWeightsAndGathersThemAtEachFetch) {
+  auto m = model::load_model("gpt-20b");
+  auto t = topo::load_topology("perlmutter");
+  PlannerOptions o = options(32, 16);
+  o.precision = plan::Precision::bf16_gradients();
+  const topo::Grid g{2, 2, 2, 4, 1};
+  const double phi = static_cast<double>(m.parameters()) / 8.0, gdata = 4, bucket = 4.0 * (1 << 22);
+  o.optimizer.zero = 2;
+  const Evaluation two = evaluate(m, t, g, o);
+  o.optimizer.zero = 3;
+  const Evaluation three = evaluate(m, t, g, o);
+  ASSERT_TRUE(three.feasible) << three.rejected_because;
+  EXPECT_DOUBLE_EQ(three.memory.model_state_bytes, 16.0 * phi / gdata + bucket);
+  // The gathered shards: the largest layer's block (k*n / (Gx*Gy)) / Gz, two in flight
+  // with prefetch, 2 bytes each.
+  double max_block = 0;
+  for (const auto& l : m.layers) max_block = std::max(max_block, static_cast<double>(l.weight_elements()) / 4.0);
+  ASSERT_TRUE(o.overlap.prefetch_all_gather);
+  EXPECT_DOUBLE_EQ(three.memory.gathered_weight_bytes - two.memory.gathered_weight_bytes, 2.0 * 2.0 * max_block / 2.0);
+  EXPECT_LT(three.memory.total_bytes(), two.memory.total_bytes());
+  // More data-parallel traffic (every pass gathers), all of it exposed: slower.
+  EXPECT_GT(three.comm.ar_data, two.comm.ar_data);
+  EXPECT_GT(three.batch_s, two.batch_s);
+  // Pipelines: message-driven refused with replicas, 1F1B runs.
+  const topo::Grid piped{2, 2, 2, 2, 2};
+  const Evaluation refused = evaluate(m, t, piped, o);
+  EXPECT_FALSE(refused.feasible);
+  EXPECT_NE(refused.rejected_because.find("message-driven"), std::string::npos) << refused.rejected_because;
+  o.pipeline_schedule = plan::PipelineSchedule::OneFOneB;
+  o.memory_limit = false;
+  EXPECT_TRUE(evaluate(m, t, piped, o).feasible) << evaluate(m, t, piped, o).rejected_because;
+}
+
+// --search-memory-options: each grid is also tried offloaded, with ZeRO-1, 2 and 3
 // (Gdata > 1), each alone and offloaded; the best is kept, so no grid gets slower or is lost, the grids that 18
 // bytes per parameter kept out come in, and the plan carries the option chosen.
 TEST(Search, MemoryOptionsAdmitGridsAndNeverSlowOne) {
@@ -285,7 +323,7 @@ TEST(Search, MemoryOptionsAdmitGridsAndNeverSlowOne) {
   EXPECT_EQ(memory_options(o, topo::Grid{2, 2, 2, 4, 1}).size(), 1u);
   const Ranking plain = rank_candidates(m, t, o);
   o.search_memory_options = true;
-  EXPECT_EQ(memory_options(o, topo::Grid{2, 2, 2, 4, 1}).size(), 6u);
+  EXPECT_EQ(memory_options(o, topo::Grid{2, 2, 2, 4, 1}).size(), 8u);
   EXPECT_EQ(memory_options(o, topo::Grid{2, 2, 8, 1, 1}).size(), 2u);  // nothing to shard
   const Ranking searched = rank_candidates(m, t, o);
   EXPECT_GT(searched.feasible.size(), plain.feasible.size());

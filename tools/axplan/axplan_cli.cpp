@@ -99,11 +99,12 @@ void add_common(CLI::App* app, CommonArgs& a) {
       ->capture_default_str();
   app->add_option("--zero", a.zero,
                   "ZeRO stage over the data-parallel group: 1 shards Adam's state (and the offloaded master), "
-                  "2 the weight gradients too; stage 3 is not built")
+                  "2 the weight gradients too, 3 the weights too (gathered at each fetch; pipelines need 1f1b or "
+                  "gpipe)")
       ->check(CLI::Range(int64_t{0}, plan::OptimizerSettings::kMaxZeroStage))
       ->capture_default_str();
   app->add_flag("--search-memory-options", a.search_memory_options,
-                "also try each grid with the optimizer offloaded, ZeRO-1 and ZeRO-2, each ZeRO alone and offloaded "
+                "also try each grid with the optimizer offloaded, ZeRO-1, ZeRO-2 and ZeRO-3, each ZeRO alone and offloaded "
                 "(the bucket size and coarsening above), and keep the fastest that fits");
 }
 

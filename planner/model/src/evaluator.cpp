@@ -23,6 +23,22 @@ Evaluation reject(Evaluation e, Rejection why, std::string reason) {
   return e;
 }
 
+// ZeRO-3: how many times a micro-batch's passes gather a layer's weights over the data
+// group: at every fetch that all-gathers over Z (a cached fetch reuses the gathered
+// block), at every fetch when Gz = 1; once for the embedding (its backward reads no
+// weight); never for layers without weights.
+int64_t zero3_fetches(const model::Layer& l, const schedule::PassLayer& pl, const topo::Grid& g) {
+  if (l.weight_elements() == 0) return 0;
+  if (l.kind == model::LayerKind::Embedding) return 1;
+  return (pl.cached && g.gz > 1) ? 1 : 2;
+}
+
+// One all-gather of a layer's Z-shard over the data group: half the ring all-reduce of
+// its gradient (`layer_all_reduce_s`, in grad_reduce_bytes per element), in weight bytes.
+double zero3_gather_s(double layer_all_reduce_s, const LayerCommSettings& ls) {
+  return 0.5 * layer_all_reduce_s * static_cast<double>(ls.element_bytes) / static_cast<double>(ls.grad_reduce_bytes);
+}
+
 // Everything of a layer the model reads, except its name and pipeline unit.
 auto class_key(const model::Layer& l) {
   return std::make_tuple(l.kind, l.k, l.n, l.transposed, l.heads, l.head_dim, l.in_block, l.recomputed, l.bias,
@@ -120,6 +136,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
                     fmt::format("--stage-units has {} stages of {} units in all; ginter={} of the model's {}",
                                 o.stage_units.size(), sum, g.ginter, m.num_units));
   }
+  if (o.optimizer.zero >= 3 && g.ginter > 1 && g.gdata > 1 && o.pipeline_schedule == plan::PipelineSchedule::MessageDriven)
+    return reject(e, Rejection::Divisibility,
+                  "ZeRO-3 gathers weights over the data group in every pass, and the message-driven pipeline orders "
+                  "a replica's passes by message arrival (--pipeline-schedule 1f1b or gpipe)");
   e.microbatch_seqs = mb;
   e.microbatches = per_group / mb;
 
@@ -214,6 +234,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     while (last < m.layers.size() && m.layers[last].unit < first_unit + units) ++last;
     const size_t n = last - first;
     plan::CommBreakdown c;
+    double zero3_gathers = 0;  // ZeRO-3: the data all-gathers of the weights, per step
     for (size_t i = first; i < last; ++i) {
       const model::Layer& l = m.layers[i];
       sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit);
@@ -233,10 +254,15 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       const int64_t forward_all_reduces = paper ? 2 : ((o.activation_checkpointing && l.recomputed) ? 2 : 1);
       if (l.kind != model::LayerKind::Attention)
         c += comm_per_step(sc.costs[static_cast<size_t>(k)].comm, ls.microbatches, all_gathers, forward_all_reduces);
+      if (o.optimizer.zero >= 3)
+        zero3_gathers += static_cast<double>(ls.microbatches * zero3_fetches(l, pl, g)) *
+                         zero3_gather_s(sc.costs[static_cast<size_t>(k)].comm.data_all_reduce_s, ls);
     }
     // ZeRO-2 reduce-scatters every micro-batch's gradients (half an all-reduce each) and
-    // all-gathers once: (M + 1)/2 all-reduces' worth (docs/model.md section 11).
-    if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * static_cast<double>(ls.microbatches + 1);
+    // all-gathers once: (M + 1)/2 all-reduces' worth; ZeRO-3 gathers each layer's
+    // weights in every pass that fetches it instead (docs/model.md section 11).
+    if (o.optimizer.zero >= 3) c.ar_data = 0.5 * static_cast<double>(ls.microbatches) * c.ar_data + zero3_gathers;
+    else if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * static_cast<double>(ls.microbatches + 1);
     if (g.ginter > 1) {
       // One activation forward (unless last stage) and one gradient backward (unless
       // first) per micro-batch.
@@ -326,7 +352,22 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
           const double reduce_scatter = 0.5 * (allreduce + reduced_layers * per_call);
           sp.backward_s += reduce_scatter;
           sp.last_backward_s += reduce_scatter;
-          sp.tail_s += 0.5 * (allreduce + per_call);
+          if (o.optimizer.zero >= 3) {
+            // No all-gather after the update: each fetch gathers its layer, blocking
+            // (exposed): the forward's one per layer, the backward's the rest.
+            double forward = 0, backward = 0;
+            for (size_t i = first; i < last; ++i) {
+              const int64_t fetches = zero3_fetches(m.layers[i], sc.pass[i], g);
+              const double one = zero3_gather_s(sc.costs[static_cast<size_t>(class_of_[i])].comm.data_all_reduce_s, ls);
+              forward += fetches > 0 ? one : 0.0;
+              backward += static_cast<double>(std::max<int64_t>(0, fetches - 1)) * one;
+            }
+            sp.forward_s += forward;
+            sp.backward_s += backward;
+            sp.last_backward_s += backward;
+          } else {
+            sp.tail_s += 0.5 * (allreduce + per_call);
+          }
         } else if (o.optimizer.zero > 0) {
           // Reduce-scatter, update, all-gather: the ring all-reduce's two halves, in turn.
           sp.tail_s += allreduce + per_call;

@@ -85,12 +85,13 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   const double wg = static_cast<double>(s.precision.grad_reduce_bytes);
   const double owned = s.optimizer.zero > 0 ? phi / static_cast<double>(g.gdata) : phi;
   const double grads = s.optimizer.zero >= 2 ? owned : phi;
+  const double weights_held = s.optimizer.zero >= 3 ? owned : phi;  // ZeRO-3 shards the weights too
   const double bucket = std::min(static_cast<double>(s.optimizer.bucket_elements), owned);
   if (s.optimizer.offload) {
-    mem.model_state_bytes = w * phi + wg * grads + 16 * bucket;
+    mem.model_state_bytes = w * weights_held + wg * grads + 16 * bucket;
     mem.host_bytes = 12 * owned;
   } else {
-    mem.model_state_bytes = w * phi + wg * grads +
+    mem.model_state_bytes = w * weights_held + wg * grads +
                             (static_cast<double>(s.precision.state_bytes_per_param) - w - wg) * owned +
                             (s.precision.mixed() ? 4 * bucket : 0.0);
   }
@@ -103,6 +104,12 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   }
   // ZeRO-2: up to two layers' gradients on their way to their owners.
   if (s.optimizer.zero >= 2 && g.gdata > 1) mem.unscattered_grad_bytes += wg * 2 * max_block / gz;
+  // ZeRO-3: the shards gathered over data, each alive until its Z all-gather completes
+  // (one, or with prefetch two); without Z the gathered shard is the block computed with.
+  if (s.optimizer.zero >= 3 && g.gdata > 1) {
+    const double inflight = g.gz > 1 && s.overlap.prefetch_all_gather ? 2.0 : 1.0;
+    mem.gathered_weight_bytes += w * inflight * max_block / gz;
+  }
   const double checkpoints_per_row =
       static_cast<double>(checkpointed_units) * static_cast<double>(hidden) / static_cast<double>(g.gx);
   mem.activation_bytes =

@@ -210,7 +210,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     p.optimizer.allreduce_coarsening = o.non_negative_int("allreduce_coarsening");
     p.optimizer.zero = o.non_negative_int_or("zero", 0);
     if (p.optimizer.zero > OptimizerSettings::kMaxZeroStage)
-      o.fail("zero", "ZeRO stage " + std::to_string(p.optimizer.zero), "0, 1 or 2 (stage 3 is not built)");
+      o.fail("zero", "ZeRO stage " + std::to_string(p.optimizer.zero), "0, 1, 2 or 3");
     o.finish();
   }
   if (r.has("prediction")) {

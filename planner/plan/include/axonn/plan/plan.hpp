@@ -111,14 +111,16 @@ struct Precision {
 // backward the gradients are reduce-scattered, each rank updates its shard, and the
 // weights are all-gathered. `zero` = 2: the weight gradients are sharded too; each
 // backward pass reduces each layer's gradient over the data group to the ranks that own
-// its elements (DeepSpeed's stage 2 reduces per micro-batch alike). Stage 3 (weights
-// sharded) is not built: the reader refuses it.
+// its elements (DeepSpeed's stage 2 reduces per micro-batch alike). `zero` = 3: the
+// weights too; each pass gathers a layer's weights from their owners when it fetches
+// the layer (not with the message-driven pipeline and several replicas, whose passes
+// run in different orders).
 struct OptimizerSettings {
   bool offload = false;
   int64_t bucket_elements = int64_t{4} << 20;  // bsize, elements (the paper's section VI: 4M)
   int64_t allreduce_coarsening = 4;            // k, buckets per all-reduce chunk; 0: all at once, then Adam
-  int64_t zero = 0;                            // ZeRO stage: 0, 1 or 2
-  static constexpr int64_t kMaxZeroStage = 2;  // the highest stage built
+  int64_t zero = 0;                            // ZeRO stage: 0, 1, 2 or 3
+  static constexpr int64_t kMaxZeroStage = 3;  // the highest stage built
 
   // Whether the data-parallel reduction runs in the optimizer phase (after the backward)
   // instead of in the backward.
