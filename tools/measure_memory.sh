@@ -7,7 +7,7 @@
 # and 2 and 4 data-parallel ranks: the
 # model state measured (live device bytes after the step) and predicted, and the host
 # tier. A third: the same in mixed precision (bf16 weights; bf16 gradients as AxoNN
-# 2022, and fp32 gradients as Megatron-LM) on 1 and 4 data-parallel ranks.
+# 2022, and fp32 gradients as Megatron-LM) on 1 and 4 data-parallel ranks, ZeRO-3 included.
 #
 #   tools/measure_memory.sh [BUILD/tools] [1|2|3|all]     (which tables; default all)
 set -eo pipefail
@@ -98,7 +98,7 @@ for grads in bf16 fp32; do
     measure 3 $model 1 1,1,1,1,1
     for bsize in 65536 262144; do measure 3 $model 1 1,1,1,1,1 --offload-optimizer --bucket-elements $bsize; done
     measure 3 $model 4 1,1,1,4,1
-    for stage in 1 2; do measure 3 $model 4 1,1,1,4,1 --zero $stage; done
+    for stage in 1 2 3; do measure 3 $model 4 1,1,1,4,1 --zero $stage; done
     measure 3 $model 4 1,1,1,4,1 --zero 2 --offload-optimizer --bucket-elements 65536
   done
 done

@@ -48,7 +48,7 @@ void GatheredWeights::issue_prefetches() {
     const int64_t layer = ops_[next_].layer;
     recorder_.record(ops_[next_]);
     if (grid_.z().size() == 1 || prefetched_.count(layer)) continue;
-    at::Tensor s = shard(layer)->detach().contiguous();
+    at::Tensor s = shard_elements(layer);
     Prefetch p;
     p.block = at::empty({s.numel() * grid_.z().size()}, s.options());
     p.issued_at = tracer_ ? tracer_->now() : 0;
@@ -57,8 +57,12 @@ void GatheredWeights::issue_prefetches() {
   }
 }
 
+at::Tensor GatheredWeights::shard_elements(int64_t layer) {
+  return store_ ? store_->gather(*shard(layer)) : shard(layer)->detach().contiguous();
+}
+
 at::Tensor GatheredWeights::gather_now(int64_t layer) {
-  at::Tensor s = shard(layer)->detach().contiguous();
+  at::Tensor s = shard_elements(layer);
   at::Tensor block = at::empty({s.numel() * grid_.z().size()}, s.options());
   const double t0 = tracer_ ? tracer_->now() : 0;
   grid_.z().all_gather(s, block)->wait();
@@ -78,7 +82,7 @@ at::Tensor GatheredWeights::weight(int64_t layer) {
   const LayerInstruction in = ops_[next_++];
   at::Tensor block;
   if (grid_.z().size() == 1) {
-    block = *shard(layer);
+    block = store_ ? store_->gather(*shard(layer)) : *shard(layer);
   } else if (in.source == Source::Cached) {
     auto it = cache_.find({microbatch_, layer});
     if (it == cache_.end())

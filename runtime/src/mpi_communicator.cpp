@@ -153,13 +153,18 @@ class MpiWork final : public Work {
     return done != 0;
   }
   MPI_Request* request() { return &request_; }
-  // Counts a nonblocking call reads until it completes (MPI_Ireduce_scatter's).
-  void keep(std::vector<int> counts) { counts_ = std::move(counts); }
+  // Counts (and displacements) a nonblocking call reads until it completes
+  // (MPI_Ireduce_scatter's, MPI_Iallgatherv's).
+  void keep(std::vector<int> counts, std::vector<int> displacements = {}) {
+    counts_ = std::move(counts);
+    displacements_ = std::move(displacements);
+  }
   const std::vector<int>& counts() const { return counts_; }
+  const std::vector<int>& displacements() const { return displacements_; }
 
  private:
   std::vector<at::Tensor> keep_;
-  std::vector<int> counts_;
+  std::vector<int> counts_, displacements_;
   const char* what_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
@@ -250,6 +255,27 @@ WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<in
   w->keep(std::move(recv_counts));  // MPI reads them until completion
   AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), w->counts().data(), mpi_type(in), mpi_op(ReduceOp::Sum, in), comm_,
                                   w->request()));
+  return w;
+}
+
+WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
+  require_contiguous_cpu(in, "all_gather_v input");
+  require_contiguous_cpu(out, "all_gather_v output");
+  AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && in.numel() == counts[static_cast<size_t>(rank_)]);
+  std::vector<int> recv_counts, displacements;
+  int64_t total = 0;
+  for (int64_t c : counts) {
+    AXONN_ASSERT(c >= 0 && total + c <= std::numeric_limits<int>::max());
+    recv_counts.push_back(static_cast<int>(c));
+    displacements.push_back(static_cast<int>(total));
+    total += c;
+  }
+  AXONN_ASSERT(out.numel() == total);
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v");
+  w->keep(std::move(recv_counts), std::move(displacements));
+  AXONN_CHECK(MPI_Iallgatherv(in.numel() > 0 ? in.data_ptr() : nullptr, static_cast<int>(in.numel()), mpi_type(in),
+                              out.data_ptr(), w->counts().data(), w->displacements().data(), mpi_type(out), comm_,
+                              w->request()));
   return w;
 }
 

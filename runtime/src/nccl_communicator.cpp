@@ -173,6 +173,27 @@ WorkHandle NcclCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<i
   return record({in, out});
 }
 
+WorkHandle NcclCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
+  AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && in.numel() == counts[static_cast<size_t>(rank_)]);
+  after_default_stream();
+  // NCCL has no uneven all-gather: one broadcast per member's chunk, from that member.
+  const size_t element = out.element_size();
+  auto* base = static_cast<char*>(device_pointer(out, "all_gather_v output"));
+  const void* mine = in.numel() > 0 ? device_pointer(in, "all_gather_v input") : nullptr;
+  AXONN_CHECK(ncclGroupStart());
+  int64_t offset = 0;
+  for (int r = 0; r < size_; ++r) {
+    const auto n = static_cast<size_t>(counts[static_cast<size_t>(r)]);
+    if (n > 0)
+      AXONN_CHECK(ncclBroadcast(r == rank_ ? mine : nullptr, base + offset * element, n, nccl_type(out), r, comm_,
+                                stream_));
+    offset += counts[static_cast<size_t>(r)];
+  }
+  AXONN_CHECK(ncclGroupEnd());
+  AXONN_ASSERT(offset == out.numel());
+  return record({in, out});
+}
+
 WorkHandle NcclCommunicator::send(at::Tensor t, int peer, int /*tag: NCCL orders messages per peer*/) {
   after_default_stream();
   AXONN_CHECK(ncclSend(device_pointer(t, "send"), static_cast<size_t>(t.numel()), nccl_type(t), peer, comm_, stream_));

@@ -13,6 +13,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/runtime/host_memory.hpp"
 #include "axonn/runtime/precision.hpp"
+#include "axonn/runtime/weight_store.hpp"
 #include "axonn/runtime/worker_thread.hpp"
 
 namespace axonn::runtime {
@@ -64,7 +65,7 @@ class DeviceAdam final : public Optimizer {
 // (the segment padded to a multiple of N = the group's size). Under ZeRO-2 it is also
 // the reducer's gradient sink for the data segment, whose gradient buffer is then the
 // owned block only.
-class FlatAdam final : public Optimizer, public GradientSink {
+class FlatAdam final : public Optimizer, public GradientSink, public WeightStore {
  public:
   FlatAdam(ProcessGrid& grid, std::vector<Parameter>& params, const plan::OptimizerSettings& o,
            const plan::Precision& precision, const AdamSettings& s, Tracer* tracer)
@@ -76,10 +77,15 @@ class FlatAdam final : public Optimizer, public GradientSink {
         offload_(o.offload),
         shard_(o.zero >= 1),
         shard_grads_(o.zero >= 2),
+        shard_weights_(o.zero >= 3),
         mixed_(c10::elementSize(params.front().tensor.scalar_type()) < 4) {
     AXONN_ASSERT((o.reduces_data_parallel() || mixed_) && o.bucket_elements > 0 && o.allreduce_coarsening >= 0);
     segments_[0].group = &grid.data();
     segments_[0].name = "data";
+    // ZeRO-3's gathers block at points of the pass program, while the sink's reductions
+    // are issued as the Z reduce-scatters complete: on one communicator their order
+    // would differ between ranks, so the gathers get a communicator of their own.
+    if (shard_weights_) gather_group_ = grid.data().split(0, grid.data().rank(), "data_gather");
     segments_[1].group = &grid.z_data();
     segments_[1].name = "z_data";
     at::NoGradGuard no_grad;
@@ -106,12 +112,23 @@ class FlatAdam final : public Optimizer, public GradientSink {
       // plan's reduction type (fp32 .grad of bf16 weights: autograd and the reducer add
       // into them in place).
       seg.sharded_grad = shard_grads_ && &seg == &segments_[0];
-      seg.weights = at::zeros({padded}, options);
+      // ZeRO-3's data segment: the weights of the owned block only; each parameter
+      // keeps no elements (its storage released), and the weight source gathers a
+      // layer's shard from the owners when a pass fetches it (gather()).
+      seg.sharded_weights = shard_weights_ && &seg == &segments_[0];
+      seg.weights_base = seg.sharded_weights ? 0 : seg.lo;
+      seg.weights = at::zeros({seg.sharded_weights ? seg.hi - seg.lo : padded}, options);
       seg.grad = at::zeros({seg.sharded_grad ? seg.hi - seg.lo : padded}, grad_options);
       for (const Piece& pc : seg.pieces) {
         at::Tensor& w = params[pc.param].tensor;
-        seg.weights.narrow(0, pc.offset, pc.elements).copy_(w.detach().reshape({-1}));
-        w.set_data(seg.weights.narrow(0, pc.offset, pc.elements).view(w.sizes()));
+        if (seg.sharded_weights) {
+          const int64_t from = std::max(pc.offset, seg.lo), to = std::min(pc.offset + pc.elements, seg.hi);
+          if (from < to) seg.weights.narrow(0, from - seg.lo, to - from).copy_(w.detach().reshape({-1}).narrow(0, from - pc.offset, to - from));
+          w.set_data(at::empty({0}, options));
+        } else {
+          seg.weights.narrow(0, pc.offset, pc.elements).copy_(w.detach().reshape({-1}));
+          w.set_data(seg.weights.narrow(0, pc.offset, pc.elements).view(w.sizes()));
+        }
         if (seg.sharded_grad) piece_of_[w.unsafeGetTensorImpl()] = &pc - seg.pieces.data();
         else w.mutable_grad() = seg.grad.narrow(0, pc.offset, pc.elements).view(w.sizes());
       }
@@ -120,11 +137,11 @@ class FlatAdam final : public Optimizer, public GradientSink {
       const int64_t owned = seg.hi - seg.lo;
       if (offload_) {
         seg.master = HostMemory::empty(owned, at::kFloat);
-        seg.master.copy_(seg.weights.narrow(0, seg.lo, owned));
+        seg.master.copy_(seg.weights.narrow(0, seg.weights_base, owned));
         seg.exp_avg = HostMemory::zeros(owned, at::kFloat);
         seg.exp_avg_sq = HostMemory::zeros(owned, at::kFloat);
       } else {
-        if (mixed_) seg.master = seg.weights.narrow(0, seg.lo, owned).to(fp32);
+        if (mixed_) seg.master = seg.weights.narrow(0, seg.weights_base, owned).to(fp32);
         seg.exp_avg = at::zeros({owned}, mixed_ ? fp32 : options);
         seg.exp_avg_sq = at::zeros({owned}, mixed_ ? fp32 : options);
       }
@@ -147,35 +164,40 @@ class FlatAdam final : public Optimizer, public GradientSink {
 
   bool reduces_data_parallel() const override { return settings_.reduces_data_parallel(); }
   GradientSink* gradient_sink() override { return shard_grads_ ? this : nullptr; }
+  WeightStore* weight_store() override { return shard_weights_ ? this : nullptr; }
+
+  // ZeRO-3: a layer's shard, gathered over the data group from the owners of its
+  // elements (blocking: the weight source calls it at points of the pass program).
+  at::Tensor gather(const at::Tensor& param) override {
+    Segment& seg = segments_[0];
+    const Piece& pc = piece_of(param, "FlatAdam::gather");
+    const Owners own = owners(seg, pc);
+    if (seg.group->size() == 1) return seg.weights.narrow(0, pc.offset, pc.elements);
+    at::Tensor full = at::empty({pc.elements}, seg.weights.options());
+    const double t0 = tracer_ ? tracer_->now() : 0;
+    gather_group_->all_gather_v(seg.weights.narrow(0, own.at, own.mine), own.counts, full)->wait();
+    if (tracer_) tracer_->comm("ag_data", t0, tracer_->now(), tracer_->now() - t0);
+    return full;
+  }
 
   // ZeRO-2: one backward's gradient of a weight of the data segment, reduced over the
   // data group into the owners' blocks (each rank receives the part of the piece inside
   // its block, possibly none). Issued, not waited for (gradient_sink.hpp).
   void accumulate(const at::Tensor& param, const at::Tensor& grad) override {
     Segment& seg = segments_[0];
-    const auto it = piece_of_.find(param.unsafeGetTensorImpl());
-    if (it == piece_of_.end())
-      throw InternalError("runtime", "a gradient reached ZeRO-2's sink for a tensor that is not a weight of the stage",
-                          "FlatAdam::accumulate", "a parameter replicated over data, split over Z");
-    const Piece& pc = seg.pieces[it->second];
+    const Piece& pc = piece_of(param, "FlatAdam::accumulate");
     const at::Tensor flat = grad.contiguous().view({-1}).to(seg.grad.scalar_type());
     AXONN_ASSERT(flat.numel() == pc.elements);
-    const int n = seg.group->size();
-    const int64_t block = seg.hi - seg.lo, end = pc.offset + pc.elements;
-    std::vector<int64_t> counts(static_cast<size_t>(n));
-    for (int r = 0; r < n; ++r)
-      counts[static_cast<size_t>(r)] = std::max<int64_t>(0, std::min(end, (r + 1) * block) - std::max(pc.offset, r * block));
-    const int64_t mine = counts[static_cast<size_t>(seg.group->rank())];
-    const int64_t at = mine > 0 ? std::max(pc.offset, seg.lo) - seg.lo : 0;
-    if (n == 1) {
-      seg.grad.narrow(0, at, mine).add_(flat);
+    const Owners own = owners(seg, pc);
+    if (seg.group->size() == 1) {
+      seg.grad.narrow(0, own.at, own.mine).add_(flat);
       return;
     }
     Reduction red;
-    red.out = at::empty({mine}, seg.grad.options());
-    red.at = at;
+    red.out = at::empty({own.mine}, seg.grad.options());
+    red.at = own.at;
     red.issued_at = tracer_ ? tracer_->now() : 0;
-    red.work = seg.group->reduce_scatter_v(flat, counts, red.out);
+    red.work = seg.group->reduce_scatter_v(flat, own.counts, red.out);
     in_flight_.push_back(std::move(red));
   }
   void poll() override {
@@ -208,7 +230,9 @@ class FlatAdam final : public Optimizer, public GradientSink {
     int64_t elements = 0;
     int64_t lo = 0, hi = 0;                  // the owned elements
     bool sharded_grad = false;               // ZeRO-2's data segment: grad holds [lo, hi) only
-    at::Tensor weights, grad;                // device, every element (padded)
+    bool sharded_weights = false;            // ZeRO-3's data segment: weights hold [lo, hi) only
+    int64_t weights_base = 0;                // where element lo is in `weights`
+    at::Tensor weights, grad;                // device, every element (padded), or the owned block
     at::Tensor master, exp_avg, exp_avg_sq;  // the owned elements (master: offloaded only)
   };
   struct Chunk {
@@ -229,6 +253,32 @@ class FlatAdam final : public Optimizer, public GradientSink {
     int64_t at = 0;  // where it goes in the data segment's block
     double issued_at = 0;
   };
+
+  // ZeRO-2/3: which ranks own a piece's elements. counts[r]: how many of them rank r's
+  // block holds; `mine` of them here, from `at` in this rank's block.
+  struct Owners {
+    std::vector<int64_t> counts;
+    int64_t mine = 0, at = 0;
+  };
+  static Owners owners(const Segment& seg, const Piece& pc) {
+    Owners o;
+    const int n = seg.group->size();
+    const int64_t block = seg.hi - seg.lo, end = pc.offset + pc.elements;
+    o.counts.resize(static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      o.counts[static_cast<size_t>(r)] =
+          std::max<int64_t>(0, std::min(end, (r + 1) * block) - std::max(pc.offset, r * block));
+    o.mine = o.counts[static_cast<size_t>(seg.group->rank())];
+    o.at = o.mine > 0 ? std::max(pc.offset, seg.lo) - seg.lo : 0;
+    return o;
+  }
+  const Piece& piece_of(const at::Tensor& param, const char* where) const {
+    const auto it = piece_of_.find(param.unsafeGetTensorImpl());
+    if (it == piece_of_.end())
+      throw InternalError("runtime", "a tensor that is not a weight of the stage reached ZeRO's sharded segment", where,
+                          "a parameter replicated over data, split over Z");
+    return segments_[0].pieces[it->second];
+  }
 
   // Completes the oldest reduction if it is done (or, with `block`, once it is);
   // returns whether it did.
@@ -314,7 +364,7 @@ class FlatAdam final : public Optimizer, public GradientSink {
       if (max_grad_norm > 0 && coef < 1.0) reduced[s].mul_(coef);
       update(seg, reduced[s], 0, seg.hi - seg.lo, c);  // ZeRO-2: seg.grad ends holding Adam's denominator
       reduced[s] = at::Tensor();  // the phase's buffer goes before the weights are gathered
-      if (seg.group->size() > 1)
+      if (seg.group->size() > 1 && !seg.sharded_weights)  // ZeRO-3 gathers each layer when a pass fetches it
         wait(start("ag_", seg, [&] { return seg.group->all_gather(seg.weights.narrow(0, seg.lo, seg.hi - seg.lo), seg.weights); }), ph);
     }
     return ph;
@@ -373,7 +423,7 @@ class FlatAdam final : public Optimizer, public GradientSink {
     const int64_t end = from + count, step = buckets ? settings_.bucket_elements : count;
     for (int64_t a = from; a < end; a += step) {
       const int64_t n = std::min(step, end - a);
-      at::Tensor device_weights = seg.weights.narrow(0, seg.lo + a, n);
+      at::Tensor device_weights = seg.weights.narrow(0, seg.weights_base + a, n);
       if (!buckets) {
         AXONN_ASSERT(shard_);  // ZeRO-1's own buffer: its gradient may hold the denominator
         adam(device_weights, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), grad.narrow(0, a, n), c);
@@ -413,9 +463,10 @@ class FlatAdam final : public Optimizer, public GradientSink {
   plan::OptimizerSettings settings_;
   AdamSettings adam_;
   Tracer* tracer_;
-  const bool offload_, shard_, shard_grads_;
+  const bool offload_, shard_, shard_grads_, shard_weights_;
   const bool mixed_;  // weights narrower than fp32: an fp32 master (on the device unless offloaded)
   std::array<Segment, 2> segments_;
+  std::unique_ptr<Communicator> gather_group_;  // ZeRO-3: the data group's members, for the weight gathers
   std::unordered_map<const c10::TensorImpl*, size_t> piece_of_;  // ZeRO-2: a weight's piece of segments_[0]
   std::deque<Reduction> in_flight_;                               // ZeRO-2: issue order
   at::Tensor master_, exp_avg_, exp_avg_sq_, grad_;  // the working set, bsize elements each (grad_: fp32)

@@ -57,14 +57,26 @@ struct Trainer::Impl {
 
   Impl(ProcessGrid& g, ParallelModel& m, StageEngine& e, TrainerOptions o)
       : grid(g), model(m), se(e), options(o), sched(e.schedule()) {
+    // ZeRO-3 gathers weights over the data group in every pass: the replicas must run
+    // their passes in one order, which the message-driven pipeline does not promise.
+    if (sched.optimizer.zero >= 3 && sched.steps.empty() && grid.data().size() > 1)
+      throw InputError("runtime", "ZeRO-3 with the message-driven pipeline and " + std::to_string(grid.data().size()) +
+                                      " data-parallel replicas",
+                       "plan pipeline.schedule (axrun --pipeline-schedule)",
+                       "1f1b or gpipe: every replica's stage runs one step program, so the weight gathers of its "
+                       "passes happen in one order");
     AdamSettings adam;
     adam.learning_rate = options.learning_rate;
     optimizer = make_optimizer(grid, model.parameters(), sched.optimizer, sched.precision, adam, se.engine().tracer());
     AXONN_ASSERT(optimizer->reduces_data_parallel() == sched.optimizer.reduces_data_parallel());
     se.set_parameters(&model.parameters());
     se.set_gradient_sink(optimizer->gradient_sink());
+    se.set_weight_store(optimizer->weight_store());
   }
-  ~Impl() { se.set_gradient_sink(nullptr); }  // the engine may outlive the optimizer
+  ~Impl() {  // the engine may outlive the optimizer
+    se.set_gradient_sink(nullptr);
+    se.set_weight_store(nullptr);
+  }
 
   int64_t stage() const { return sched.layout.stage; }
   at::Tensor tokens(int64_t mb) { return local_microbatch(batch, grid.grid(), coords, micro_seqs, mb); }

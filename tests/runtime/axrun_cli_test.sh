@@ -152,6 +152,16 @@ same_as_one zero2
 check "ZeRO-2 offloaded" 0 "ZeRO stage 2: Adam's state, master weights \(host tier\) and the weight gradients" -- \
   "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 2 --steps 4 --seed 5 --log-every 1
 same_as_one zero2_offload
+# ZeRO-3: the weights gathered from their owners at each fetch. The message-driven
+# pipeline with two replicas is refused (its passes follow message arrival); 1F1B runs.
+check "ZeRO-3" 0 "ZeRO stage 3: Adam's state, the weight gradients and the weights sharded over the 4" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero.json" --zero 3 --steps 4 --seed 5 --log-every 1
+same_as_one zero3
+check "ZeRO-3 refuses the message-driven pipeline with replicas" 2 "ZeRO-3 with the message-driven pipeline.*1f1b or gpipe" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 3 --steps 2
+check "ZeRO-3 offloaded, 1F1B pipeline" 0 "pipeline 1f1b" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 3 --pipeline-schedule 1f1b --steps 4 --seed 5 --log-every 1
+same_as_one zero3_offload_1f1b
 # Mixed precision through the CLI: the README's text example (gpt-tiny on grid
 # 2,1,2,1,1, 16 sequences of the GPL per step) for 200 steps in bf16 follows its fp32
 # loss curve: the 10-step running mean within 2% everywhere, every step within 5%.
@@ -226,6 +236,7 @@ budget_both_ways() {
 }
 budget_both_ways 90 2 0 1 "102.0 MiB > 90.0 MiB"
 budget_both_ways 53 4 1 2 "59.0 MiB > 53.0 MiB"
+budget_both_ways 45 4 2 3 "51.0 MiB > 45.0 MiB"
 check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \
   --measure "$T/m_fail.json"

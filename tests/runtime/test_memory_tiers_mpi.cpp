@@ -11,11 +11,11 @@
 //  - the device tier holds the Adam moments without offload and only the working set
 //    with it: the measured difference is the predicted 8 bytes per parameter less 16 per
 //    working-set element, exactly;
-//  - ZeRO-1 and ZeRO-2, with and without offload, give the losses and parameters of
+//  - ZeRO-1, 2 and 3, with and without offload, give the losses and parameters of
 //    plain data parallelism on every grid (bitwise where the sums are the same and
 //    clipping is off; the norm is summed from the shards, in another order), and the
 //    device and host tiers hold exactly the sharded bytes (ZeRO-2: the weight gradients
-//    of the owned block only).
+//    of the owned block only; ZeRO-3: and its weights).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -69,8 +69,15 @@ std::vector<plan::Plan> offload_plans(const model::ModelDescription& desc, int64
 
 struct Trained {
   std::vector<double> losses;
-  std::vector<at::Tensor> initial, params;  // this rank's shards before and after the steps
+  std::vector<at::Tensor> initial, params;  // the stage's parameters (whole) before and after the steps
 };
+
+// The stage's parameters, whole (ZeRO-3 gathers its weights from their owners).
+std::vector<at::Tensor> whole_parameters(gpt::GptStage& run) {
+  std::vector<at::Tensor> out;
+  for (auto& [name, t] : run.model.gather(false)) out.push_back(t);
+  return out;
+}
 
 // Whether every reduction group of the optimizer has at most two ranks, so that any
 // reduction adds the same two numbers (a + b == b + a).
@@ -90,9 +97,9 @@ Trained train(const plan::Plan& p, Tiny& t, int steps, double clip) {
   ProcessGrid pg(*g_world, p.grid, p.placement_order);
   gpt::GptStage run(p, pg, config_for(p, t), t.init.named_parameters(), nullptr, runtime::TrainerOptions{3e-3, clip});
   Trained r;
-  for (auto& prm : run.model.parameters()) r.initial.push_back(prm.tensor.detach().clone());
+  r.initial = whole_parameters(run);
   for (int s = 0; s < steps; ++s) r.losses.push_back(run.trainer.step(t.source->batch(s)).loss);
-  for (auto& prm : run.model.parameters()) r.params.push_back(prm.tensor.detach().clone());
+  r.params = whole_parameters(run);
   return r;
 }
 
@@ -234,7 +241,7 @@ TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
     }
 }
 
-TEST(Zero, StagesOneAndTwoTrainAsPlainDataParallelWithAndWithoutOffload) {
+TEST(Zero, StagesOneTwoAndThreeTrainAsPlainDataParallelWithAndWithoutOffload) {
   Tiny t(25);
   const int steps = 2;  // the second reads back the moments the first wrote
   int sharded_grids = 0;
@@ -244,10 +251,18 @@ TEST(Zero, StagesOneAndTwoTrainAsPlainDataParallelWithAndWithoutOffload) {
     for (double clip : {0.0, 0.5}) {
       if (!same && clip == 0) continue;  // where only tolerances can be checked: the norm's path
       p.optimizer = plan::OptimizerSettings{};
-      const Trained reference = train(p, t, steps, clip);
+      p.pipeline.schedule = plan::PipelineSchedule::MessageDriven;
+      Trained reference = train(p, t, steps, clip);
       EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
-      for (int64_t stage : {1, 2})
+      for (int64_t stage : {1, 2, 3})
         for (bool offload : {false, true}) {
+          // ZeRO-3 needs every replica to run one step program: a pipeline runs 1F1B
+          // (and the reference with it).
+          if (stage == 3 && p.grid.ginter > 1 && p.pipeline.schedule == plan::PipelineSchedule::MessageDriven) {
+            p.pipeline.schedule = plan::PipelineSchedule::OneFOneB;
+            p.optimizer = plan::OptimizerSettings{};
+            reference = train(p, t, steps, clip);
+          }
           p.optimizer.zero = stage;
           p.optimizer.offload = offload;
           p.optimizer.bucket_elements = 1000;  // offloaded: several buckets per owned block
@@ -255,7 +270,7 @@ TEST(Zero, StagesOneAndTwoTrainAsPlainDataParallelWithAndWithoutOffload) {
           const std::string what = p.grid.to_string() + " stage " + std::to_string(stage) +
                                    (offload ? " offloaded" : "") + " clip " + std::to_string(clip);
           // With clipping the norm is summed from the blocks, in another order. ZeRO-2
-          // sums each micro-batch's reduced gradient: bitwise with one micro-batch.
+          // and 3 sum each micro-batch's reduced gradient: bitwise with one micro-batch.
           const bool bitwise = same && clip == 0 && (stage == 1 || p.microbatches() == 1);
           expect_same_training(zero, reference, bitwise, what, 1e-5);
         }
@@ -266,7 +281,7 @@ TEST(Zero, StagesOneAndTwoTrainAsPlainDataParallelWithAndWithoutOffload) {
   }
 }
 
-TEST(Zero, StagesOneAndTwoHoldTheStateOfTheirBlockOnly) {
+TEST(Zero, StagesOneTwoAndThreeHoldTheStateOfTheirBlockOnly) {
   runtime::DeviceMemory::install();
   Tiny t(27);
   for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
@@ -303,6 +318,12 @@ TEST(Zero, StagesOneAndTwoHoldTheStateOfTheirBlockOnly) {
     if (p.grid.gdata > 1) {
       EXPECT_LT(two.device, zero.device) << what;
     }
+    // ZeRO-3: the weights of the owned block only too (4 bytes each); the parameters
+    // hold none, and nothing gathered outlives its pass.
+    p.optimizer.zero = 3;
+    if (p.grid.ginter > 1) p.pipeline.schedule = plan::PipelineSchedule::OneFOneB;
+    const Held three = held_after_step(p, t);
+    EXPECT_EQ(two.device - three.device, 4 * (two.data_padded - two.data_block)) << what;
   }
 }
 
@@ -343,10 +364,10 @@ TEST(MixedPrecision, LossAndGradientsFollowSerialFp32OnEveryGrid) {
               << worst_gradient << "\n";
 }
 
-// Offload, ZeRO-1 and ZeRO-2 do not change the numbers of mixed precision either: the
+// Offload and ZeRO-1, 2 and 3 do not change the numbers of mixed precision either: the
 // same losses and parameters as mixed precision on the device with the reducer's
 // all-reduces, bitwise where the sums are the same (at most two ranks per group; ZeRO-2
-// with one micro-batch, as in fp32), else within 1e-2. ZeRO-2 adds each micro-batch's
+// and 3 with one micro-batch, as in fp32), else within 1e-2. ZeRO-2 adds each micro-batch's
 // reduced gradient, where the reducer adds a rank's micro-batches first: in bf16, sums
 // that nearly cancel round differently, and Adam's first step (about lr times the sign)
 // turns that into whole steps of those weights. So bf16 gradients run one micro-batch,
@@ -369,8 +390,17 @@ TEST(MixedPrecision, OffloadAndZeroDoNotChangeTheNumbers) {
         bool offload;
         int64_t zero, coarsening;
       };
-      for (const Variant& v : {Variant{true, 0, 2}, Variant{false, 1, 4}, Variant{false, 2, 4}, Variant{true, 2, 4}}) {
+      // Each path in one of the two gradient types (the 8-rank run stays short): fp32
+      // gradients offloaded, ZeRO-2 and ZeRO-3; bf16 gradients ZeRO-1, ZeRO-2
+      // offloaded and ZeRO-3.
+      const bool bf16_grads = precision.grad_reduce_bytes == 2;
+      for (const Variant& v : {Variant{true, 0, 2}, Variant{false, 1, 4}, Variant{false, 2, 4}, Variant{true, 2, 4},
+                               Variant{false, 3, 4}}) {
+        const bool in_fp32 = (v.zero == 0) || (v.zero == 2 && !v.offload) || v.zero == 3;
+        const bool in_bf16 = v.zero == 1 || (v.zero == 2 && v.offload) || v.zero == 3;
+        if (!(bf16_grads ? in_bf16 : in_fp32)) continue;
         if (v.zero > 0 && p.grid.gdata == 1 && v.offload) continue;  // the same as offload alone there
+        if (v.zero == 3 && p.grid.ginter > 1) continue;  // ZeRO-3 pipelines run 1F1B (the Zero tests)
         p.optimizer.offload = v.offload;
         p.optimizer.zero = v.zero;
         p.optimizer.allreduce_coarsening = v.coarsening;

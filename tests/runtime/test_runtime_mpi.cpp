@@ -193,6 +193,10 @@ TEST(Comm, CollectivesAreExact) {
   at::Tensor uneven = at::empty({r}, at::kFloat);
   w.reduce_scatter_v(at::arange(total, at::kFloat) + r, counts, uneven)->wait();
   EXPECT_TRUE(uneven.equal(at::arange(before, before + r, at::kFloat) * p + p * (p - 1) / 2));
+  // And back: member i contributes its i elements, every member receives them all in order.
+  at::Tensor all = at::empty({total}, at::kFloat);
+  w.all_gather_v(at::arange(before, before + r, at::kFloat) * 10, counts, all)->wait();
+  EXPECT_TRUE(all.equal(at::arange(total, at::kFloat) * 10));
   at::Tensor msg = at::full({4}, static_cast<float>(r)), got = at::empty({4});
   auto h = w.recv(got, (r + p - 1) % p, 7);
   w.send(msg, (r + 1) % p, 7)->wait();

@@ -134,9 +134,10 @@ int main(int argc, char** argv) {
                  "offload: buckets per data-parallel all-reduce chunk, 0 = no overlap (default: the plan's)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--zero", a.zero,
-                 "ZeRO stage over the data-parallel group, 0-2: 1 shards Adam's state (and the offloaded master), "
+                 "ZeRO stage over the data-parallel group, 0-3: 1 shards Adam's state (and the offloaded master), "
                  "reduce-scatters the gradients and all-gathers the weights; 2 shards the weight gradients too, "
-                 "reduced during each backward; 3 is not built (default: the plan's)")
+                 "reduced during each backward; 3 the weights too, gathered from their owners at each fetch "
+                 "(default: the plan's)")
       ->check(CLI::Range(int64_t{0}, plan::OptimizerSettings::kMaxZeroStage));
   app.add_option("--clip-grad", a.clip_grad,
                  "clip the global gradient norm to this (0: off; on, the offloaded optimizer reduces everything "
@@ -260,11 +261,16 @@ int main(int argc, char** argv) {
                  !plan.optimizer.offload        ? ""
                  : plan.optimizer.zero >= 2 ? ", master weights (host tier)"
                                             : " and master weights (host tier)",
-                 plan.optimizer.zero >= 2 ? " and the weight gradients" : "", plan.grid.gdata,
-                 plan.optimizer.zero >= 2 ? "each backward reduces the weight gradients to their owners, and after it "
-                                            "the weights are all-gathered"
-                                          : "after the backward the gradients are reduce-scattered and the weights "
-                                            "all-gathered");
+                 plan.optimizer.zero >= 3   ? ", the weight gradients and the weights"
+                 : plan.optimizer.zero >= 2 ? " and the weight gradients"
+                                            : "",
+                 plan.grid.gdata,
+                 plan.optimizer.zero >= 3 ? "each fetch gathers a layer's weights from their owners, and each backward "
+                                            "reduces its gradients to them"
+                 : plan.optimizer.zero >= 2 ? "each backward reduces the weight gradients to their owners, and after it "
+                                              "the weights are all-gathered"
+                                            : "after the backward the gradients are reduce-scattered and the weights "
+                                              "all-gathered");
     if (rank == 0 && plan.optimizer.offload && plan.optimizer.zero == 0)
       fmt::print("axrun: optimizer offloaded to the host tier, buckets of {} elements, data-parallel all-reduce in "
                  "chunks of {} bucket(s){}\n",

@@ -262,7 +262,10 @@ NamedTensors ParallelGpt::gather(bool gradients) {
   NamedTensors out;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& prm = params_[i];
-    at::Tensor local = gradients ? prm.tensor.grad() : prm.tensor.detach();
+    const auto layer = layer_of_.find(prm.name);
+    at::Tensor local = gradients                   ? prm.tensor.grad()
+                       : layer != layer_of_.end() ? engine_.weights.shard_elements(layer->second)  // ZeRO-3 gathers
+                                                   : prm.tensor.detach();
     if (!local.defined()) local = at::zeros_like(prm.tensor);
     out.emplace_back(prm.name, runtime::unshard(grid_, local.contiguous(), prm.spec, layout_[i].shape));
   }

@@ -45,6 +45,10 @@ class Communicator {
   // out = sum over members of in's rank()-th chunk (ZeRO-2's reduction of one layer's
   // gradient to the ranks that own its elements).
   virtual WorkHandle reduce_scatter_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) = 0;
+  // Uneven chunks: in.numel() == counts[rank()] (0 allowed), out.numel() == sum(counts);
+  // member i's input lands after the first i members' (ZeRO-3's gather of one layer's
+  // weights from the ranks that own its elements).
+  virtual WorkHandle all_gather_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) = 0;
   virtual WorkHandle send(at::Tensor t, int peer, int tag) = 0;
   virtual WorkHandle recv(at::Tensor t, int peer, int tag) = 0;
   virtual void barrier() = 0;

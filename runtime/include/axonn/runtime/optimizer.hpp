@@ -32,6 +32,13 @@
 //               gradient buffer is the owned block. Gradients reduced per micro-batch,
 //               as DeepSpeed's stage 2. Biases and norms (replicated over Z, reduced
 //               over Z x data) are reduced as under stage 1: a small full buffer.
+//     zero = 3  ZeRO stage 3: as stage 2, and the weights of the data segment are
+//               sharded too: each rank keeps its block's weights only (the parameters
+//               hold no elements), the optimizer is the weight source's store
+//               (weight_store.hpp), and each Fetch of a pass gathers the layer's shard
+//               from the owners (an uneven all-gather, blocking) before the Z
+//               all-gather. No weight all-gather after the update. Biases and norms stay
+//               whole, as DeepSpeed keeps parameters under its persistence threshold.
 //
 //     mixed     weights narrower than fp32 (bf16, precision.hpp): the fp32 master copy
 //               is Adam's (on the device, or in the host tier when offloaded); each
@@ -63,6 +70,7 @@
 #include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/sharding.hpp"
 #include "axonn/runtime/trace.hpp"
+#include "axonn/runtime/weight_store.hpp"
 
 namespace axonn::runtime {
 
@@ -91,6 +99,8 @@ class Optimizer {
   virtual bool reduces_data_parallel() const = 0;
   // Where the reducer hands each layer's gradient (ZeRO-2); null: the shards' .grad.
   virtual GradientSink* gradient_sink() { return nullptr; }
+  // Where the weight source gathers each layer's shard from (ZeRO-3); null: the shards.
+  virtual WeightStore* weight_store() { return nullptr; }
 };
 
 // FlatAdam when the optimizer reduces over data (offload, ZeRO) or the weights are

@@ -30,6 +30,7 @@ class StageEngine {
   PassRecorder& recorder() { return recorder_; }
   void set_parameters(std::vector<Parameter>* params) { reducer_.set_parameters(params); }
   void set_gradient_sink(GradientSink* sink) { reducer_.set_sink(sink); }
+  void set_weight_store(WeightStore* store) { weights_.set_store(store); }
 
   void begin_forward(int64_t microbatch);
   void end_forward();

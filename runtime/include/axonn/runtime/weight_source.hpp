@@ -7,8 +7,9 @@
 //
 // GatheredWeights is the 4D paper's: each rank holds 1/Gz of its (Gx, Gy) block and
 // the block is all-gathered over Z (optimization 3 prefetches, 4 caches for the
-// recompute). Later sources (ZeRO-3, the L2L parameter server) implement the same
-// interface.
+// recompute). ZeRO-3 plugs a WeightStore (weight_store.hpp) into it: the shard itself
+// is gathered over the data group first. Later sources (the L2L parameter server)
+// implement the same interface.
 //
 // Example:
 //   GatheredWeights w(grid, &tracer, recorder);
@@ -26,6 +27,7 @@
 #include "axonn/runtime/pass_recorder.hpp"
 #include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/trace.hpp"
+#include "axonn/runtime/weight_store.hpp"
 #include "axonn/schedule/pass.hpp"
 
 namespace axonn::runtime {
@@ -38,6 +40,10 @@ class WeightSource {
   virtual at::Tensor* shard(int64_t layer) = 0;
   // The weight block this rank computes with (flat).
   virtual at::Tensor weight(int64_t layer) = 0;
+  // This rank's shard of a layer's weight, whole: the parameter, or gathered by the
+  // store (then collective over the data group). Outside the pass programs (tests,
+  // checkpoints).
+  virtual at::Tensor shard_elements(int64_t layer) = 0;
   // Inside a backward pass (a forward there is the recompute).
   virtual bool in_backward() const = 0;
   virtual void begin_pass(const std::vector<schedule::LayerInstruction>& program, schedule::PassKind kind,
@@ -45,6 +51,8 @@ class WeightSource {
   // Throws InternalError if a fetch of the program did not happen.
   virtual void end_pass() = 0;
   virtual void poll() = 0;
+  // Null: each layer's shard is its parameter; else the store gathers it (ZeRO-3).
+  virtual void set_store(WeightStore* store) = 0;
 };
 
 class GatheredWeights final : public WeightSource {
@@ -60,6 +68,8 @@ class GatheredWeights final : public WeightSource {
                   int64_t microbatch) override;
   void end_pass() override;
   void poll() override;
+  void set_store(WeightStore* store) override { store_ = store; }
+  at::Tensor shard_elements(int64_t layer) override;
 
  private:
   void issue_prefetches();  // the program's Prefetch instructions up to its next Fetch
@@ -75,6 +85,7 @@ class GatheredWeights final : public WeightSource {
   Tracer* tracer_;
   PassRecorder& recorder_;
   std::vector<at::Tensor*> shards_;  // by layer; null for layers without a weight
+  WeightStore* store_ = nullptr;
   std::vector<schedule::LayerInstruction> ops_;  // the pass's Fetch and Prefetch instructions
   size_t next_ = 0;
   schedule::PassKind kind_ = schedule::PassKind::Forward;
