@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <tuple>
 
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -208,18 +209,31 @@ TEST(Evaluate, OffloadedOptimizerKeepsFourBytesPerParameterAndTheWorkingSet) {
   EXPECT_DOUBLE_EQ(evaluate(m, t, g, o).memory.model_state_bytes, 20.0 * phi);
 }
 
+// What the ZeRO tests share: gpt-20b on 32 Perlmutter GPUs, grid 2,2,2,4,1, bf16
+// gradients (ZeRO's own accounting); phi parameters per GPU (sharded over Gx*Gy*Gz = 8),
+// and the fp32 gradient bucket of mixed precision (the default 4M elements), bytes.
+struct ZeroCase {
+  model::ModelDescription m = model::load_model("gpt-20b");
+  topo::Topology t = topo::load_topology("perlmutter");
+  PlannerOptions o = with_bf16_gradients(options(32, 16));
+  topo::Grid g{2, 2, 2, 4, 1};
+  double phi = static_cast<double>(m.parameters()) / 8.0, gdata = 4, bucket = 4.0 * (1 << 22);
+  static PlannerOptions with_bf16_gradients(PlannerOptions o) {
+    o.precision = plan::Precision::bf16_gradients();
+    return o;
+  }
+};
+
 // ZeRO-1 (docs/model.md section 5): the weights and gradients stay whole, Adam's state
 // and the fp32 master (offloaded: in the host tier) are 1/Gdata; bf16 gradients here,
 // so ZeRO's 4 + 12/Gdata bytes per parameter (plus one fp32 gradient bucket). The
 // data-parallel all-reduce moves into the optimizer phase (reduce-scatter, all-gather),
 // and Adam runs on the block only.
 TEST(Evaluate, ZeroOneShardsAdamStateOverTheDataGroup) {
-  auto m = model::load_model("gpt-20b");
-  auto t = topo::load_topology("perlmutter");
-  PlannerOptions o = options(32, 16);
-  o.precision = plan::Precision::bf16_gradients();
-  const topo::Grid g{2, 2, 2, 4, 1};
-  const double phi = static_cast<double>(m.parameters()) / 8.0, gdata = 4, bucket = 4.0 * (1 << 22);
+  ZeroCase c;
+  const auto& [m, t, g] = std::tie(c.m, c.t, c.g);
+  PlannerOptions& o = c.o;
+  const double phi = c.phi, gdata = c.gdata, bucket = c.bucket;
   const Evaluation base = evaluate(m, t, g, o);
   o.optimizer.zero = 1;
   const Evaluation zero = evaluate(m, t, g, o);
@@ -281,12 +295,10 @@ TEST(Evaluate, ZeroOneShardsAdamStateOverTheDataGroup) {
 // weight bytes; no all-gather after the update. The message-driven pipeline with
 // several replicas is refused (its passes run in message order), 1F1B is not.
 TEST(Evaluate, ZeroThreeShardsTheWeightsAndGathersThemAtEachFetch) {
-  auto m = model::load_model("gpt-20b");
-  auto t = topo::load_topology("perlmutter");
-  PlannerOptions o = options(32, 16);
-  o.precision = plan::Precision::bf16_gradients();
-  const topo::Grid g{2, 2, 2, 4, 1};
-  const double phi = static_cast<double>(m.parameters()) / 8.0, gdata = 4, bucket = 4.0 * (1 << 22);
+  ZeroCase c;
+  const auto& [m, t, g] = std::tie(c.m, c.t, c.g);
+  PlannerOptions& o = c.o;
+  const double phi = c.phi, gdata = c.gdata, bucket = c.bucket;
   o.optimizer.zero = 2;
   const Evaluation two = evaluate(m, t, g, o);
   o.optimizer.zero = 3;
