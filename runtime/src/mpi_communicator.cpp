@@ -126,6 +126,23 @@ MPI_Op mpi_op(ReduceOp op, const at::Tensor& t) {
   return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
 }
 
+// Uneven chunks in MPI's terms: int counts and displacements (each chunk after the
+// previous one) and their total, elements.
+struct Chunks {
+  std::vector<int> counts, displacements;
+  int64_t total = 0;
+};
+Chunks mpi_chunks(const std::vector<int64_t>& counts) {
+  Chunks c;
+  for (int64_t n : counts) {
+    AXONN_ASSERT(n >= 0 && c.total + n <= std::numeric_limits<int>::max());
+    c.counts.push_back(static_cast<int>(n));
+    c.displacements.push_back(static_cast<int>(c.total));
+    c.total += n;
+  }
+  return c;
+}
+
 void require_contiguous_cpu(const at::Tensor& t, const char* what) {
   if (!t.is_contiguous() || !t.device().is_cpu())
     throw InternalError("comm", std::string(what) + " tensor is not a contiguous CPU tensor", rank_and_host(),
@@ -153,18 +170,16 @@ class MpiWork final : public Work {
     return done != 0;
   }
   MPI_Request* request() { return &request_; }
-  // Counts (and displacements) a nonblocking call reads until it completes
+  // Counts and displacements a nonblocking call reads until it completes
   // (MPI_Ireduce_scatter's, MPI_Iallgatherv's).
-  void keep(std::vector<int> counts, std::vector<int> displacements = {}) {
-    counts_ = std::move(counts);
-    displacements_ = std::move(displacements);
+  const Chunks& keep(Chunks chunks) {
+    chunks_ = std::move(chunks);
+    return chunks_;
   }
-  const std::vector<int>& counts() const { return counts_; }
-  const std::vector<int>& displacements() const { return displacements_; }
 
  private:
   std::vector<at::Tensor> keep_;
-  std::vector<int> counts_, displacements_;
+  Chunks chunks_;
   const char* what_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
@@ -243,18 +258,11 @@ WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<in
   require_contiguous_cpu(in, "reduce_scatter_v input");
   require_contiguous_cpu(out, "reduce_scatter_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && out.numel() == counts[static_cast<size_t>(rank_)]);
-  std::vector<int> recv_counts;
-  int64_t total = 0;
-  for (int64_t c : counts) {
-    AXONN_ASSERT(c >= 0 && c <= std::numeric_limits<int>::max());
-    recv_counts.push_back(static_cast<int>(c));
-    total += c;
-  }
-  AXONN_ASSERT(in.numel() == total);
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v");
-  w->keep(std::move(recv_counts));  // MPI reads them until completion
-  AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), w->counts().data(), mpi_type(in), mpi_op(ReduceOp::Sum, in), comm_,
-                                  w->request()));
+  const Chunks& c = w->keep(mpi_chunks(counts));
+  AXONN_ASSERT(in.numel() == c.total);
+  AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), c.counts.data(), mpi_type(in), mpi_op(ReduceOp::Sum, in),
+                                  comm_, w->request()));
   return w;
 }
 
@@ -262,19 +270,11 @@ WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_
   require_contiguous_cpu(in, "all_gather_v input");
   require_contiguous_cpu(out, "all_gather_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && in.numel() == counts[static_cast<size_t>(rank_)]);
-  std::vector<int> recv_counts, displacements;
-  int64_t total = 0;
-  for (int64_t c : counts) {
-    AXONN_ASSERT(c >= 0 && total + c <= std::numeric_limits<int>::max());
-    recv_counts.push_back(static_cast<int>(c));
-    displacements.push_back(static_cast<int>(total));
-    total += c;
-  }
-  AXONN_ASSERT(out.numel() == total);
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v");
-  w->keep(std::move(recv_counts), std::move(displacements));
+  const Chunks& c = w->keep(mpi_chunks(counts));
+  AXONN_ASSERT(out.numel() == c.total);
   AXONN_CHECK(MPI_Iallgatherv(in.numel() > 0 ? in.data_ptr() : nullptr, static_cast<int>(in.numel()), mpi_type(in),
-                              out.data_ptr(), w->counts().data(), w->displacements().data(), mpi_type(out), comm_,
+                              out.data_ptr(), c.counts.data(), c.displacements.data(), mpi_type(out), comm_,
                               w->request()));
   return w;
 }

@@ -41,6 +41,20 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
   }
 }
 
+// Uneven chunks, one NCCL call per member's non-empty chunk inside one group:
+// call(member, offset, elements). Returns the chunks' total, elements.
+template <class Call>
+int64_t grouped_chunks(const std::vector<int64_t>& counts, Call call) {
+  AXONN_CHECK(ncclGroupStart());
+  int64_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (counts[r] > 0) call(static_cast<int>(r), offset, static_cast<size_t>(counts[r]));
+    offset += counts[r];
+  }
+  AXONN_CHECK(ncclGroupEnd());
+  return offset;
+}
+
 void* device_pointer(const at::Tensor& t, const char* what) {
   cudaPointerAttributes attr{};
   if (!t.is_contiguous() || cudaPointerGetAttributes(&attr, t.data_ptr()) != cudaSuccess ||
@@ -159,17 +173,11 @@ WorkHandle NcclCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<i
   const size_t element = in.element_size();
   auto* base = static_cast<char*>(device_pointer(in, "reduce_scatter_v input"));
   void* mine = out.numel() > 0 ? device_pointer(out, "reduce_scatter_v output") : nullptr;
-  AXONN_CHECK(ncclGroupStart());
-  int64_t offset = 0;
-  for (int r = 0; r < size_; ++r) {
-    const auto n = static_cast<size_t>(counts[static_cast<size_t>(r)]);
-    if (n > 0)
-      AXONN_CHECK(ncclReduce(base + offset * element, r == rank_ ? mine : nullptr, n, nccl_type(in), ncclSum, r, comm_,
-                             stream_));
-    offset += counts[static_cast<size_t>(r)];
-  }
-  AXONN_CHECK(ncclGroupEnd());
-  AXONN_ASSERT(offset == in.numel());
+  const int64_t total = grouped_chunks(counts, [&](int r, int64_t offset, size_t n) {
+    AXONN_CHECK(ncclReduce(base + offset * element, r == rank_ ? mine : nullptr, n, nccl_type(in), ncclSum, r, comm_,
+                           stream_));
+  });
+  AXONN_ASSERT(total == in.numel());
   return record({in, out});
 }
 
@@ -180,17 +188,10 @@ WorkHandle NcclCommunicator::all_gather_v(at::Tensor in, const std::vector<int64
   const size_t element = out.element_size();
   auto* base = static_cast<char*>(device_pointer(out, "all_gather_v output"));
   const void* mine = in.numel() > 0 ? device_pointer(in, "all_gather_v input") : nullptr;
-  AXONN_CHECK(ncclGroupStart());
-  int64_t offset = 0;
-  for (int r = 0; r < size_; ++r) {
-    const auto n = static_cast<size_t>(counts[static_cast<size_t>(r)]);
-    if (n > 0)
-      AXONN_CHECK(ncclBroadcast(r == rank_ ? mine : nullptr, base + offset * element, n, nccl_type(out), r, comm_,
-                                stream_));
-    offset += counts[static_cast<size_t>(r)];
-  }
-  AXONN_CHECK(ncclGroupEnd());
-  AXONN_ASSERT(offset == out.numel());
+  const int64_t total = grouped_chunks(counts, [&](int r, int64_t offset, size_t n) {
+    AXONN_CHECK(ncclBroadcast(r == rank_ ? mine : nullptr, base + offset * element, n, nccl_type(out), r, comm_, stream_));
+  });
+  AXONN_ASSERT(total == out.numel());
   return record({in, out});
 }
 

@@ -120,48 +120,44 @@ same_as_one() {  # same_as_one NAME: the last run printed the 1-rank plan's loss
     fails=$((fails + 1)); echo "FAIL $1 losses differ"; paste "$T/one.losses" "$T/$1.losses"
   fi
 }
+# trains_as_one NAME PATTERN PLAN [AXRUN FLAGS...]: 4 steps of PLAN on 4 ranks print
+# PATTERN and the 1-rank plan's losses.
+trains_as_one() {
+  local name=$1 pattern=$2 plan=$3
+  shift 3
+  check "$name" 0 "$pattern" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$plan" "$@" --steps 4 --seed 5 --log-every 1
+  same_as_one "$(tr -c 'A-Za-z0-9\n' '_' <<<"$name")"
+}
 for sched in message-driven 1f1b gpipe; do
-  check "pipeline $sched" 0 "pipeline $sched" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/pipe.json" --steps 4 --seed 5 \
-    --log-every 1 --pipeline-schedule "$sched" --measure "$T/m_$sched.json"
-  same_as_one "$sched"
+  trains_as_one "pipeline $sched" "pipeline $sched" "$T/pipe.json" --pipeline-schedule "$sched" --measure "$T/m_$sched.json"
 done
 # The offloaded optimizer through the CLI: data x pipeline on 4 ranks prints the 1-rank
 # plan's losses (small buckets, every chunk overlapped).
 "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,2,2 --precision fp32 \
   --offload-optimizer --bucket-elements 1000 --allreduce-coarsening 2 --output "$T/offload.json" >/dev/null
-check "offloaded optimizer" 0 "optimizer offloaded to the host tier, buckets of 1000 elements" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --steps 4 --seed 5 --log-every 1 --measure "$T/m_offload.json"
-same_as_one offload
+trains_as_one "offloaded optimizer" "optimizer offloaded to the host tier, buckets of 1000 elements" "$T/offload.json" \
+  --measure "$T/m_offload.json"
 grep -q '"host_peak_bytes": [1-9]' "$T/m_offload.json" && { passes=$((passes + 1)); echo "PASS offload measures the host tier"; } \
   || { fails=$((fails + 1)); echo "FAIL offload host bytes"; }
 # ZeRO-1 through the CLI: 4 data-parallel ranks, then with the offloaded plan above
 # (data x pipeline, the master weights sharded in the host tier).
 "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,4,1 --precision fp32 \
   --zero 1 --output "$T/zero.json" >/dev/null
-check "ZeRO-1" 0 "ZeRO stage 1: Adam's state sharded over the 4 data-parallel ranks" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero.json" --steps 4 --seed 5 --log-every 1
-same_as_one zero
-check "ZeRO-1 offloaded" 0 "ZeRO stage 1: Adam's state and master weights \(host tier\) sharded over the 2" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 1 --steps 4 --seed 5 --log-every 1
-same_as_one zero_offload
+trains_as_one "ZeRO-1" "ZeRO stage 1: Adam's state sharded over the 4 data-parallel ranks" "$T/zero.json"
+trains_as_one "ZeRO-1 offloaded" "ZeRO stage 1: Adam's state and master weights \(host tier\) sharded over the 2" \
+  "$T/offload.json" --zero 1
 # ZeRO-2 alike: the gradients reduced to their owners during each backward (data x
 # pipeline, message-driven, two micro-batches per replica in the offloaded plan).
-check "ZeRO-2" 0 "ZeRO stage 2: Adam's state and the weight gradients sharded over the 4" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero.json" --zero 2 --steps 4 --seed 5 --log-every 1
-same_as_one zero2
-check "ZeRO-2 offloaded" 0 "ZeRO stage 2: Adam's state, master weights \(host tier\) and the weight gradients" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 2 --steps 4 --seed 5 --log-every 1
-same_as_one zero2_offload
+trains_as_one "ZeRO-2" "ZeRO stage 2: Adam's state and the weight gradients sharded over the 4" "$T/zero.json" --zero 2
+trains_as_one "ZeRO-2 offloaded" "ZeRO stage 2: Adam's state, master weights \(host tier\) and the weight gradients" \
+  "$T/offload.json" --zero 2
 # ZeRO-3: the weights gathered from their owners at each fetch. The message-driven
 # pipeline with two replicas is refused (its passes follow message arrival); 1F1B runs.
-check "ZeRO-3" 0 "ZeRO stage 3: Adam's state, the weight gradients and the weights sharded over the 4" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/zero.json" --zero 3 --steps 4 --seed 5 --log-every 1
-same_as_one zero3
+trains_as_one "ZeRO-3" "ZeRO stage 3: Adam's state, the weight gradients and the weights sharded over the 4" \
+  "$T/zero.json" --zero 3
 check "ZeRO-3 refuses the message-driven pipeline with replicas" 2 "ZeRO-3 with the message-driven pipeline.*1f1b or gpipe" -- \
   "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 3 --steps 2
-check "ZeRO-3 offloaded, 1F1B pipeline" 0 "pipeline 1f1b" -- \
-  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 3 --pipeline-schedule 1f1b --steps 4 --seed 5 --log-every 1
-same_as_one zero3_offload_1f1b
+trains_as_one "ZeRO-3 offloaded, 1F1B pipeline" "pipeline 1f1b" "$T/offload.json" --zero 3 --pipeline-schedule 1f1b
 # Mixed precision through the CLI: the README's text example (gpt-tiny on grid
 # 2,1,2,1,1, 16 sequences of the GPL per step) for 200 steps in bf16 follows its fp32
 # loss curve: the 10-step running mean within 2% everywhere, every step within 5%.

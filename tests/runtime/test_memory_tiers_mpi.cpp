@@ -389,16 +389,15 @@ TEST(MixedPrecision, OffloadAndZeroDoNotChangeTheNumbers) {
       struct Variant {
         bool offload;
         int64_t zero, coarsening;
+        bool fp32_gradients, bf16_gradients;  // the gradient types it runs in
       };
       // Each path in one of the two gradient types (the 8-rank run stays short): fp32
       // gradients offloaded, ZeRO-2 and ZeRO-3; bf16 gradients ZeRO-1, ZeRO-2
       // offloaded and ZeRO-3.
-      const bool bf16_grads = precision.grad_reduce_bytes == 2;
-      for (const Variant& v : {Variant{true, 0, 2}, Variant{false, 1, 4}, Variant{false, 2, 4}, Variant{true, 2, 4},
-                               Variant{false, 3, 4}}) {
-        const bool in_fp32 = (v.zero == 0) || (v.zero == 2 && !v.offload) || v.zero == 3;
-        const bool in_bf16 = v.zero == 1 || (v.zero == 2 && v.offload) || v.zero == 3;
-        if (!(bf16_grads ? in_bf16 : in_fp32)) continue;
+      for (const Variant& v : {Variant{true, 0, 2, true, false}, Variant{false, 1, 4, false, true},
+                               Variant{false, 2, 4, true, false}, Variant{true, 2, 4, false, true},
+                               Variant{false, 3, 4, true, true}}) {
+        if (!(precision.grad_reduce_bytes == 2 ? v.bf16_gradients : v.fp32_gradients)) continue;
         if (v.zero > 0 && p.grid.gdata == 1 && v.offload) continue;  // the same as offload alone there
         if (v.zero == 3 && p.grid.ginter > 1) continue;  // ZeRO-3 pipelines run 1F1B (the Zero tests)
         p.optimizer.offload = v.offload;
