@@ -29,7 +29,8 @@ std::vector<std::pair<const char*, double>> numbers(const Evaluation& e) {
           {"ar_y", c.ar_y}, {"ar_data", c.ar_data}, {"p2p_pipe", c.p2p_pipe}, {"comm_s", e.comm_s},
           {"batch_s", e.batch_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", e.exposed_comm_s},
           {"model_state_bytes", m.model_state_bytes}, {"gathered_weight_bytes", m.gathered_weight_bytes},
-          {"unscattered_grad_bytes", m.unscattered_grad_bytes}, {"activation_bytes", m.activation_bytes}};
+          {"unscattered_grad_bytes", m.unscattered_grad_bytes}, {"activation_bytes", m.activation_bytes},
+          {"bucket_bytes", m.bucket_bytes}};
 }
 
 void expect_same(const Evaluation& a, const Evaluation& b, const std::string& where) {

@@ -39,7 +39,9 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
     j["memory_breakdown_bytes"] = {{"model_state", static_cast<int64_t>(e.memory.model_state_bytes)},
                                    {"gathered_weights", static_cast<int64_t>(e.memory.gathered_weight_bytes)},
                                    {"unscattered_grads", static_cast<int64_t>(e.memory.unscattered_grad_bytes)},
-                                   {"activations", static_cast<int64_t>(e.memory.activation_bytes)}};
+                                   {"activations", static_cast<int64_t>(e.memory.activation_bytes)},
+                                   {"bucket_buffers", static_cast<int64_t>(e.memory.bucket_bytes)},
+                                   {"optimizer_phase", static_cast<int64_t>(e.memory.optimizer_bytes)}};
     if (e.memory.host_bytes > 0) j["host_memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.host_bytes);
   }
   return j;
@@ -152,9 +154,10 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
   }
   const auto& m = e.memory;
   fmt::print(out, "\nmemory per GPU {:.2f} GiB: model state {:.2f}, gathered weights {:.2f}, un-scattered gradients "
-                  "{:.2f}, activations {:.2f}\n",
+                  "{:.2f}, activations {:.2f}, data-parallel buckets {:.2f}, optimizer phase {:.2f}\n",
              m.total_bytes() / kBytesPerGiB, m.model_state_bytes / kBytesPerGiB, m.gathered_weight_bytes / kBytesPerGiB,
-             m.unscattered_grad_bytes / kBytesPerGiB, m.activation_bytes / kBytesPerGiB);
+             m.unscattered_grad_bytes / kBytesPerGiB, m.activation_bytes / kBytesPerGiB, m.bucket_bytes / kBytesPerGiB,
+             m.optimizer_bytes / kBytesPerGiB);
   if (e.grid.ginter > 1)
     fmt::print(out, "pipeline {}: units per stage {}, checkpoint interval {}; the slowest stage waits for messages "
                     "{:.1f}% of its time\n",

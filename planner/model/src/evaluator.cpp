@@ -179,7 +179,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
     }
     costs.comm = layer_collectives(l, g, bw, s);
-    sc.activation_per_row[c] = activation_elems_per_row(l, g, m.seq_len);
+    sc.activation_per_row[c] = layer_activations(l, g, m.seq_len);
   }
 
   // The pipeline: units per stage (given, else balanced by predicted busy time), and
@@ -247,7 +247,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       const schedule::PassLayer& pl = sc.pass[i];
       sc.pass_costs[i] = &sc.costs[static_cast<size_t>(k)];
       sc.memory[i] = {static_cast<double>(l.weight_elements()), sc.activation_per_row[static_cast<size_t>(k)],
-                      pl.segment, l.recomputed, pl.cached};
+                      pl.segment, l.recomputed, pl.cached, pl.grad_bytes};
       if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
       const bool embedding = l.kind == model::LayerKind::Embedding;
       const int64_t all_gathers = paper ? 2 : ((pl.cached || embedding) ? 1 : 2);

@@ -35,7 +35,7 @@ class Evaluator {
   struct Scratch {
     std::vector<LayerCosts> costs;     // per class
     std::vector<double> optimizer_s;   // per class
-    std::vector<double> activation_per_row;  // per class
+    std::vector<LayerActivations> activation_per_row;  // per class
     std::vector<double> unit_weight;   // per unit: predicted busy time (partition)
     std::vector<schedule::PassLayer> pass;       // per layer of the current stage
     std::vector<const LayerCosts*> pass_costs;   // per layer of the current stage

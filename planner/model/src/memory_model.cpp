@@ -6,22 +6,33 @@
 #include <fmt/format.h>
 
 #include "axonn/common/units.hpp"
+#include "axonn/schedule/schedule.hpp"
 
 namespace axonn::planner {
 
-double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int64_t seq_len) {
+LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, int64_t seq_len) {
   const double gx = static_cast<double>(g.gx), gy = static_cast<double>(g.gy);
   const double g_in = l.transposed ? gy : gx, g_out = l.transposed ? gx : gy;
+  LayerActivations a;
   switch (l.kind) {
-    case model::LayerKind::Linear:
-      return static_cast<double>(l.k) / g_in + static_cast<double>(l.n) / g_out;
-    case model::LayerKind::Embedding:
-      return static_cast<double>(l.n) / g_out;  // the looked-up rows; the input is token ids
+    case model::LayerKind::Linear: {
+      const double in = static_cast<double>(l.k) / g_in, out = static_cast<double>(l.n) / g_out;
+      a.input_width = in;
+      a.input_grad = in;
+      a.norm_before = l.norm_before ? in : 0.0;
+      a.saved = in + a.norm_before + (l.gelu_after ? out : 0.0);
+      a.logits = l.loss_after ? out : 0.0;
+      break;
+    }
+    case model::LayerKind::Embedding:  // keeps token indices only; its output is the first checkpoint
+      break;
     case model::LayerKind::Attention:
-      // scores and probabilities: heads/Gy x seq_len per row
-      return 2.0 * static_cast<double>(l.heads) / gy * static_cast<double>(seq_len);
+      a.copies = 3.0 * static_cast<double>(l.heads * l.head_dim) / gy;
+      a.probs = static_cast<double>(l.heads) / gy * static_cast<double>(seq_len);
+      a.saved = a.copies + a.probs;
+      break;
   }
-  return 0.0;
+  return a;
 }
 
 std::string memory_over_limit(double bytes, double limit_bytes) {
@@ -36,46 +47,191 @@ MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, siz
   std::vector<MemoryLayer> view;
   for (size_t i = first; i < last; ++i) {
     const auto& l = m.layers[i];
-    view.push_back({static_cast<double>(l.weight_elements()), activation_elems_per_row(l, g, m.seq_len), l.unit,
-                    l.recomputed, cached[i]});
+    view.push_back({static_cast<double>(l.weight_elements()), layer_activations(l, g, m.seq_len), l.unit,
+                    l.recomputed, cached[i], schedule::gradient_shard_bytes(l, g, s.precision.grad_reduce_bytes)});
   }
   return stage_memory(view.data(), view.size(), m.hidden, m.seq_len, g, s);
 }
+
+namespace {
+
+// The passes' peak (docs/model.md section 5): activations and data-parallel buckets at
+// the time the step's passes hold the most.
+struct PassPeak {
+  double activation_bytes = 0;
+  double bucket_bytes = 0;
+  double in_flight_grad_bytes = 0;  // ZeRO-2's gradients on their way to their owners
+  double gathered_bytes = 0;        // ZeRO-3's weights gathered over data
+  double total() const { return activation_bytes + bucket_bytes + in_flight_grad_bytes + gathered_bytes; }
+  void at_least(double activations, double buckets, double in_flight = 0, double gathered = 0) {
+    if (activations + buckets + in_flight + gathered > total()) *this = {activations, buckets, in_flight, gathered};
+  }
+};
+
+// Walks the backward pass of the step's last micro-batch, layer by layer in reverse, as
+// the runtime runs it: the loss first (the last stage), then each checkpointed segment
+// recomputed and back-propagated, then the layers kept whole. Per row, in elements of the
+// activation type (w bytes): a segment's input checkpoint `hx` = hidden/Gx, its output
+// and the gradient arriving at it (hx each) while its backward runs, and:
+//   at its last linear's backward: everything the segment keeps, that layer's dI, and
+//     its dW (a weight block, w bytes, when Gz = 1; the un-scattered dW term otherwise)
+//   at its last attention's softmax backward: what the layers before it keep, the q, k,
+//     v copies (dV in place of V), three copies of the probabilities (kept, their
+//     gradient, the result) and the residual's pending gradient (hx)
+// With Gx = 1 a segment's first layer norm keeps the checkpoint itself (not counted
+// twice). The loss: the checkpoints, the LM head's input and its norm's (what the head
+// layer keeps), the last block's output (Gx = 1) and three fp32 copies of the logits
+// (log-softmax output, its gradient, the logits' gradient). The other in-flight
+// micro-batches keep their checkpoints (and, not on the last stage, the stage's output
+// and its send buffer: 2 hx). Buckets: each data-parallel bucket's flat buffer, from the
+// layer that fills it (reverse order, `bucket_bytes` of gradients) to the step's end.
+// ZeRO-2 and 3 (`sink_bytes` per gradient element, 0 otherwise): each layer's gradient,
+// once computed, is reduce-scattered over data to its owners, two layers in flight (the
+// runtime's kSinkDepth): its gradient (block/Gz elements) and, on the rank owning them,
+// the summed elements (all of the layer's when they fall in one rank's `owned` range).
+// At a segment's peak the two layers handed over just before are in flight, and at its
+// last linear's that layer's own as it is handed over.
+// `gathered` (bytes per weight element): ZeRO-3 with Gz = 1 gathers each layer's weight
+// over data at each fetch; a recomputed segment keeps its layers' gathered weights for
+// their backward (the segment's weights during its backward), a layer outside segments
+// only while it computes (none at the loss: the head's forward weight is gone by then).
+PassPeak passes_peak(const MemoryLayer* layers, size_t count, int64_t hidden, int64_t seq_len, const topo::Grid& g,
+                     const MemorySettings& s, double sink_bytes, double owned, double gathered) {
+  const double w = static_cast<double>(s.precision.compute_bytes);
+  const double gxy = static_cast<double>(g.gx * g.gy);
+  const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / static_cast<double>(g.gz);
+  const double hx = static_cast<double>(hidden) / static_cast<double>(g.gx);
+  const bool checkpointing = s.activation_checkpointing;
+  auto segmented = [&](const MemoryLayer& l) { return checkpointing && l.recomputed; };
+
+  // The stage's shape: checkpoints, what the layers outside segments keep, the loss.
+  bool last_stage = false;
+  double segments = 0, kept_whole = 0, logits = 0, kept_whole_input_grad = 0, kept_whole_weight = 0;
+  int64_t segment = -1;
+  for (size_t i = 0; i < count; ++i) {
+    const MemoryLayer& l = layers[i];
+    if (l.act.logits > 0) last_stage = true, logits = l.act.logits;
+    if (segmented(l)) {
+      if (l.unit != segment) segment = l.unit, segments += 1;
+    } else if (l.act.logits == 0) {
+      kept_whole += l.act.saved;
+      kept_whole_input_grad = std::max(kept_whole_input_grad, l.act.input_grad);
+      kept_whole_weight = std::max(kept_whole_weight, l.weight_elements / gxy);
+    }
+  }
+  // Without checkpointing every layer keeps its saved tensors (the stage's input is
+  // kept by the first layer norm).
+  const double stage_output = last_stage ? 0.0 : 2 * hx;
+  const double per_microbatch = segments * hx + kept_whole + stage_output;
+  const double others = static_cast<double>(std::max<int64_t>(s.inflight_microbatches - 1, 0)) * per_microbatch;
+
+  const double gz = static_cast<double>(g.gz);
+  auto handed = [&](const MemoryLayer& l) {  // one layer's reduction in flight, bytes
+    const double block = l.weight_elements / gxy / gz;
+    return sink_bytes * (block + std::min(block, owned));
+  };
+  double largest_handed = 0;
+  for (size_t i = 0; i < count; ++i) largest_handed = std::max(largest_handed, handed(layers[i]));
+
+  PassPeak peak;
+  const double loss_bytes = 4.0;  // the loss works on fp32 logits in every precision
+  const double gz_weight_grad = g.gz == 1 ? 1.0 : 0.0;  // Gz > 1: in the un-scattered dW term
+  if (last_stage) {
+    double head = 0;
+    for (size_t i = 0; i < count; ++i)
+      if (layers[i].act.logits > 0) head = layers[i].act.saved;
+    peak.at_least(w * rows * (others + per_microbatch + head) + loss_bytes * rows * 3 * logits, 0);
+  }
+  // Without checkpointing: the largest layer's backward on top of everything kept.
+  if (!checkpointing)
+    peak.at_least(w * rows * (others + per_microbatch + hx + kept_whole_input_grad) +
+                      gz_weight_grad * w * kept_whole_weight,
+                  0, 2 * largest_handed, gathered * kept_whole_weight);
+
+  // The reverse walk: buckets fill, segments run their backward.
+  const bool buckets = s.overlap.bucketed_data_parallel_all_reduce && g.gdata > 1 && !s.optimizer.reduces_data_parallel();
+  double issued = 0, filling = 0;
+  double seg_saved = 0, seg_after_attention = 0, seg_last_input_grad = 0, seg_last_weight = 0, seg_weights = 0;
+  double attention_copies = 0, attention_probs = 0;
+  double recent = 0, latest = 0;                    // the last two layers handed over, bytes
+  double at_last_linear = 0, at_attention = 0;     // in flight at the segment's two peaks
+  bool seg_open = false, seen_attention = false, seen_linear = false;
+  double segments_left = segments;
+  for (size_t r = count; r-- > 0;) {
+    const MemoryLayer& l = layers[r];
+    if (buckets && l.weight_elements > 0) {
+      filling += l.grad_bytes;
+      if (filling >= static_cast<double>(s.overlap.bucket_bytes)) issued += filling, filling = 0;
+    }
+    const double in_flight_before = recent + latest;
+    if (l.weight_elements > 0) recent = latest, latest = handed(l);
+    if (!segmented(l)) continue;
+    if (!seg_open) {
+      seg_open = true;
+      seg_saved = seg_after_attention = seg_last_input_grad = seg_last_weight = seg_weights = 0;
+      seen_attention = seen_linear = false;
+    }
+    seg_saved += l.act.saved;
+    seg_weights += l.weight_elements / gxy;
+    if (!seen_linear && l.act.input_grad > 0) {
+      seen_linear = true;
+      seg_last_input_grad = l.act.input_grad;
+      seg_last_weight = l.weight_elements / gxy;
+      at_last_linear = in_flight_before + handed(l);  // its own, as it is handed over
+    }
+    if (!seen_attention) {
+      if (l.act.probs > 0) {
+        seen_attention = true;
+        attention_copies = l.act.copies;
+        attention_probs = l.act.probs;
+        at_attention = in_flight_before;
+      } else {
+        seg_after_attention += l.act.saved;
+      }
+    }
+    if (r > 0 && segmented(layers[r - 1]) && layers[r - 1].unit == l.unit) continue;
+    // The segment's first layer: its norm (Gx = 1) keeps the checkpoint, counted once.
+    const double shared = g.gx == 1 ? l.act.norm_before : 0.0;
+    segments_left -= 1;
+    const double earlier = others + segments_left * hx + stage_output;  // checkpoints not yet consumed
+    const double around = 3 * hx;  // its input checkpoint, its output, the gradient arriving
+    peak.at_least(w * rows * (earlier + around + seg_saved - shared + seg_last_input_grad) +
+                      gz_weight_grad * w * seg_last_weight,
+                  issued, at_last_linear, gathered * seg_weights);
+    if (seen_attention) {
+      const double before = seg_saved - seg_after_attention - attention_copies - attention_probs - shared;
+      peak.at_least(w * rows * (earlier + around + hx + before + attention_copies + 3 * attention_probs), issued,
+                    at_attention, gathered * seg_weights);
+    }
+    seg_open = false;
+  }
+  // After the backward: every bucket (the last one partial) until the reduction ends,
+  // the last closing while the stage's input gradient (hx per row) and, on the first
+  // stage, the embedding's table gradient (a weight block, w bytes) are still alive.
+  if (buckets) {
+    const MemoryLayer& first = layers[0];
+    const bool embedding = count > 0 && first.weight_elements > 0 && first.act.input_grad == 0;
+    peak.at_least(w * rows * hx + (embedding ? gz_weight_grad * w * first.weight_elements / gxy : 0.0),
+                  issued + filling);
+  }
+  return peak;
+}
+
+}  // namespace
 
 MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hidden, int64_t seq_len,
                              const topo::Grid& g, const MemorySettings& s) {
   MemoryBreakdown mem;
   const double w = static_cast<double>(s.precision.compute_bytes);
   const double gxy = static_cast<double>(g.gx * g.gy), gz = static_cast<double>(g.gz);
-  const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / gz;
-
   double weights = 0, max_block = 0, sum_block = 0, cached_blocks = 0;
-  double stored_per_row = 0;                    // activations kept for backward
-  // Checkpointed units are contiguous runs of layers: track the current one.
-  int64_t unit = -1, checkpointed_units = 0;
-  double unit_per_row = 0, largest_unit = 0;  // transient working set of a recomputed unit
   for (size_t i = 0; i < count; ++i) {
-    const MemoryLayer& l = layers[i];
-    const double elems = l.weight_elements;
-    weights += elems;
-    const double block = elems / gxy;
+    const double block = layers[i].weight_elements / gxy;
+    weights += layers[i].weight_elements;
     max_block = std::max(max_block, block);
     sum_block += block;
-    if (l.cached) cached_blocks += block;
-    const double act = l.activation_elems_per_row;
-    if (s.activation_checkpointing && l.recomputed) {
-      if (l.unit != unit) {
-        largest_unit = std::max(largest_unit, unit_per_row);
-        unit_per_row = 0;
-        unit = l.unit;
-        ++checkpointed_units;
-      }
-      unit_per_row += act;
-    } else {
-      stored_per_row += act;
-    }
+    if (layers[i].cached) cached_blocks += block;
   }
-  largest_unit = std::max(largest_unit, unit_per_row);
   const double phi = weights / (gxy * gz);
   // Weights (w bytes): every element. Gradients (wg bytes): every element, the owned
   // block under ZeRO-2. The optimizer's state (the master in mixed precision, Adam's
@@ -102,19 +258,32 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
     const double async_blocks = s.optimizer.zero >= 2 ? std::min(sum_block, 3 * max_block) : sum_block;
     mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? async_blocks : max_block);
   }
-  // ZeRO-2: up to two layers' gradients on their way to their owners.
-  if (s.optimizer.zero >= 2 && g.gdata > 1) mem.unscattered_grad_bytes += wg * 2 * max_block / gz;
-  // ZeRO-3: the shards gathered over data, each alive until its Z all-gather completes
-  // (one, or with prefetch two); without Z the gathered shard is the block computed with.
+  // ZeRO-2 and 3: two layers' gradients on their way to their owners, in the backward.
+  const double sink_bytes = s.optimizer.zero >= 2 && g.gdata > 1 ? wg : 0.0;
+  // ZeRO-3: the blocks gathered over data. With Z, 1/Gz of each, alive until its Z
+  // all-gather completes (one, or with prefetch two); without, the block computed with,
+  // which a recomputed segment keeps for its backward (passes_peak).
+  double gathered = 0;
   if (s.optimizer.zero >= 3 && g.gdata > 1) {
-    const double inflight = g.gz > 1 && s.overlap.prefetch_all_gather ? 2.0 : 1.0;
-    mem.gathered_weight_bytes += w * inflight * max_block / gz;
+    if (g.gz > 1) mem.gathered_weight_bytes += w * (s.overlap.prefetch_all_gather ? 2.0 : 1.0) * max_block / gz;
+    else gathered = w;
   }
-  const double checkpoints_per_row =
-      static_cast<double>(checkpointed_units) * static_cast<double>(hidden) / static_cast<double>(g.gx);
-  mem.activation_bytes =
-      w * rows * (static_cast<double>(s.inflight_microbatches) * (stored_per_row + checkpoints_per_row) +
-                  largest_unit);
+  const PassPeak peak = passes_peak(layers, count, hidden, seq_len, g, s, sink_bytes, owned, gathered);
+  mem.activation_bytes = peak.activation_bytes;
+  mem.bucket_bytes = peak.bucket_bytes;
+  mem.unscattered_grad_bytes += peak.in_flight_grad_bytes;
+  mem.gathered_weight_bytes += peak.gathered_bytes;
+  // The optimizer phase: the passes' buffers are gone. ZeRO-1 reduce-scatters the
+  // gradients into a new block of the owned elements (ZeRO-2's sink already holds
+  // them); the gradient norm copies each parameter (its owned part) to fp64 and squares
+  // it, 16 bytes per element of the largest.
+  const double largest = s.optimizer.zero > 0 && g.gdata > 1 ? std::min(max_block / gz, owned) : max_block / gz;
+  const double optimizer = (s.optimizer.zero == 1 && g.gdata > 1 ? wg * owned : 0.0) +
+                           16 * largest;
+  if (optimizer > mem.gathered_weight_bytes + mem.unscattered_grad_bytes + mem.activation_bytes + mem.bucket_bytes) {
+    mem.gathered_weight_bytes = mem.unscattered_grad_bytes = mem.activation_bytes = mem.bucket_bytes = 0;
+    mem.optimizer_bytes = optimizer;
+  }
   return mem;
 }
 

@@ -12,9 +12,16 @@
 //   gathered weights = w * (inflight * max block + sum of cached blocks), block = k*n/(Gx*Gy),
 //                      inflight = 2 with all-gather prefetch, else 1; only when Gz > 1
 //   un-scattered dW  = w * (sum of blocks with async reduce-scatter, else max block); Gz > 1
-//   activations      = inflight_mb * (stored layers + one checkpoint of rows x hidden/Gx per
-//                      checkpointed unit) + the largest checkpointed unit's working set,
-//                      rows = microbatch_seqs * seq_len / Gz
+//   activations      = the most that the step's passes hold at one time (docs/model.md
+//                      section 5): the walk of the last micro-batch's backward pass, segment
+//                      by segment, over what the runtime's operators keep (layer_activations),
+//                      plus the other in-flight micro-batches' checkpoints; the loss works on
+//                      fp32 logits (three rows x vocab/Gy copies at its backward)
+//   bucket buffers   = the data-parallel buckets' flat buffers alive at that time: each
+//                      bucket, once issued in the backward pass, until the step's reduction
+//   optimizer phase  = in place of all the above when larger (the passes' buffers are gone):
+//                      ZeRO-1's reduce-scattered block, wg * phi/Gdata, and the gradient
+//                      norm's fp64 copy and square of the largest parameter, 16 * block
 //
 // Example: a stage holding GPT-20B's 20.5e9 weights at Gx*Gy*Gz = 16 keeps, in bf16 with
 //   fp32 gradients, 18 * 20.5e9 / 16 = 23.0 GB of model state per GPU.
@@ -33,10 +40,16 @@ struct MemoryBreakdown {
   double model_state_bytes = 0;
   double gathered_weight_bytes = 0;
   double unscattered_grad_bytes = 0;
-  double activation_bytes = 0;
-  double host_bytes = 0;  // the host tier: not counted against the GPU's memory
+  double activation_bytes = 0;  // at the passes' peak (with the dW being computed)
+  double bucket_bytes = 0;      // data-parallel buckets in flight at that peak
+  // The optimizer phase's own buffers when that phase is the peak (the passes' fields
+  // are then 0): ZeRO-1's reduce-scattered gradient block and the gradient norm's fp64
+  // copies of the largest parameter.
+  double optimizer_bytes = 0;
+  double host_bytes = 0;        // the host tier: not counted against the GPU's memory
   double total_bytes() const {
-    return model_state_bytes + gathered_weight_bytes + unscattered_grad_bytes + activation_bytes;
+    return model_state_bytes + gathered_weight_bytes + unscattered_grad_bytes + activation_bytes + bucket_bytes +
+           optimizer_bytes;
   }
 };
 
@@ -49,17 +62,32 @@ struct MemorySettings {
   plan::OptimizerSettings optimizer;
 };
 
-// Activation elements per row (token) of one layer's input plus output shard
-// (attention: its scores and probabilities, heads/Gy x seq_len per row).
-double activation_elems_per_row(const model::Layer& l, const topo::Grid& g, int64_t seq_len);
+// What one layer's operators keep per row (token) of a micro-batch, in elements of the
+// activation type, as the runtime's autograd graph holds them (docs/model.md section 5).
+// A linear keeps its input shard (k/Gx, or k/Gy when transposed); with a layer norm
+// before it, the norm keeps one more hidden/Gx (its input with Gx = 1, its normalized
+// input with Gx > 1); GELU after it keeps its input (n/Gy). Attention keeps the q, k, v
+// copies its batched products make (3*hidden/Gy) and the probabilities (heads/Gy x
+// seq_len).
+struct LayerActivations {
+  double saved = 0;          // kept until the layer's backward
+  double input_grad = 0;     // its backward's dI (a linear: its input width)
+  double input_width = 0;    // its input shard's width (a linear: k/Gx or k/Gy)
+  double norm_before = 0;    // of `saved`: what its layer norm keeps
+  double copies = 0;         // attention: q, k, v
+  double probs = 0;          // attention: the probabilities
+  double logits = 0;         // the loss follows: vocab/Gy logits, handled in fp32
+};
+LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, int64_t seq_len);
 
 // One layer of a stage as the memory model reads it (identical layers share the numbers).
 struct MemoryLayer {
-  double weight_elements = 0;           // k*n (0 for attention)
-  double activation_elems_per_row = 0;  // activation_elems_per_row()
-  int64_t unit = 0;
+  double weight_elements = 0;  // k*n (0 for attention)
+  LayerActivations act;        // layer_activations()
+  int64_t unit = 0;            // its checkpointed segment
   bool recomputed = false;
-  bool cached = false;                  // keeps its gathered weight (overlap optimization 4)
+  bool cached = false;         // keeps its gathered weight (overlap optimization 4)
+  double grad_bytes = 0;       // its data-parallel gradient shard, bytes (bucket sizes)
 };
 
 // Memory of the GPUs of a stage holding `count` layers (no allocation); `hidden` and

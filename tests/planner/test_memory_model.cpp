@@ -1,0 +1,137 @@
+// The passes' peak of the memory model (docs/model.md section 5), worked by hand on
+// gpt-bench (4 blocks, hidden 256, 8 heads, seq 128, vocab 2048, ffn 1024) in fp32.
+// The same configurations are measured by the counting allocator in
+// tools/measure_memory.sh (docs/performance.md): 60.0, 15.5 and 16.0 MiB above the live
+// bytes are what axrun measures, to 0.5 MiB.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "axonn/common/units.hpp"
+#include "axonn/model/model_description.hpp"
+#include "axonn/planner/memory_model.hpp"
+
+namespace axonn::planner {
+namespace {
+
+struct BenchCase {
+  model::ModelDescription m = model::load_model("gpt-bench");
+  MemorySettings s;
+  BenchCase() {
+    s.precision = plan::Precision::fp32();
+    s.activation_checkpointing = true;
+  }
+  MemoryBreakdown at(const topo::Grid& g, int64_t microbatch_seqs) {
+    s.microbatch_seqs = microbatch_seqs;
+    return stage_memory(m, 0, m.layers.size(), g, s, std::vector<bool>(m.layers.size(), false));
+  }
+};
+
+// What each layer keeps, per row: the linears their input (plus the norm before them),
+// fc1 its GELU input, attention the q, k, v copies and the probabilities (8 x 128).
+TEST(MemoryModel, WhatEachLayerKeeps) {
+  const auto m = model::load_model("gpt-bench");
+  const topo::Grid one{1, 1, 1, 1, 1}, tensor{2, 4, 1, 1, 1};
+  for (const auto& l : m.layers) {
+    const LayerActivations a = layer_activations(l, one, m.seq_len);
+    if (l.name == "block0.qkv") EXPECT_EQ(a.saved, 256 + 256);
+    if (l.name == "block0.attention") EXPECT_EQ(a.saved, 3 * 256 + 8 * 128);
+    if (l.name == "block0.attn_out") EXPECT_EQ(a.saved, 256);
+    if (l.name == "block0.fc1") EXPECT_EQ(a.saved, 256 + 256 + 1024);
+    if (l.name == "block0.fc2") EXPECT_EQ(a.saved, 1024);
+    if (l.name == "lm_head") EXPECT_EQ(a.logits, 2048);
+    if (l.name == "embedding") EXPECT_EQ(a.saved, 0);
+    // Sharded: the hidden width over Gx, the columns and heads over Gy.
+    const LayerActivations t = layer_activations(l, tensor, m.seq_len);
+    if (l.name == "block0.fc1") EXPECT_EQ(t.saved, 128 + 128 + 256);
+    if (l.name == "block0.attention") EXPECT_EQ(t.saved, 3 * 64 + 2 * 128);
+    if (l.name == "lm_head") EXPECT_EQ(t.logits, 512);
+  }
+}
+
+// One rank, batch 16 (2048 rows): the loss is the peak. Four checkpoints (256 each), the
+// head's input and its norm's (2 x 256), 4 bytes per element; then three fp32 copies of
+// the 2048 logits: 12 MiB + 48 MiB.
+TEST(MemoryModel, OneRankPeaksAtTheLoss) {
+  BenchCase c;
+  const MemoryBreakdown mem = c.at({1, 1, 1, 1, 1}, 16);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 4.0 * 2048 * (4 * 256 + 2 * 256) + 12.0 * 2048 * 2048);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 60 * kBytesPerMiB);
+  EXPECT_EQ(mem.bucket_bytes, 0.0);
+  // bf16 activations halve everything but the fp32 loss: 6 + 48 MiB.
+  c.s.precision = plan::Precision::bf16();
+  EXPECT_DOUBLE_EQ(c.at({1, 1, 1, 1, 1}, 16).activation_bytes, 54 * kBytesPerMiB);
+}
+
+// ZeRO-1 on 4 data-parallel ranks, 4 sequences (512 rows): the last block's backward is
+// the peak, at its fc2's dW. Per row: 3 checkpoints not yet consumed, the block's input,
+// output and arriving gradient (3 x 256), what the block keeps (16 x 256 + 1024, less the
+// checkpoint its first norm keeps: 256), fc2's dI (1024); plus fc2's dW (1024 x 256).
+TEST(MemoryModel, DataParallelPeaksInTheLastBlocksBackward) {
+  BenchCase c;
+  c.s.optimizer.zero = 1;
+  const MemoryBreakdown mem = c.at({1, 1, 1, 4, 1}, 4);
+  const double per_row = 3 * 256 + 3 * 256 + (16 * 256 + 1024 - 256) + 1024;
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 4.0 * 512 * per_row + 4.0 * 1024 * 256);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 15.5 * kBytesPerMiB);
+  EXPECT_EQ(mem.bucket_bytes, 0.0);  // ZeRO reduces in the optimizer phase
+}
+
+// Plain data parallelism: every gradient goes through a bucket's flat buffer in the
+// backward, and none is freed before the step's reduction: after the backward, 16 MiB
+// (4M fp32 gradients, in one bucket under the 25 MB default) and 2.5 MiB more than any
+// pass holds.
+TEST(MemoryModel, BucketsOutliveTheBackward) {
+  BenchCase c;
+  const MemoryBreakdown mem = c.at({1, 1, 1, 4, 1}, 4);
+  // The last bucket closes in the embedding's backward: its table gradient (2048 x 256)
+  // and the gradient arriving at it (512 x 256) are alive.
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 4.0 * (2048 * 256 + 512 * 256));
+  EXPECT_DOUBLE_EQ(mem.bucket_bytes, 4.0 * (2 * 2048 * 256 + 4 * (3 * 256 * 256 + 256 * 256 + 2 * 256 * 1024)));
+  EXPECT_DOUBLE_EQ(mem.bucket_bytes, 16 * kBytesPerMiB);
+  // Unbucketed, the gradients are all-reduced in place: the passes' peak is the block's.
+  c.s.overlap.bucketed_data_parallel_all_reduce = false;
+  EXPECT_EQ(c.at({1, 1, 1, 4, 1}, 4).bucket_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(c.at({1, 1, 1, 4, 1}, 4).activation_bytes, 15.5 * kBytesPerMiB);
+}
+
+// Many heads: the softmax's backward (three copies of the probabilities) overtakes fc2's.
+TEST(MemoryModel, AttentionPeaksWhenTheProbabilitiesDominate) {
+  BenchCase c;
+  c.m.heads = 64;  // 64 x 128 probabilities per row, 32x the hidden width
+  for (auto& l : c.m.layers)
+    if (l.kind == model::LayerKind::Attention) l.heads = 64, l.head_dim = 4;
+  c.s.optimizer.zero = 1;
+  const MemoryBreakdown mem = c.at({1, 1, 1, 4, 1}, 4);
+  // Per row: 3 checkpoints, the block's input, output, arriving gradient and the
+  // residual's pending gradient (4 x 256), what qkv keeps less the checkpoint (256), the
+  // q, k, v copies (768) and three copies of 64 x 128 probabilities.
+  const double per_row = 3 * 256 + 4 * 256 + 256 + 768 + 3 * 64 * 128;
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 4.0 * 512 * per_row);
+}
+
+// ZeRO-1 on 4 ranks of gpt-bench-12 in bf16 with fp32 gradients: the optimizer phase is
+// the peak. The reduce-scattered block of the owned gradients (fp32, a quarter of the
+// 10.5M weights) and the gradient norm's fp64 copy and square of the largest parameter
+// (the 2048 x 256 embedding or head): 10 + 8 MiB, above the loss's 15.5.
+TEST(MemoryModel, ZeroOnePeaksInTheOptimizerPhase) {
+  BenchCase c;
+  const std::string path = ::testing::TempDir() + "gpt-bench-12.json";
+  std::ofstream(path) << R"({"name": "gpt-bench-12", "family": "gpt", "num_layers": 12, "hidden": 256,
+                            "heads": 8, "seq_len": 128, "vocab": 2048, "ffn_multiplier": 4})";
+  c.m = model::load_model(path);
+  c.s.precision = plan::Precision::bf16();
+  c.s.optimizer.zero = 1;
+  const MemoryBreakdown mem = c.at({1, 1, 1, 4, 1}, 4);
+  const double weights = 12.0 * (3 * 256 * 256 + 256 * 256 + 2 * 256 * 1024) + 2 * 2048 * 256;
+  EXPECT_DOUBLE_EQ(mem.optimizer_bytes, 4.0 * weights / 4 + 16.0 * 2048 * 256);
+  EXPECT_EQ(mem.activation_bytes, 0.0);
+  EXPECT_EQ(mem.bucket_bytes, 0.0);
+  // ZeRO-2 keeps no such block (its sink holds the owned gradients): the loss is the peak.
+  c.s.optimizer.zero = 2;
+  EXPECT_EQ(c.at({1, 1, 1, 4, 1}, 4).optimizer_bytes, 0.0);
+}
+
+}  // namespace
+}  // namespace axonn::planner
