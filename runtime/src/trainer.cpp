@@ -3,6 +3,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <thread>
@@ -112,6 +113,9 @@ struct Trainer::Impl {
   }
 
   void send(const at::Tensor& t, int64_t mb, int peer, int tag) {
+    // Completed sends give their buffers back now, not at the step's end: a stage then
+    // holds the buffers of the micro-batches in flight only (docs/model.md section 5).
+    sends.erase(std::remove_if(sends.begin(), sends.end(), [](Message& s) { return s.work->test(); }), sends.end());
     Message m;
     const at::Tensor mb_tag =
         at::tensor({static_cast<double>(mb / kTagBase), static_cast<double>(mb % kTagBase)}, at::kDouble).to(t.options());
