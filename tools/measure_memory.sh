@@ -43,7 +43,7 @@ live = max(s["live_device_bytes"] for s in m["steps"]) / M
 peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M; state = b["model_state"] / M
 if table == "1":
     print(f"| {grid} | {peak:.1f} | {live:.1f} | {pred:.1f} | {state:.1f} | {b['activations']/M:.1f} | "
-          f"{(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | {pred/peak:.2f} |")
+          f"{b['bucket_buffers']/M:.1f} | {(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | {pred/peak:.2f} |")
 else:
     offload = "--offload-optimizer" in flags
     opt = flags.split()
@@ -57,8 +57,8 @@ PY
 }
 
 if [ "$TABLES" = 1 ] || [ "$TABLES" = all ]; then
-echo "| grid (gx,gy,gz,gdata,ginter) | measured peak | live after the step | predicted total | predicted model state | predicted activations | predicted gathered W + unscattered dW | predicted / measured peak |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| grid (gx,gy,gz,gdata,ginter) | measured peak | live after the step | predicted total | predicted model state | predicted activations | predicted data-parallel buckets | predicted gathered W + unscattered dW | predicted / measured peak |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for spec in "1 1,1,1,1,1" "8 1,1,1,8,1" "8 8,1,1,1,1" "8 1,1,8,1,1" "8 2,2,2,1,1" "8 2,1,1,2,2" "4 1,1,1,1,4"; do
   measure 1 gpt-bench $spec
 done
