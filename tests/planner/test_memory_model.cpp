@@ -33,21 +33,25 @@ struct BenchCase {
 TEST(MemoryModel, WhatEachLayerKeeps) {
   const auto m = model::load_model("gpt-bench");
   const topo::Grid one{1, 1, 1, 1, 1}, tensor{2, 4, 1, 1, 1};
+  int checked = 0;  // the layers named below exist: each is checked
   for (const auto& l : m.layers) {
+    checked += l.name == "block0.qkv" || l.name == "block0.attention" || l.name == "block0.attn_out" ||
+               l.name == "block0.fc1" || l.name == "block0.fc2" || l.name == "lm_head" || l.name == "embedding";
     const LayerActivations a = layer_activations(l, one, m.seq_len);
-    if (l.name == "block0.qkv") EXPECT_EQ(a.saved, 256 + 256);
-    if (l.name == "block0.attention") EXPECT_EQ(a.saved, 3 * 256 + 8 * 128);
-    if (l.name == "block0.attn_out") EXPECT_EQ(a.saved, 256);
-    if (l.name == "block0.fc1") EXPECT_EQ(a.saved, 256 + 256 + 1024);
-    if (l.name == "block0.fc2") EXPECT_EQ(a.saved, 1024);
-    if (l.name == "lm_head") EXPECT_EQ(a.logits, 2048);
-    if (l.name == "embedding") EXPECT_EQ(a.saved, 0);
+    if (l.name == "block0.qkv") { EXPECT_EQ(a.saved, 256 + 256); }
+    if (l.name == "block0.attention") { EXPECT_EQ(a.saved, 3 * 256 + 8 * 128); }
+    if (l.name == "block0.attn_out") { EXPECT_EQ(a.saved, 256); }
+    if (l.name == "block0.fc1") { EXPECT_EQ(a.saved, 256 + 256 + 1024); }
+    if (l.name == "block0.fc2") { EXPECT_EQ(a.saved, 1024); }
+    if (l.name == "lm_head") { EXPECT_EQ(a.logits, 2048); }
+    if (l.name == "embedding") { EXPECT_EQ(a.saved, 0); }
     // Sharded: the hidden width over Gx, the columns and heads over Gy.
     const LayerActivations t = layer_activations(l, tensor, m.seq_len);
-    if (l.name == "block0.fc1") EXPECT_EQ(t.saved, 128 + 128 + 256);
-    if (l.name == "block0.attention") EXPECT_EQ(t.saved, 3 * 64 + 2 * 128);
-    if (l.name == "lm_head") EXPECT_EQ(t.logits, 512);
+    if (l.name == "block0.fc1") { EXPECT_EQ(t.saved, 128 + 128 + 256); }
+    if (l.name == "block0.attention") { EXPECT_EQ(t.saved, 3 * 64 + 2 * 128); }
+    if (l.name == "lm_head") { EXPECT_EQ(t.logits, 512); }
   }
+  EXPECT_EQ(checked, 7);
 }
 
 // One rank, batch 16 (2048 rows): the loss is the peak. Four checkpoints (256 each), the

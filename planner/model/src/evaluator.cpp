@@ -246,7 +246,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       const int32_t k = class_of_[i];
       const schedule::PassLayer& pl = sc.pass[i];
       sc.pass_costs[i] = &sc.costs[static_cast<size_t>(k)];
-      sc.memory[i] = {static_cast<double>(l.weight_elements()), sc.activation_per_row[static_cast<size_t>(k)],
+      sc.memory[i] = {static_cast<double>(l.weight_elements()), &sc.activation_per_row[static_cast<size_t>(k)],
                       pl.segment, l.recomputed, pl.cached, pl.grad_bytes};
       if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
       const bool embedding = l.kind == model::LayerKind::Embedding;

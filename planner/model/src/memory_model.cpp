@@ -44,11 +44,13 @@ std::string memory_over_limit(double bytes, double limit_bytes) {
 MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, size_t last,
                              const topo::Grid& g, const MemorySettings& s,
                              const std::vector<bool>& cached) {
+  std::vector<LayerActivations> acts;
+  for (size_t i = first; i < last; ++i) acts.push_back(layer_activations(m.layers[i], g, m.seq_len));
   std::vector<MemoryLayer> view;
   for (size_t i = first; i < last; ++i) {
     const auto& l = m.layers[i];
-    view.push_back({static_cast<double>(l.weight_elements()), layer_activations(l, g, m.seq_len), l.unit,
-                    l.recomputed, cached[i], schedule::gradient_shard_bytes(l, g, s.precision.grad_reduce_bytes)});
+    view.push_back({static_cast<double>(l.weight_elements()), &acts[i - first], l.unit, l.recomputed, cached[i],
+                    schedule::gradient_shard_bytes(l, g, s.precision.grad_reduce_bytes)});
   }
   return stage_memory(view.data(), view.size(), m.hidden, m.seq_len, g, s);
 }
@@ -95,30 +97,51 @@ struct PassPeak {
 // over data at each fetch; a recomputed segment keeps its layers' gathered weights for
 // their backward (the segment's weights during its backward), a layer outside segments
 // only while it computes (none at the loss: the head's forward weight is gone by then).
-PassPeak passes_peak(const MemoryLayer* layers, size_t count, int64_t hidden, int64_t seq_len, const topo::Grid& g,
-                     const MemorySettings& s, double sink_bytes, double owned, double gathered) {
+// One pass over a stage's layers: its weights and what passes_peak() needs of them.
+struct StageShape {
+  double weights = 0, max_block = 0, sum_block = 0, cached_blocks = 0;  // elements, blocks of Gx*Gy
+  bool last_stage = false;
+  double segments = 0;       // checkpointed segments
+  double kept_whole = 0;     // per row: what the layers outside segments keep
+  double kept_whole_input_grad = 0, kept_whole_weight = 0;
+  double logits = 0, head = 0;  // the loss's logits per row, what the head layer keeps
+};
+
+StageShape stage_shape(const MemoryLayer* layers, size_t count, const topo::Grid& g, bool checkpointing) {
+  StageShape sh;
+  const double gxy = static_cast<double>(g.gx * g.gy);
+  int64_t segment = -1;
+  for (size_t i = 0; i < count; ++i) {
+    const MemoryLayer& l = layers[i];
+    const double block = l.weight_elements / gxy;
+    sh.weights += l.weight_elements;
+    sh.max_block = std::max(sh.max_block, block);
+    sh.sum_block += block;
+    if (l.cached) sh.cached_blocks += block;
+    if (l.act->logits > 0) sh.last_stage = true, sh.logits = l.act->logits, sh.head = l.act->saved;
+    if (checkpointing && l.recomputed) {
+      if (l.unit != segment) segment = l.unit, sh.segments += 1;
+    } else if (l.act->logits == 0) {
+      sh.kept_whole += l.act->saved;
+      sh.kept_whole_input_grad = std::max(sh.kept_whole_input_grad, l.act->input_grad);
+      sh.kept_whole_weight = std::max(sh.kept_whole_weight, block);
+    }
+  }
+  return sh;
+}
+
+PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& sh, int64_t hidden, int64_t seq_len,
+                     const topo::Grid& g, const MemorySettings& s, double sink_bytes, double owned, double gathered) {
   const double w = static_cast<double>(s.precision.compute_bytes);
   const double gxy = static_cast<double>(g.gx * g.gy);
   const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / static_cast<double>(g.gz);
   const double hx = static_cast<double>(hidden) / static_cast<double>(g.gx);
   const bool checkpointing = s.activation_checkpointing;
   auto segmented = [&](const MemoryLayer& l) { return checkpointing && l.recomputed; };
+  const bool last_stage = sh.last_stage;
+  const double segments = sh.segments, kept_whole = sh.kept_whole, logits = sh.logits;
+  const double kept_whole_input_grad = sh.kept_whole_input_grad, kept_whole_weight = sh.kept_whole_weight;
 
-  // The stage's shape: checkpoints, what the layers outside segments keep, the loss.
-  bool last_stage = false;
-  double segments = 0, kept_whole = 0, logits = 0, kept_whole_input_grad = 0, kept_whole_weight = 0;
-  int64_t segment = -1;
-  for (size_t i = 0; i < count; ++i) {
-    const MemoryLayer& l = layers[i];
-    if (l.act.logits > 0) last_stage = true, logits = l.act.logits;
-    if (segmented(l)) {
-      if (l.unit != segment) segment = l.unit, segments += 1;
-    } else if (l.act.logits == 0) {
-      kept_whole += l.act.saved;
-      kept_whole_input_grad = std::max(kept_whole_input_grad, l.act.input_grad);
-      kept_whole_weight = std::max(kept_whole_weight, l.weight_elements / gxy);
-    }
-  }
   // Without checkpointing every layer keeps its saved tensors (the stage's input is
   // kept by the first layer norm).
   const double stage_output = last_stage ? 0.0 : 2 * hx;
@@ -126,22 +149,16 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, int64_t hidden, in
   const double others = static_cast<double>(std::max<int64_t>(s.inflight_microbatches - 1, 0)) * per_microbatch;
 
   const double gz = static_cast<double>(g.gz);
-  auto handed = [&](const MemoryLayer& l) {  // one layer's reduction in flight, bytes
-    const double block = l.weight_elements / gxy / gz;
+  auto handed = [&](double weight_elements) {  // one layer's reduction in flight, bytes
+    const double block = weight_elements / gxy / gz;
     return sink_bytes * (block + std::min(block, owned));
   };
-  double largest_handed = 0;
-  for (size_t i = 0; i < count; ++i) largest_handed = std::max(largest_handed, handed(layers[i]));
+  const double largest_handed = handed(sh.max_block * gxy);
 
   PassPeak peak;
   const double loss_bytes = 4.0;  // the loss works on fp32 logits in every precision
   const double gz_weight_grad = g.gz == 1 ? 1.0 : 0.0;  // Gz > 1: in the un-scattered dW term
-  if (last_stage) {
-    double head = 0;
-    for (size_t i = 0; i < count; ++i)
-      if (layers[i].act.logits > 0) head = layers[i].act.saved;
-    peak.at_least(w * rows * (others + per_microbatch + head) + loss_bytes * rows * 3 * logits, 0);
-  }
+  if (last_stage) peak.at_least(w * rows * (others + per_microbatch + sh.head) + loss_bytes * rows * 3 * logits, 0);
   // Without checkpointing: the largest layer's backward on top of everything kept.
   if (!checkpointing)
     peak.at_least(w * rows * (others + per_microbatch + hx + kept_whole_input_grad) +
@@ -164,34 +181,34 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, int64_t hidden, in
       if (filling >= static_cast<double>(s.overlap.bucket_bytes)) issued += filling, filling = 0;
     }
     const double in_flight_before = recent + latest;
-    if (l.weight_elements > 0) recent = latest, latest = handed(l);
+    if (l.weight_elements > 0) recent = latest, latest = handed(l.weight_elements);
     if (!segmented(l)) continue;
     if (!seg_open) {
       seg_open = true;
       seg_saved = seg_after_attention = seg_last_input_grad = seg_last_weight = seg_weights = 0;
       seen_attention = seen_linear = false;
     }
-    seg_saved += l.act.saved;
+    seg_saved += l.act->saved;
     seg_weights += l.weight_elements / gxy;
-    if (!seen_linear && l.act.input_grad > 0) {
+    if (!seen_linear && l.act->input_grad > 0) {
       seen_linear = true;
-      seg_last_input_grad = l.act.input_grad;
+      seg_last_input_grad = l.act->input_grad;
       seg_last_weight = l.weight_elements / gxy;
-      at_last_linear = in_flight_before + handed(l);  // its own, as it is handed over
+      at_last_linear = in_flight_before + handed(l.weight_elements);  // its own, as it is handed over
     }
     if (!seen_attention) {
-      if (l.act.probs > 0) {
+      if (l.act->probs > 0) {
         seen_attention = true;
-        attention_copies = l.act.copies;
-        attention_probs = l.act.probs;
+        attention_copies = l.act->copies;
+        attention_probs = l.act->probs;
         at_attention = in_flight_before;
       } else {
-        seg_after_attention += l.act.saved;
+        seg_after_attention += l.act->saved;
       }
     }
     if (r > 0 && segmented(layers[r - 1]) && layers[r - 1].unit == l.unit) continue;
     // The segment's first layer: its norm (Gx = 1) keeps the checkpoint, counted once.
-    const double shared = g.gx == 1 ? l.act.norm_before : 0.0;
+    const double shared = g.gx == 1 ? l.act->norm_before : 0.0;
     segments_left -= 1;
     const double earlier = others + segments_left * hx + stage_output;  // checkpoints not yet consumed
     const double around = 3 * hx;  // its input checkpoint, its output, the gradient arriving
@@ -210,7 +227,7 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, int64_t hidden, in
   // stage, the embedding's table gradient (a weight block, w bytes) are still alive.
   if (buckets) {
     const MemoryLayer& first = layers[0];
-    const bool embedding = count > 0 && first.weight_elements > 0 && first.act.input_grad == 0;
+    const bool embedding = count > 0 && first.weight_elements > 0 && first.act->input_grad == 0;
     peak.at_least(w * rows * hx + (embedding ? gz_weight_grad * w * first.weight_elements / gxy : 0.0),
                   issued + filling);
   }
@@ -224,14 +241,9 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   MemoryBreakdown mem;
   const double w = static_cast<double>(s.precision.compute_bytes);
   const double gxy = static_cast<double>(g.gx * g.gy), gz = static_cast<double>(g.gz);
-  double weights = 0, max_block = 0, sum_block = 0, cached_blocks = 0;
-  for (size_t i = 0; i < count; ++i) {
-    const double block = layers[i].weight_elements / gxy;
-    weights += layers[i].weight_elements;
-    max_block = std::max(max_block, block);
-    sum_block += block;
-    if (layers[i].cached) cached_blocks += block;
-  }
+  const StageShape sh = stage_shape(layers, count, g, s.activation_checkpointing);
+  const double weights = sh.weights, max_block = sh.max_block, sum_block = sh.sum_block,
+               cached_blocks = sh.cached_blocks;
   const double phi = weights / (gxy * gz);
   // Weights (w bytes): every element. Gradients (wg bytes): every element, the owned
   // block under ZeRO-2. The optimizer's state (the master in mixed precision, Adam's
@@ -268,7 +280,7 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
     if (g.gz > 1) mem.gathered_weight_bytes += w * (s.overlap.prefetch_all_gather ? 2.0 : 1.0) * max_block / gz;
     else gathered = w;
   }
-  const PassPeak peak = passes_peak(layers, count, hidden, seq_len, g, s, sink_bytes, owned, gathered);
+  const PassPeak peak = passes_peak(layers, count, sh, hidden, seq_len, g, s, sink_bytes, owned, gathered);
   mem.activation_bytes = peak.activation_bytes;
   mem.bucket_bytes = peak.bucket_bytes;
   mem.unscattered_grad_bytes += peak.in_flight_grad_bytes;

@@ -83,7 +83,7 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
 // One layer of a stage as the memory model reads it (identical layers share the numbers).
 struct MemoryLayer {
   double weight_elements = 0;  // k*n (0 for attention)
-  LayerActivations act;        // layer_activations()
+  const LayerActivations* act = nullptr;  // layer_activations(), shared by identical layers
   int64_t unit = 0;            // its checkpointed segment
   bool recomputed = false;
   bool cached = false;         // keeps its gathered weight (overlap optimization 4)
