@@ -70,33 +70,6 @@ struct PassPeak {
   }
 };
 
-// Walks the backward pass of the step's last micro-batch, layer by layer in reverse, as
-// the runtime runs it: the loss first (the last stage), then each checkpointed segment
-// recomputed and back-propagated, then the layers kept whole. Per row, in elements of the
-// activation type (w bytes): a segment's input checkpoint `hx` = hidden/Gx, its output
-// and the gradient arriving at it (hx each) while its backward runs, and:
-//   at its last linear's backward: everything the segment keeps, that layer's dI, and
-//     its dW (a weight block, w bytes, when Gz = 1; the un-scattered dW term otherwise)
-//   at its last attention's softmax backward: what the layers before it keep, the q, k,
-//     v copies (dV in place of V), three copies of the probabilities (kept, their
-//     gradient, the result) and the residual's pending gradient (hx)
-// With Gx = 1 a segment's first layer norm keeps the checkpoint itself (not counted
-// twice). The loss: the checkpoints, the LM head's input and its norm's (what the head
-// layer keeps), the last block's output (Gx = 1) and three fp32 copies of the logits
-// (log-softmax output, its gradient, the logits' gradient). The other in-flight
-// micro-batches keep their checkpoints (and, not on the last stage, the stage's output
-// and its send buffer: 2 hx). Buckets: each data-parallel bucket's flat buffer, from the
-// layer that fills it (reverse order, `bucket_bytes` of gradients) to the step's end.
-// ZeRO-2 and 3 (`sink_bytes` per gradient element, 0 otherwise): each layer's gradient,
-// once computed, is reduce-scattered over data to its owners, two layers in flight (the
-// runtime's kSinkDepth): its gradient (block/Gz elements) and, on the rank owning them,
-// the summed elements (all of the layer's when they fall in one rank's `owned` range).
-// At a segment's peak the two layers handed over just before are in flight, and at its
-// last linear's that layer's own as it is handed over.
-// `gathered` (bytes per weight element): ZeRO-3 with Gz = 1 gathers each layer's weight
-// over data at each fetch; a recomputed segment keeps its layers' gathered weights for
-// their backward (the segment's weights during its backward), a layer outside segments
-// only while it computes (none at the loss: the head's forward weight is gone by then).
 // One pass over a stage's layers: its weights and what passes_peak() needs of them.
 struct StageShape {
   double weights = 0, max_block = 0, sum_block = 0, cached_blocks = 0;  // elements, blocks of Gx*Gy
@@ -130,6 +103,33 @@ StageShape stage_shape(const MemoryLayer* layers, size_t count, const topo::Grid
   return sh;
 }
 
+// Walks the backward pass of the step's last micro-batch, layer by layer in reverse, as
+// the runtime runs it: the loss first (the last stage), then each checkpointed segment
+// recomputed and back-propagated, then the layers kept whole. Per row, in elements of the
+// activation type (w bytes): a segment's input checkpoint `hx` = hidden/Gx, its output
+// and the gradient arriving at it (hx each) while its backward runs, and:
+//   at its last linear's backward: everything the segment keeps, that layer's dI, and
+//     its dW (a weight block, w bytes, when Gz = 1; the un-scattered dW term otherwise)
+//   at its last attention's softmax backward: what the layers before it keep, the q, k,
+//     v copies (dV in place of V), three copies of the probabilities (kept, their
+//     gradient, the result) and the residual's pending gradient (hx)
+// With Gx = 1 a segment's first layer norm keeps the checkpoint itself (not counted
+// twice). The loss: the checkpoints, the LM head's input and its norm's (what the head
+// layer keeps; with Gx = 1 the norm's is the last block's output), three fp32 copies of the logits
+// (log-softmax output, its gradient, the logits' gradient). The other in-flight
+// micro-batches keep their checkpoints (and, not on the last stage, the stage's output
+// and its send buffer: 2 hx). Buckets: each data-parallel bucket's flat buffer, from the
+// layer that fills it (reverse order, `bucket_bytes` of gradients) to the step's end.
+// ZeRO-2 and 3 (`sink_bytes` per gradient element, 0 otherwise): each layer's gradient,
+// once computed, is reduce-scattered over data to its owners, two layers in flight (the
+// runtime's kSinkDepth): its gradient (block/Gz elements) and, on the rank owning them,
+// the summed elements (all of the layer's when they fall in one rank's `owned` range).
+// At a segment's peak the two layers handed over just before are in flight, and at its
+// last linear's that layer's own as it is handed over.
+// `gathered` (bytes per weight element): ZeRO-3 with Gz = 1 gathers each layer's weight
+// over data at each fetch; a recomputed segment keeps its layers' gathered weights for
+// their backward (the segment's weights during its backward), a layer outside segments
+// only while it computes (none at the loss: the head's forward weight is gone by then).
 PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& sh, int64_t hidden, int64_t seq_len,
                      const topo::Grid& g, const MemorySettings& s, double sink_bytes, double owned, double gathered) {
   const double w = static_cast<double>(s.precision.compute_bytes);
@@ -225,9 +225,9 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
   // After the backward: every bucket (the last one partial) until the reduction ends,
   // the last closing while the stage's input gradient (hx per row) and, on the first
   // stage, the embedding's table gradient (a weight block, w bytes) are still alive.
-  if (buckets) {
+  if (buckets && count > 0) {
     const MemoryLayer& first = layers[0];
-    const bool embedding = count > 0 && first.weight_elements > 0 && first.act->input_grad == 0;
+    const bool embedding = first.weight_elements > 0 && first.act->input_grad == 0;
     peak.at_least(w * rows * hx + (embedding ? gz_weight_grad * w * first.weight_elements / gxy : 0.0),
                   issued + filling);
   }
