@@ -225,6 +225,18 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
                              ls.latency_s);
 
+  // A stage whose layers are those of the one before it (the same classes, the same
+  // pass roles) has its passes and, with as many micro-batches in flight, its memory.
+  auto same_as = [&](size_t first, size_t previous, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (class_of_[first + i] != class_of_[previous + i] || !(sc.pass[first + i] == sc.pass[previous + i]))
+        return false;
+    return true;
+  };
+  size_t memory_previous = 0, memory_previous_n = 0;
+  int64_t memory_previous_inflight = -1;
+  MemoryBreakdown memory_previous_stage;
+
   sc.stages.resize(static_cast<size_t>(g.ginter));
   int64_t first_unit = 0;
   size_t first = 0;
@@ -272,7 +284,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     if (c.total() > e.comm.total() || stage == 0) e.comm = c;
     ms.inflight_microbatches =
         schedule::inflight_microbatches(o.pipeline_schedule, stage, g.ginter, e.microbatches, limit);
-    const MemoryBreakdown mem = stage_memory(sc.memory.data() + first, n, m.hidden, m.seq_len, g, ms);
+    const bool reuse = stage > 0 && n == memory_previous_n && ms.inflight_microbatches == memory_previous_inflight &&
+                       same_as(first, memory_previous, n);
+    const MemoryBreakdown mem =
+        reuse ? memory_previous_stage : stage_memory(sc.memory.data() + first, n, m.hidden, m.seq_len, g, ms);
+    memory_previous = first, memory_previous_n = n, memory_previous_inflight = ms.inflight_microbatches;
+    memory_previous_stage = mem;
     if (mem.total_bytes() > e.memory.total_bytes()) e.memory = mem;
     first = last;
     first_unit += units;
@@ -283,14 +300,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     return reject(e, Rejection::Memory,
                   "memory " + memory_over_limit(e.memory.total_bytes(), static_cast<double>(t.gpu_memory_bytes)));
 
-  // A stage whose layers are those of the one before it (the same classes, the same
-  // pass roles) has its passes: a GPT's inner stages are simulated once.
-  auto same_as = [&](size_t first, size_t previous, size_t n) {
-    for (size_t i = 0; i < n; ++i)
-      if (class_of_[first + i] != class_of_[previous + i] || !(sc.pass[first + i] == sc.pass[previous + i]))
-        return false;
-    return true;
-  };
+  // (same_as, above: a GPT's inner stages are simulated once.)
   first = 0;
   first_unit = 0;
   size_t previous = 0, previous_n = 0;
