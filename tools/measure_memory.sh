@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Measured peak device memory beside the planner's prediction, per grid: gpt-bench,
 # batch 16, fp32 plans (checkpointing and overlaps as `axplan plan` sets them), 3 steps
-# of axrun on 1-8 ranks. Prints a Markdown table (MiB) for docs/performance.md.
+# of axrun on 1-8 ranks, and the three pipeline schedules on 4 stages. Prints a
+# Markdown table (MiB) for docs/performance.md.
 # A second table: the optimizer on the device against the offloaded one (several bsize)
 # and ZeRO-1 and ZeRO-2 (alone and offloaded) for gpt-bench and a 12-block gpt-bench, on 1 rank
 # and 2 and 4 data-parallel ranks: the
@@ -42,8 +43,12 @@ b = c["memory_breakdown_bytes"]
 live = max(s["live_device_bytes"] for s in m["steps"]) / M
 peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M; state = b["model_state"] / M
 if table == "1":
+    opt = flags.split()
+    if "--pipeline-schedule" in opt:
+        grid += f" {opt[opt.index('--pipeline-schedule') + 1]}, micro-batch {opt[opt.index('--microbatch-seqs') + 1]}"
     print(f"| {grid} | {peak:.1f} | {live:.1f} | {pred:.1f} | {state:.1f} | {b['activations']/M:.1f} | "
-          f"{b['bucket_buffers']/M:.1f} | {(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | {pred/peak:.2f} |")
+          f"{b['bucket_buffers']/M:.1f} | {(b['gathered_weights'] + b['unscattered_grads'])/M:.1f} | "
+          f"{b['optimizer_phase']/M:.1f} | {pred/peak:.2f} |")
 else:
     offload = "--offload-optimizer" in flags
     opt = flags.split()
@@ -57,10 +62,15 @@ PY
 }
 
 if [ "$TABLES" = 1 ] || [ "$TABLES" = all ]; then
-echo "| grid (gx,gy,gz,gdata,ginter) | measured peak | live after the step | predicted total | predicted model state | predicted activations | predicted data-parallel buckets | predicted gathered W + unscattered dW | predicted / measured peak |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| grid (gx,gy,gz,gdata,ginter) | measured peak | live after the step | predicted total | predicted model state | predicted activations | predicted data-parallel buckets | predicted gathered W + unscattered dW | predicted optimizer phase (in place of the passes' parts) | predicted / measured peak |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for spec in "1 1,1,1,1,1" "8 1,1,1,8,1" "8 8,1,1,1,1" "8 1,1,8,1,1" "8 2,2,2,1,1" "8 2,1,1,2,2" "4 1,1,1,1,4"; do
   measure 1 gpt-bench $spec
+done
+# The three pipeline schedules on 4 stages, 16 and 8 micro-batches: gpipe keeps every
+# micro-batch's activations (and, on the last stage, its loss's graph) until its backward.
+for schedule in gpipe 1f1b message-driven; do
+  for mb in 1 2; do measure 1 gpt-bench 4 1,1,1,1,4 --pipeline-schedule $schedule --microbatch-seqs $mb; done
 done
 fi
 [ "$TABLES" = 1 ] && exit 0

@@ -11,6 +11,7 @@
 #include "axonn/common/units.hpp"
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/memory_model.hpp"
+#include "axonn/schedule/schedule.hpp"
 
 namespace axonn::planner {
 namespace {
@@ -135,6 +136,35 @@ TEST(MemoryModel, ZeroOnePeaksInTheOptimizerPhase) {
   // ZeRO-2 keeps no such block (its sink holds the owned gradients): the loss is the peak.
   c.s.optimizer.zero = 2;
   EXPECT_EQ(c.at({1, 1, 1, 4, 1}, 4).optimizer_bytes, 0.0);
+}
+
+// GPipe on 4 stages, one sequence per micro-batch (128 rows): the last stage (block 3
+// and the head) runs all 16 forwards first, so 15 micro-batches wait for their
+// backward, each with its checkpoint (256), its loss's graph (what the head keeps, 512,
+// and the log-softmax output, 2048 fp32 logits). The message-driven and 1F1B last
+// stages run each backward right after its forward: one micro-batch in flight.
+TEST(MemoryModel, GPipesLastStageKeepsEveryLossGraph) {
+  BenchCase c;
+  EXPECT_EQ(schedule::inflight_microbatches(plan::PipelineSchedule::GPipe, 3, 4, 16, 4), 16);
+  EXPECT_EQ(schedule::inflight_microbatches(plan::PipelineSchedule::OneFOneB, 3, 4, 16, 4), 1);
+  EXPECT_EQ(schedule::inflight_microbatches(plan::PipelineSchedule::MessageDriven, 3, 4, 16, 4), 1);
+  EXPECT_EQ(schedule::inflight_microbatches(plan::PipelineSchedule::MessageDriven, 0, 4, 16, 4), 4);
+  size_t first = 0;
+  while (c.m.layers[first].unit < 3) ++first;
+  auto last_stage = [&](int64_t inflight) {
+    c.s.inflight_microbatches = inflight;
+    c.s.microbatch_seqs = 1;
+    return stage_memory(c.m, first, c.m.layers.size(), {1, 1, 1, 1, 4}, c.s,
+                        std::vector<bool>(c.m.layers.size(), false));
+  };
+  // The peak: the first backward of block 3, under the 15 waiting micro-batches (2816
+  // per row each: 256 + 512 + 2048), its input, output and arriving gradient (768), what
+  // it keeps less the checkpoint (4864), fc2's dI (1024), 4 bytes per element, and fc2's
+  // dW. Alone, the stage peaks in the optimizer phase instead (the head's 16 * 524288).
+  const MemoryBreakdown gpipe = last_stage(16), one = last_stage(1);
+  EXPECT_DOUBLE_EQ(gpipe.activation_bytes, 4.0 * 128 * (15 * 2816 + 768 + 4864 + 1024) + 4.0 * 1024 * 256);
+  EXPECT_EQ(one.activation_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(one.optimizer_bytes, 16.0 * 2048 * 256);
 }
 
 }  // namespace

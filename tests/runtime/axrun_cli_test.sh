@@ -235,6 +235,10 @@ peak_within_5 "the data-parallel peak (the buckets) is predicted"
 check "gpt-bench trains on one rank in bf16" 0 "step +2/2" -- \
   "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/bench_bf16.json" --steps 2
 peak_within_5 "the bf16 peak is predicted"
+"$AXPLAN" plan --model gpt-bench --topology perlmutter --gpus 4 --batch-seqs 16 --precision fp32 --grid 1,1,1,1,4 \
+  --pipeline-schedule gpipe --microbatch-seqs 1 --output "$T/bench_gpipe.json" >/dev/null
+check "gpt-bench trains on 4 GPipe stages" 0 "step +2/2" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/bench_gpipe.json" --steps 2
+peak_within_5 "GPipe's peak (16 micro-batches waiting on the last stage) is predicted"
 # The same both ways for the ZeRO stages, gpt-bench on NP data-parallel ranks:
 # budget_both_ways MIB NP WITHOUT WITH REJECTION: under a GPU of MIB MiB the planner
 # rejects ZeRO stage WITHOUT (saying REJECTION) and fits stage WITH; axrun with

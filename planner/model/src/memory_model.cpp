@@ -146,7 +146,10 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
   // kept by the first layer norm).
   const double stage_output = last_stage ? 0.0 : 2 * hx;
   const double per_microbatch = segments * hx + kept_whole + stage_output;
-  const double others = static_cast<double>(std::max<int64_t>(s.inflight_microbatches - 1, 0)) * per_microbatch;
+  // The last stage's other micro-batches wait for their backward with their loss's
+  // graph: what the head keeps and the log-softmax output (one fp32 copy of the logits).
+  const double waiting = static_cast<double>(std::max<int64_t>(s.inflight_microbatches - 1, 0));
+  const double others = waiting * (per_microbatch + sh.head + 4.0 / w * logits);
 
   const double gz = static_cast<double>(g.gz);
   auto handed = [&](double weight_elements) {  // one layer's reduction in flight, bytes

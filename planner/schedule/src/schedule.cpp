@@ -182,7 +182,8 @@ int64_t inflight_microbatches(plan::PipelineSchedule schedule, int64_t stage, in
   switch (schedule) {
     case plan::PipelineSchedule::GPipe: return microbatches;
     case plan::PipelineSchedule::OneFOneB: return std::min(microbatches, stages - stage);
-    case plan::PipelineSchedule::MessageDriven: return std::min(microbatches, std::max<int64_t>(limit, 1));
+    case plan::PipelineSchedule::MessageDriven:  // the last stage runs each backward right after its forward
+      return stage == stages - 1 ? 1 : std::min(microbatches, std::max<int64_t>(limit, 1));
   }
   return microbatches;
 }

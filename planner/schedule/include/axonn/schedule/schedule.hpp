@@ -58,7 +58,8 @@ double gradient_shard_bytes(const model::Layer& l, const topo::Grid& g, int64_t 
 std::vector<PassLayer> pass_layers(const plan::Plan& p, const StageLayout& s);
 
 // Micro-batches whose activations a stage holds at once: gpipe M; 1f1b
-// min(M, stages - stage); message-driven min(M, limit); one stage: 1.
+// min(M, stages - stage); message-driven min(M, limit), 1 on the last stage (each
+// backward right after its forward); one stage: 1.
 int64_t inflight_microbatches(plan::PipelineSchedule schedule, int64_t stage, int64_t stages, int64_t microbatches,
                               int64_t limit);
 
