@@ -300,7 +300,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     return reject(e, Rejection::Memory,
                   "memory " + memory_over_limit(e.memory.total_bytes(), static_cast<double>(t.gpu_memory_bytes)));
 
-  // (same_as, above: a GPT's inner stages are simulated once.)
+  // Passes (same_as, above): a GPT's inner stages are simulated once.
   first = 0;
   first_unit = 0;
   size_t previous = 0, previous_n = 0;

@@ -17,7 +17,6 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
   switch (l.kind) {
     case model::LayerKind::Linear: {
       const double in = static_cast<double>(l.k) / g_in, out = static_cast<double>(l.n) / g_out;
-      a.input_width = in;
       a.input_grad = in;
       a.norm_before = l.norm_before ? in : 0.0;
       a.saved = in + a.norm_before + (l.gelu_after ? out : 0.0);

@@ -72,7 +72,6 @@ struct MemorySettings {
 struct LayerActivations {
   double saved = 0;          // kept until the layer's backward
   double input_grad = 0;     // its backward's dI (a linear: its input width)
-  double input_width = 0;    // its input shard's width (a linear: k/Gx or k/Gy)
   double norm_before = 0;    // of `saved`: what its layer norm keeps
   double copies = 0;         // attention: q, k, v
   double probs = 0;          // attention: the probabilities
