@@ -18,6 +18,21 @@
 
 namespace axonn::runtime {
 
+AdamCoefficients adam_coefficients(const AdamSettings& s, int64_t step) {
+  // As LibTorch's Adam (torch/csrc/api/src/optim/adam.cpp, 1.13).
+  const double bias_correction1 = 1 - std::pow(s.beta1, static_cast<double>(step));
+  const double bias_correction2 = 1 - std::pow(s.beta2, static_cast<double>(step));
+  return {s.beta1, s.beta2, s.eps, std::sqrt(bias_correction2), s.learning_rate / bias_correction1};
+}
+
+void adam_update(at::Tensor w, at::Tensor m, at::Tensor v, at::Tensor g, const AdamCoefficients& c) {
+  m.mul_(c.beta1).add_(g, 1 - c.beta1);
+  v.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
+  at::sqrt_out(g, v);
+  g.div_(c.sqrt_bias_correction2).add_(c.eps);
+  w.addcdiv_(m, g, -c.step_size);
+}
+
 double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm) {
   at::Tensor sq = at::zeros({1}, at::kDouble);
   for (auto& p : params) {
@@ -209,12 +224,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   }
 
   OptimizerPhase step(double max_grad_norm) override {
-    ++step_;
-    // As LibTorch's Adam (torch/csrc/api/src/optim/adam.cpp, 1.13).
-    const double bias_correction1 = 1 - std::pow(adam_.beta1, static_cast<double>(step_));
-    const double bias_correction2 = 1 - std::pow(adam_.beta2, static_cast<double>(step_));
-    const Coefficients c{adam_.beta1, adam_.beta2, adam_.eps, std::sqrt(bias_correction2),
-                         adam_.learning_rate / bias_correction1};
+    const AdamCoefficients c = adam_coefficients(adam_, ++step_);
     return shard_ ? sharded_step(max_grad_norm, c) : replicated_step(max_grad_norm, c);
   }
 
@@ -243,9 +253,6 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
     WorkHandle work;
     std::string kind;
     double issued_at = 0;
-  };
-  struct Coefficients {
-    double beta1, beta2, eps, sqrt_bias_correction2, step_size;
   };
   struct Reduction {  // ZeRO-2: one layer's gradient on its way to the owners
     WorkHandle work;
@@ -296,7 +303,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   // Without ZeRO: all-reduce in chunks of k buckets, chunk c's update on the worker while
   // chunk c+1 is reduced (seed-spec A6); with clipping or k = 0, reduce all, then update.
   // Mixed precision without offload: the reducer reduced during the backward; update.
-  OptimizerPhase replicated_step(double max_grad_norm, const Coefficients& c) {
+  OptimizerPhase replicated_step(double max_grad_norm, const AdamCoefficients& c) {
     OptimizerPhase ph;
     if (!settings_.reduces_data_parallel()) {
       ph.grad_norm = clip_gradients(grid_, params_, max_grad_norm);
@@ -337,7 +344,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   // ZeRO-1: reduce-scatter each segment's gradients (this rank's block of the sum, a
   // device buffer for the phase), clip with the norm of the blocks, update the owned
   // elements, all-gather the weights in place. ZeRO-2's data segment arrives reduced.
-  OptimizerPhase sharded_step(double max_grad_norm, const Coefficients& c) {
+  OptimizerPhase sharded_step(double max_grad_norm, const AdamCoefficients& c) {
     OptimizerPhase ph;
     std::array<at::Tensor, 2> reduced;
     settle(0);
@@ -417,7 +424,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   // update, write back, refresh the device weights. Mixed precision on the device,
   // bucket by bucket: the gradient to fp32, update the master, refresh the weights.
   // Otherwise (fp32 ZeRO, the phase's own gradient buffer): in place.
-  void update(Segment& seg, const at::Tensor& grad, int64_t from, int64_t count, const Coefficients& c) {
+  void update(Segment& seg, const at::Tensor& grad, int64_t from, int64_t count, const AdamCoefficients& c) {
     at::NoGradGuard no_grad;  // thread-local: the worker needs its own
     const bool buckets = offload_ || mixed_;
     const int64_t end = from + count, step = buckets ? settings_.bucket_elements : count;
@@ -426,14 +433,14 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
       at::Tensor device_weights = seg.weights.narrow(0, seg.weights_base + a, n);
       if (!buckets) {
         AXONN_ASSERT(shard_);  // ZeRO-1's own buffer: its gradient may hold the denominator
-        adam(device_weights, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), grad.narrow(0, a, n), c);
+        adam_update(device_weights, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), grad.narrow(0, a, n), c);
         continue;
       }
       at::Tensor g = grad_.narrow(0, 0, n);
       g.copy_(grad.narrow(0, a, n));  // to fp32: the loss was pre-divided, nothing to de-scale
       if (!offload_) {
         at::Tensor w = seg.master.narrow(0, a, n);
-        adam(w, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), g, c);
+        adam_update(w, seg.exp_avg.narrow(0, a, n), seg.exp_avg_sq.narrow(0, a, n), g, c);
         device_weights.copy_(w);
         continue;
       }
@@ -441,21 +448,12 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
       w.copy_(seg.master.narrow(0, a, n));
       m.copy_(seg.exp_avg.narrow(0, a, n));
       v.copy_(seg.exp_avg_sq.narrow(0, a, n));
-      adam(w, m, v, g, c);
+      adam_update(w, m, v, g, c);
       seg.master.narrow(0, a, n).copy_(w);
       seg.exp_avg.narrow(0, a, n).copy_(m);
       seg.exp_avg_sq.narrow(0, a, n).copy_(v);
       device_weights.copy_(w);
     }
-  }
-
-  // LibTorch's Adam arithmetic, in its order; `g` ends holding the denominator.
-  static void adam(at::Tensor w, at::Tensor m, at::Tensor v, at::Tensor g, const Coefficients& c) {
-    m.mul_(c.beta1).add_(g, 1 - c.beta1);
-    v.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
-    at::sqrt_out(g, v);
-    g.div_(c.sqrt_bias_correction2).add_(c.eps);
-    w.addcdiv_(m, g, -c.step_size);
   }
 
   ProcessGrid& grid_;

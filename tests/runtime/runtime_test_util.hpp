@@ -92,4 +92,35 @@ inline std::vector<double> serial_loss_curve(gpt::SerialGpt& serial, runtime::To
   return losses;
 }
 
+// The serial reference of gradient accumulation: as serial_loss_curve, but each step's
+// gradient is summed over the micro-batches that `replicas` data-parallel replicas of
+// `microbatches` micro-batches each run (replica-major, as local_microbatch splits the
+// batch), each micro-batch's mean loss weighted by its share of the batch's tokens.
+// Matches the runtime's order of summation, so that directions whose gradient is only
+// rounding noise (e.g. a key bias: softmax ignores it) get the same noise.
+inline std::vector<double> serial_accumulation_curve(gpt::SerialGpt& serial, runtime::TokenSource& source, int steps,
+                                                     double lr, double clip, int64_t replicas, int64_t microbatches) {
+  std::vector<at::Tensor> sp;
+  for (auto& [n, t] : serial.named_parameters()) sp.push_back(t);
+  torch::optim::Adam adam(sp, torch::optim::AdamOptions(lr));
+  std::vector<double> losses;
+  for (int s = 0; s < steps; ++s) {
+    adam.zero_grad();
+    const at::Tensor batch = source.batch(s);
+    const int64_t per_mb = batch.size(0) / replicas / microbatches;
+    double loss = 0;
+    for (int64_t r = 0; r < replicas; ++r)
+      for (int64_t mb = 0; mb < microbatches; ++mb) {
+        at::Tensor l = serial.loss(batch.narrow(0, (r * microbatches + mb) * per_mb, per_mb)) /
+                       static_cast<double>(replicas * microbatches);
+        l.backward();
+        loss += l.item<double>();
+      }
+    torch::nn::utils::clip_grad_norm_(sp, clip);
+    adam.step();
+    losses.push_back(loss);
+  }
+  return losses;
+}
+
 }  // namespace axonn::test

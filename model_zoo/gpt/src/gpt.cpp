@@ -198,8 +198,10 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const N
     layer_of_[prm.name] = index;
     engine_.add_layer(index, &prm.tensor);
   }
-  const int64_t hx = c.hidden / grid.grid().gx;
-  positions_ = position_encoding(c.seq_len, c.hidden, c.dtype).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
+  if (first_stage_) {  // the embedding's stage only: other stages never read it
+    const int64_t hx = c.hidden / grid.grid().gx;
+    positions_ = position_encoding(c.seq_len, c.hidden, c.dtype).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
+  }
 }
 
 const at::Tensor& ParallelGpt::p(const std::string& name) const {

@@ -16,6 +16,9 @@ std::string optimizer_label(const OptimizerSettings& o) {
   return "zero" + std::to_string(o.zero) + (o.offload ? "+offload" : "");
 }
 
+const char* strategy_name(Strategy s) { return s == Strategy::L2L ? "l2l" : "4d"; }
+const char* stash_tier_name(StashTier t) { return t == StashTier::Device ? "device" : "host"; }
+
 const char* pipeline_schedule_name(PipelineSchedule s) {
   switch (s) {
     case PipelineSchedule::MessageDriven: return "message-driven";
@@ -113,6 +116,9 @@ nlohmann::json plan_to_json(const Plan& p) {
                     {"bucket_elements", p.optimizer.bucket_elements},
                     {"allreduce_coarsening", p.optimizer.allreduce_coarsening},
                     {"zero", p.optimizer.zero}};
+  j["strategy"] = strategy_name(p.strategy);
+  if (p.strategy == Strategy::L2L)
+    j["l2l"] = {{"stash", stash_tier_name(p.l2l.stash)}, {"prefetch", p.l2l.prefetch}};
   if (p.prediction) {
     const auto& pr = *p.prediction;
     j["prediction"] = {{"comm_model", pr.comm_model},
@@ -212,6 +218,22 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     if (p.optimizer.zero > OptimizerSettings::kMaxZeroStage)
       o.fail("zero", "ZeRO stage " + std::to_string(p.optimizer.zero), "0, 1, 2 or 3");
     o.finish();
+  }
+  if (r.has("strategy"))  // plans written before L2L: the 4D strategy
+    p.strategy = r.one_of("strategy", {"4d", "l2l"}) == std::string("l2l") ? Strategy::L2L : Strategy::FourD;
+  if (p.strategy == Strategy::L2L) {
+    auto l = r.object("l2l");
+    p.l2l.stash = l.one_of("stash", {"host", "device"}) == std::string("device") ? StashTier::Device : StashTier::Host;
+    p.l2l.prefetch = l.boolean("prefetch");
+    l.finish();
+    const auto& g = p.grid;
+    if (g.gx != 1 || g.gy != 1 || g.gz != 1 || g.ginter != 1)
+      r.fail("grid", "strategy l2l on grid " + g.to_string(), "gx = gy = gz = ginter = 1 (L2L runs data parallelism only)");
+    if (p.optimizer.offload || p.optimizer.zero > 0)
+      r.fail("optimizer", "strategy l2l with optimizer " + optimizer_label(p.optimizer),
+             "offload false and zero 0 (L2L's parameter server holds Adam's state in the host tier)");
+  } else if (r.has("l2l")) {
+    r.fail("l2l", "present while the strategy is 4d", "no l2l object unless strategy is \"l2l\"");
   }
   if (r.has("prediction")) {
     auto pr = r.object("prediction");

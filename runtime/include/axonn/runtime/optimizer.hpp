@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "axonn/plan/plan.hpp"
+#include "axonn/runtime/adam.hpp"
 #include "axonn/runtime/gradient_sink.hpp"
 #include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/sharding.hpp"
@@ -77,11 +78,6 @@ namespace axonn::runtime {
 // Scales the gradients so their global norm is at most `max_norm` (<= 0: never);
 // returns the norm before scaling. Collective over grid.model().
 double clip_gradients(ProcessGrid& grid, std::vector<Parameter>& params, double max_norm);
-
-struct AdamSettings {
-  double learning_rate = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // LibTorch's defaults
-};
 
 // What one optimizer phase did.
 struct OptimizerPhase {

@@ -54,6 +54,8 @@ struct StepStats {
   double grad_norm = 0;  // before clipping
   double forward_s = 0, backward_s = 0, grad_sync_s = 0, optimizer_s = 0, batch_s = 0;
   double recv_wait_s = 0;  // blocked waiting for pipeline messages (the bubble, seen from this rank)
+  double fetch_wait_s = 0;  // L2L: blocked waiting for a unit's weights from the host tier
+  double copy_s = 0;        // L2L: host-to-device weight copies (either thread), the paper's X summed
   double optimizer_reduce_wait_s = 0;  // in optimizer_s: blocked on the offloaded optimizer's all-reduces
   OverlapBreakdown breakdown;  // filled when the engine has a tracer
 };

@@ -1,7 +1,8 @@
 // One background thread running tasks in submission order: the CPU stand-in for a
 // second CUDA stream (the offloaded optimizer runs a chunk's buckets on it while the
-// main thread drives the next chunk's all-reduce). Tasks must not call MPI: the main
-// thread keeps every MPI call.
+// main thread drives the next chunk's all-reduce). The offloaded optimizer's tasks call
+// no MPI (its main thread keeps those); L2L's parameter server reduces on its worker,
+// on a communicator no other thread uses (MPI is initialized MPI_THREAD_MULTIPLE).
 //
 // Example:
 //   WorkerThread w;

@@ -100,7 +100,7 @@ class ParallelGpt final : public runtime::ParallelModel {
   int64_t first_block_, blocks_, interval_;  // the stage's blocks; blocks per checkpointed segment
   std::vector<runtime::Parameter> params_;
   std::vector<ParameterLayout> layout_;  // of params_
-  at::Tensor positions_;  // [seq_len, hidden/Gx], this rank's columns
+  at::Tensor positions_;  // [seq_len, hidden/Gx], this rank's columns (first stage only)
   std::map<std::string, int64_t> layer_of_;  // weight name -> the stage's layer index
 };
 

@@ -145,6 +145,22 @@ struct PipelineSettings {
 // split with the remainder on the first stages (6 units on 4 stages: 2, 2, 1, 1).
 std::vector<int64_t> stage_units_or_even(const std::vector<int64_t>& given, int64_t units, int64_t stages);
 
+// L2L (seed 001, seed-spec B): the whole model and Adam's state live in the host tier
+// (an eager parameter server); the device receives one pipeline unit (block) at a time,
+// runs every micro-batch of the step through it (the loops inverted: layer-major), and
+// hands its gradient back. Only each unit's output is kept between visits: the stash,
+// on the device or in the host tier (the paper's two variants, its Table 5). The
+// micro-batches per visit are the plan's (u = batch.seqs / gdata / microbatch_seqs).
+// Runs on a grid of data parallelism only (gx = gy = gz = ginter = 1).
+enum class Strategy { FourD, L2L };
+const char* strategy_name(Strategy s);  // "4d", "l2l"
+enum class StashTier { Host, Device };
+const char* stash_tier_name(StashTier t);  // "host", "device"
+struct L2LSettings {
+  StashTier stash = StashTier::Host;
+  bool prefetch = true;  // the next unit's weights copied while this one computes
+};
+
 struct BatchSettings {
   int64_t seqs = 0;             // sequences per step, all data-parallel groups together
   int64_t microbatch_seqs = 0;  // sequences per micro-batch in one data-parallel group
@@ -181,6 +197,8 @@ struct Plan {
   Precision precision;
   OptimizerSettings optimizer;
   PipelineSettings pipeline;
+  Strategy strategy = Strategy::FourD;
+  L2LSettings l2l;  // read when strategy is L2L
   std::optional<Prediction> prediction;
 
   int64_t microbatches() const { return batch.seqs / grid.gdata / batch.microbatch_seqs; }

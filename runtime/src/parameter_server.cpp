@@ -1,0 +1,173 @@
+// L2L's eager parameter server; see axonn/runtime/parameter_server.hpp.
+#include "axonn/runtime/parameter_server.hpp"
+
+#include <cmath>
+#include <utility>
+
+#include "axonn/common/clock.hpp"
+#include "axonn/common/error.hpp"
+#include "axonn/runtime/host_memory.hpp"
+
+namespace axonn::runtime {
+
+struct ParameterServer::Unit {
+  std::vector<Parameter*> params;
+  std::vector<std::vector<int64_t>> shapes;  // of each parameter (its device elements are freed between visits)
+  std::vector<int64_t> offsets;              // each parameter's first element in the flat buffers
+  int64_t elements = 0;
+  at::Tensor master, exp_avg, exp_avg_sq, grad;  // host tier, fp32, flat
+};
+
+namespace {
+at::Tensor no_elements(at::ScalarType t) { return at::empty({0}, at::TensorOptions().dtype(t)); }
+}  // namespace
+
+ParameterServer::ParameterServer(Communicator& data, const AdamSettings& adam, double max_grad_norm)
+    : group_(data.split(0, data.rank(), "eps")), adam_(adam), max_grad_norm_(max_grad_norm) {}
+
+ParameterServer::~ParameterServer() = default;
+
+int64_t ParameterServer::add_unit(std::vector<Parameter>& params) {
+  at::NoGradGuard no_grad;
+  auto u = std::make_unique<Unit>();
+  if (units_.empty() && !params.empty()) compute_ = params.front().tensor.scalar_type();
+  for (auto& p : params) {
+    if (p.tensor.scalar_type() != compute_)
+      throw InternalError("runtime", "parameter " + p.name + " of another element type", "L2L parameter server",
+                          "every parameter in one compute type");
+    u->params.push_back(&p);
+    u->shapes.push_back(p.tensor.sizes().vec());
+    u->offsets.push_back(u->elements);
+    u->elements += p.tensor.numel();
+  }
+  u->master = HostMemory::empty(u->elements, at::kFloat);
+  u->exp_avg = HostMemory::zeros(u->elements, at::kFloat);
+  u->exp_avg_sq = HostMemory::zeros(u->elements, at::kFloat);
+  u->grad = HostMemory::zeros(u->elements, at::kFloat);
+  for (size_t i = 0; i < params.size(); ++i) {
+    at::Tensor& t = params[i].tensor;
+    u->master.narrow(0, u->offsets[i], t.numel()).copy_(t.detach().reshape({-1}));
+    t.set_data(no_elements(compute_));
+  }
+  units_.push_back(std::move(u));
+  return units() - 1;
+}
+
+int64_t ParameterServer::unit_elements(int64_t unit) const { return units_.at(static_cast<size_t>(unit))->elements; }
+
+std::vector<at::Tensor> ParameterServer::copy_to_device(const Unit& u) {
+  at::NoGradGuard no_grad;
+  const double t0 = now_s();
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    at::Tensor d = at::empty(u.shapes[i], at::TensorOptions().dtype(compute_));
+    d.view({-1}).copy_(u.master.narrow(0, u.offsets[i], d.numel()));
+    out.push_back(std::move(d));
+  }
+  std::lock_guard<std::mutex> lock(time_mu_);
+  copy_s_ += now_s() - t0;
+  return out;
+}
+
+void ParameterServer::prefetch(int64_t unit) {
+  AXONN_ASSERT(prefetching_ < 0 && unit >= 0 && unit < units());
+  prefetching_ = unit;
+  const Unit* u = units_[static_cast<size_t>(unit)].get();
+  copier_.submit([this, u] { prefetched_ = copy_to_device(*u); });
+}
+
+void ParameterServer::fetch(int64_t unit) {
+  Unit& u = *units_.at(static_cast<size_t>(unit));
+  std::vector<at::Tensor> weights;
+  if (prefetching_ == unit) {
+    const double t0 = now_s();
+    copier_.drain();
+    fetch_wait_s_ += now_s() - t0;
+    weights = std::move(prefetched_);
+    prefetched_.clear();
+    prefetching_ = -1;
+  } else {
+    const double t0 = now_s();
+    weights = copy_to_device(u);
+    fetch_wait_s_ += now_s() - t0;
+  }
+  for (size_t i = 0; i < u.params.size(); ++i) u.params[i]->tensor.set_data(weights[i]);
+}
+
+void ParameterServer::release(int64_t unit) {
+  for (Parameter* p : units_.at(static_cast<size_t>(unit))->params) p->tensor.set_data(no_elements(compute_));
+}
+
+void ParameterServer::push(int64_t unit) {
+  at::NoGradGuard no_grad;
+  Unit& u = *units_.at(static_cast<size_t>(unit));
+  if (pushed_ == 0) ++step_;
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    at::Tensor& t = u.params[i]->tensor;
+    at::Tensor host = u.grad.narrow(0, u.offsets[i], t.numel());
+    if (t.grad().defined()) host.copy_(t.grad().reshape({-1}));
+    else host.zero_();  // the unit's parameter took no part in the loss
+    t.mutable_grad() = at::Tensor();
+    t.set_data(no_elements(compute_));
+  }
+  const bool last = ++pushed_ == units();
+  Unit* up = &u;
+  server_.submit([this, up, last] {
+    reduce(*up);
+    if (max_grad_norm_ <= 0) update(*up, 1.0);
+    if (last) finish_step_on_server();
+  });
+}
+
+void ParameterServer::reduce(Unit& u) {
+  all_reduce_now(*group_, u.grad);
+  // A loop, not tensor arithmetic: an operation that returns a tensor would allocate it
+  // on the device tier, from this thread, while the device computes.
+  const float* g = u.grad.data_ptr<float>();
+  double sum = 0;
+  for (int64_t i = 0; i < u.elements; ++i) sum += static_cast<double>(g[i]) * static_cast<double>(g[i]);
+  sum_squares_ += sum;
+}
+
+void ParameterServer::update(Unit& u, double coef) {
+  if (coef < 1.0) u.grad.mul_(coef);
+  adam_update(u.master, u.exp_avg, u.exp_avg_sq, u.grad, adam_coefficients(adam_, step_));
+}
+
+void ParameterServer::finish_step_on_server() {
+  norm_ = std::sqrt(sum_squares_);
+  if (max_grad_norm_ > 0) {  // as clip_gradients (optimizer.hpp) and torch::nn::utils::clip_grad_norm_
+    const double coef = max_grad_norm_ / (norm_ + 1e-6);
+    for (auto& u : units_) update(*u, coef);
+  }
+  sum_squares_ = 0;
+}
+
+double ParameterServer::wait_updates() {
+  server_.drain();
+  if (pushed_ != 0 && pushed_ != units())
+    throw InternalError("runtime", "wait_updates after " + std::to_string(pushed_) + " pushes",
+                        "L2L parameter server", "every one of the " + std::to_string(units()) + " units pushed");
+  pushed_ = 0;
+  return norm_;
+}
+
+std::vector<at::Tensor> ParameterServer::master(int64_t unit) const {
+  const Unit& u = *units_.at(static_cast<size_t>(unit));
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < u.params.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : u.shapes[i]) n *= d;
+    out.push_back(u.master.narrow(0, u.offsets[i], n).view(u.shapes[i]));
+  }
+  return out;
+}
+
+double ParameterServer::take_fetch_wait_s() { return std::exchange(fetch_wait_s_, 0.0); }
+
+double ParameterServer::take_copy_s() {
+  std::lock_guard<std::mutex> lock(time_mu_);
+  return std::exchange(copy_s_, 0.0);
+}
+
+}  // namespace axonn::runtime
