@@ -131,6 +131,22 @@ trains_as_one() {
 for sched in message-driven 1f1b gpipe; do
   trains_as_one "pipeline $sched" "pipeline $sched" "$T/pipe.json" --pipeline-schedule "$sched" --measure "$T/m_$sched.json"
 done
+# L2L through the CLI: 4 data-parallel replicas relaying the units through the device
+# print the 1-rank plan's losses, with the stash on the host and on the device.
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --strategy l2l \
+  --l2l-microbatches 2 --output "$T/l2l.json" >/dev/null
+trains_as_one "L2L, stash on the host" "L2L: 2 units relayed .* 2 micro-batch\(es\) per visit, stash on the host" \
+  "$T/l2l.json" --measure "$T/m_l2l.json"
+grep -q '"host_peak_bytes": [1-9]' "$T/m_l2l.json" && { passes=$((passes + 1)); echo "PASS L2L measures the host tier"; } \
+  || { fails=$((fails + 1)); echo "FAIL L2L host bytes"; }
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --strategy l2l \
+  --l2l-stash device --l2l-no-prefetch --output "$T/l2l_device.json" >/dev/null
+trains_as_one "L2L, stash on the device" "stash on the device, prefetch off" "$T/l2l_device.json"
+check "L2L refuses a grid" 2 "--grid with --strategy l2l" -- "$AXPLAN" plan --model gpt-tiny --topology perlmutter \
+  --gpus 4 --batch-seqs 8 --strategy l2l --grid 2,1,1,2,1 --output "$T/l2l_bad.json"
+check "L2L refuses micro-batches that do not divide" 2 "L2L rejected: batch 8 over 4 replicas of 3 micro-batches" -- \
+  "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --strategy l2l --l2l-microbatches 3 \
+  --output "$T/l2l_bad.json"
 # The offloaded optimizer through the CLI: data x pipeline on 4 ranks prints the 1-rank
 # plan's losses (small buckets, every chunk overlapped).
 "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,2,2 --precision fp32 \

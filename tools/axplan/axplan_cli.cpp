@@ -13,6 +13,7 @@
 #include "axonn/common/median.hpp"
 #include "axonn/common/units.hpp"
 #include "axonn/plan/plan.hpp"
+#include "axonn/planner/l2l_model.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "report.hpp"
@@ -217,9 +218,54 @@ int cmd_rank(const CommonArgs& a, const std::string& format, size_t top, bool sh
   return 0;
 }
 
+struct L2LArgs {
+  std::string strategy = "4d";
+  int64_t microbatches = 1;
+  std::string stash = "host";
+  bool no_prefetch = false;
+};
+
+// axplan plan --strategy l2l: data parallelism over every GPU, each replica relaying
+// the model through its device unit by unit (planner/l2l_model.hpp).
+int cmd_plan_l2l(const Loaded& l, const L2LArgs& a, const std::string& output, std::ostream& out) {
+  planner::check_request(l.model, l.topology, l.options);
+  planner::L2LSettings s;
+  s.microbatches = a.microbatches;
+  s.stash = a.stash == "device" ? plan::StashTier::Device : plan::StashTier::Host;
+  s.prefetch = !a.no_prefetch;
+  const planner::L2LEvaluation e = planner::evaluate_l2l(l.model, l.topology, l.options, s);
+  if (!e.eval.feasible)
+    throw InputError("axplan", "L2L rejected: " + e.eval.rejected_because,
+                     "--strategy l2l --l2l-microbatches " + std::to_string(a.microbatches),
+                     "micro-batches dividing each replica's sequences, and a unit's visit within GPU memory");
+  const plan::Plan p = planner::make_l2l_plan(l.model, l.topology, l.options, s, e);
+  plan::save_plan(p, output);
+  const plan::Prediction& pr = *p.prediction;
+  fmt::print(out, "wrote {}: {} on {} GPUs of {}, strategy l2l (grid {}), {} micro-batch(es) of {} sequences per unit "
+                  "visit, stash on the {}, prefetch {}\n",
+             output, l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(),
+             p.batch.microbatch_seqs, plan::stash_tier_name(p.l2l.stash), p.l2l.prefetch ? "on" : "off");
+  fmt::print(out, "predicted batch time {:.4f} s per step: compute {:.4f} s, waiting for weights {:.4f} s, "
+                  "parameter server tail {:.4f} s\n",
+             pr.batch_s, pr.compute_s, e.time.fetch_wait_s, e.time.server_tail_s);
+  fmt::print(out, "predicted memory {:.2f} GiB per GPU, host tier {:.2f} GiB per GPU\n",
+             static_cast<double>(pr.memory_bytes_per_gpu) / kBytesPerGiB,
+             static_cast<double>(pr.host_memory_bytes_per_gpu) / kBytesPerGiB);
+  return 0;
+}
+
 int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::string& output, bool any_model,
-             std::ostream& out) {
+             const L2LArgs& l2l, std::ostream& out) {
   Loaded l = load(a);
+  if (l2l.strategy == "l2l") {
+    if (!grid_text.empty())
+      throw InputError("axplan", "--grid with --strategy l2l", "--grid " + grid_text,
+                       "no --grid: L2L runs data parallelism over every GPU (1,1,1,gpus,1)");
+    if (auto why = plan::runtime_problem(l.model); why && !any_model)
+      throw InputError("axplan", *why, "--model " + a.model,
+                       "a model axrun can run, or --any-model to write the plan for another runtime");
+    return cmd_plan_l2l(l, l2l, output, out);
+  }
   planner::Ranking r = rank_or_throw(l);
   const planner::Evaluation* chosen = &r.feasible.front();
   if (!grid_text.empty()) {
@@ -317,6 +363,17 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   plan->add_option("--output,-o", output, "plan file to write")->capture_default_str();
   bool any_model = false;
   plan->add_flag("--any-model", any_model, "write the plan even for a model axrun cannot run (for another runtime)");
+  L2LArgs l2l;
+  plan->add_option("--strategy", l2l.strategy, "4d (tensor x pipeline x data) or l2l (layer-to-layer, seed 001)")
+      ->check(CLI::IsMember({"4d", "l2l"}))
+      ->capture_default_str();
+  plan->add_option("--l2l-microbatches", l2l.microbatches, "l2l: micro-batches per unit visit (u)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan->add_option("--l2l-stash", l2l.stash, "l2l: where the units' outputs wait for the backward")
+      ->check(CLI::IsMember({"host", "device"}))
+      ->capture_default_str();
+  plan->add_flag("--l2l-no-prefetch", l2l.no_prefetch, "l2l: copy each unit's weights when it is fetched, not before");
 
   std::string bench_model = "gpt-80b", bench_topology = "frontier";
   int64_t bench_gpus = 16384, bench_batch = 8192;
@@ -383,7 +440,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
 
   try {
     if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
-    if (plan->parsed()) return cmd_plan(plan_args, grid, output, any_model, out);
+    if (plan->parsed()) return cmd_plan(plan_args, grid, output, any_model, l2l, out);
     if (explain->parsed()) return cmd_explain(explain_args, explain_grid, out);
     if (calibrate->parsed()) {
       if (!run_program)

@@ -39,6 +39,7 @@
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/units.hpp"
+#include "axonn/gpt/gpt_l2l.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/runtime/check.hpp"
@@ -232,10 +233,16 @@ int main(int argc, char** argv) {
     // before the first step, so that the device tier holds only what the rank owns.
     runtime::DeviceMemory::install();
     auto init = std::make_unique<gpt::SerialGpt>(cfg, a.seed);
-    gpt::GptStage run(plan, grid, cfg, init->named_parameters(), &tracer, runtime::TrainerOptions{a.lr, a.clip_grad});
+    const runtime::TrainerOptions trainer_options{a.lr, a.clip_grad};
+    std::unique_ptr<gpt::GptStage> stage;  // the 4D strategy
+    std::unique_ptr<gpt::GptL2L> l2l;      // L2L
+    if (plan.strategy == plan::Strategy::L2L)
+      l2l = std::make_unique<gpt::GptL2L>(plan, grid, cfg, init->named_parameters(), trainer_options);
+    else
+      stage = std::make_unique<gpt::GptStage>(plan, grid, cfg, init->named_parameters(), &tracer, trainer_options);
     init.reset();
     runtime::DeviceMemory::set_budget(a.device_memory);
-    runtime::Trainer& trainer = run.trainer;
+    auto train_step = [&](const at::Tensor& batch) { return l2l ? l2l->trainer.step(batch) : stage->trainer.step(batch); };
     const auto& o = plan.overlap;
     if (rank == 0)
       fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es){}; {} "
@@ -255,6 +262,13 @@ int main(int argc, char** argv) {
                      : std::string("fp32"),
                  o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
                  o.cache_all_gather_layers, o.bucketed_data_parallel_all_reduce, plan.activation_checkpointing);
+    if (rank == 0 && l2l)
+      fmt::print("axrun: L2L: {} units relayed through the device one at a time, {} micro-batch(es) per visit, "
+                 "stash on the {}, prefetch {}; fp32 master weights and Adam in the host tier, each unit's gradient "
+                 "reduced over the {} replica(s) and applied as it arrives{}\n",
+                 plan.model.num_units, plan.microbatches(), plan::stash_tier_name(plan.l2l.stash),
+                 plan.l2l.prefetch ? "on" : "off", plan.grid.gdata,
+                 a.clip_grad > 0 ? " (clipping on: the updates wait for the last unit's gradient)" : "");
     if (rank == 0 && plan.optimizer.zero > 0)
       fmt::print("axrun: ZeRO stage {}: Adam's state{}{} sharded over the {} data-parallel ranks; {}\n",
                  plan.optimizer.zero,
@@ -291,7 +305,7 @@ int main(int argc, char** argv) {
       const at::Tensor batch = source->batch(step);
       runtime::DeviceMemory::reset_peak();
       runtime::HostMemory::reset_peak();
-      runtime::StepStats s = trainer.step(batch);
+      runtime::StepStats s = train_step(batch);
       const int64_t step_peak = runtime::DeviceMemory::peak_bytes();
       peak_device = std::max(peak_device, step_peak);
       peak_host = std::max(peak_host, runtime::HostMemory::peak_bytes());
@@ -299,6 +313,7 @@ int main(int argc, char** argv) {
                        {"forward_s", s.forward_s}, {"backward_s", s.backward_s}, {"grad_sync_s", s.grad_sync_s},
                        {"optimizer_s", s.optimizer_s}, {"recv_wait_s", s.recv_wait_s},
                        {"optimizer_reduce_wait_s", s.optimizer_reduce_wait_s},
+                       {"fetch_wait_s", s.fetch_wait_s}, {"copy_s", s.copy_s},
                        {"peak_device_bytes", step_peak}, {"live_device_bytes", runtime::DeviceMemory::live_bytes()},
                        {"peak_host_bytes", runtime::HostMemory::peak_bytes()},
                        {"live_host_bytes", runtime::HostMemory::live_bytes()},

@@ -1,0 +1,127 @@
+// The planner's L2L (planner/l2l_model.hpp, docs/model.md section 12): the program on
+// its clocks by hand (with and without prefetch and clipping; equation 4 without
+// prefetch), memory constant in depth with the stash on the host and growing by one
+// output per unit and micro-batch on the device, rejections, and the plan's l2l fields.
+#include <gtest/gtest.h>
+
+#include "axonn/plan/plan.hpp"
+#include "axonn/planner/l2l_model.hpp"
+#include "axonn/topology/topology_io.hpp"
+#include "test_util.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+using schedule::l2l_program;
+
+namespace {
+
+std::vector<L2LUnitCost> two_units() {
+  L2LUnitCost c;
+  c.forward_s = 1;
+  c.backward_s = 2;
+  c.fetch_s = 0.5;
+  c.push_s = 0.5;
+  c.reduce_s = 0.25;
+  c.update_s = 0.25;
+  return {c, c};
+}
+
+model::ModelDescription gpt(int layers) {
+  nlohmann::json j = nlohmann::json::parse(R"({"name": "gpt-l2l", "family": "gpt", "hidden": 256, "heads": 8,
+      "seq_len": 128, "vocab": 2048, "ffn_multiplier": 4})");
+  j["num_layers"] = layers;
+  return model::model_from_json(j, "gpt");
+}
+
+PlannerOptions options(int64_t gpus, int64_t seqs) {
+  PlannerOptions o;
+  o.gpus = gpus;
+  o.batch_seqs = seqs;
+  o.precision = plan::Precision::fp32();
+  return o;
+}
+
+}  // namespace
+
+TEST(L2LTime, TheProgramOnItsClocksByHand) {
+  // Fetch(0) 0.5 (waited), two forwards to 2.5 while unit 1 arrives at 1.0; unit 0's
+  // prefetch lands at 3.0; two backwards of 3 s to 8.5, push to 9.0; unit 0's backwards
+  // to 14.5, push to 15.0. The server: 9.0 + 0.25 + 0.25, then 15.0 + 0.25 + 0.25.
+  const L2LTime eager = l2l_step_time(l2l_program(2, 2, true), two_units(), /*clipping=*/false);
+  EXPECT_DOUBLE_EQ(eager.batch_s, 15.5);
+  EXPECT_DOUBLE_EQ(eager.compute_s, 14.0);
+  EXPECT_DOUBLE_EQ(eager.fetch_wait_s, 0.5);
+  EXPECT_DOUBLE_EQ(eager.server_tail_s, 1.0);
+  // With clipping both updates follow the last reduction: 15.25 + 0.5.
+  EXPECT_DOUBLE_EQ(l2l_step_time(l2l_program(2, 2, true), two_units(), true).batch_s, 15.75);
+  // Without prefetch every fetch waits for its copy: equation 4 with one forward visit
+  // fewer, (uC + X)(N - 1) + N(3uC + X) = 2.5 + 13 = 15.5, and the last unit's push and
+  // server work (0.5 + 0.5) after it.
+  const L2LTime serial = l2l_step_time(l2l_program(2, 2, false), two_units(), false);
+  EXPECT_DOUBLE_EQ(serial.batch_s, 16.5);
+  EXPECT_DOUBLE_EQ(serial.fetch_wait_s, 1.5);
+}
+
+TEST(L2LEvaluate, HostStashKeepsDeviceMemoryConstantInDepthAndTheDeviceStashGrows) {
+  const topo::Topology t = topo::load_topology("perlmutter");
+  const PlannerOptions o = options(1, 16);
+  L2LSettings host{4, plan::StashTier::Host, true, true}, device{4, plan::StashTier::Device, true, true};
+  const double h4 = evaluate_l2l(gpt(4), t, o, host).eval.memory.total_bytes();
+  const double h16 = evaluate_l2l(gpt(16), t, o, host).eval.memory.total_bytes();
+  EXPECT_GT(h4, 0);
+  EXPECT_DOUBLE_EQ(h4, h16);
+  // 12 more units' outputs, each 16 sequences x 128 tokens x 256 fp32 over the micro-batches.
+  const double d4 = evaluate_l2l(gpt(4), t, o, device).eval.memory.total_bytes();
+  const double d16 = evaluate_l2l(gpt(16), t, o, device).eval.memory.total_bytes();
+  EXPECT_DOUBLE_EQ(d16 - d4, 12.0 * 16 * 128 * 256 * 4);
+  // The host tier: 16 bytes per parameter, and the stash when it is there.
+  const L2LEvaluation e = evaluate_l2l(gpt(4), t, o, host);
+  double params = 0;
+  for (const auto& l : gpt(4).layers) params += static_cast<double>(l.weight_elements());
+  EXPECT_DOUBLE_EQ(e.eval.memory.host_bytes, 16 * params + 3.0 * 16 * 128 * 256 * 4);
+  EXPECT_DOUBLE_EQ(evaluate_l2l(gpt(4), t, o, device).eval.memory.host_bytes, 16 * params);
+  EXPECT_EQ(e.eval.grid, (topo::Grid{1, 1, 1, 1, 1}));
+  EXPECT_EQ(e.eval.microbatch_seqs, 4);
+  EXPECT_GT(e.time.batch_s, e.time.compute_s);  // the copies over the host link show
+}
+
+TEST(L2LEvaluate, RejectsIndivisibleBatchesAndVisitsOverTheMemory) {
+  topo::Topology t = topo::load_topology("perlmutter");
+  L2LSettings s{3, plan::StashTier::Host, true, true};
+  const L2LEvaluation bad = evaluate_l2l(gpt(4), t, options(2, 16), s);
+  EXPECT_FALSE(bad.eval.feasible);
+  EXPECT_EQ(bad.eval.rejection, Rejection::Divisibility);
+  s.microbatches = 2;
+  t.gpu_memory_bytes = 1 << 20;
+  const L2LEvaluation big = evaluate_l2l(gpt(4), t, options(2, 16), s);
+  EXPECT_FALSE(big.eval.feasible);
+  EXPECT_EQ(big.eval.rejection, Rejection::Memory);
+  EXPECT_NE(big.eval.rejected_because.find("> 1.0 MiB"), std::string::npos) << big.eval.rejected_because;
+}
+
+TEST(L2LPlan, RoundTripsAndRefusesTensorOrPipelineGrids) {
+  const topo::Topology t = topo::load_topology("perlmutter");
+  const PlannerOptions o = options(2, 16);
+  const L2LSettings s{2, plan::StashTier::Device, false, true};
+  const plan::Plan p = make_l2l_plan(gpt(4), t, o, s, evaluate_l2l(gpt(4), t, o, s));
+  nlohmann::json j = plan::plan_to_json(p);
+  EXPECT_EQ(j["strategy"], "l2l");
+  const plan::Plan back = plan::plan_from_json(j, "p.json");
+  EXPECT_EQ(back.strategy, plan::Strategy::L2L);
+  EXPECT_EQ(back.l2l.stash, plan::StashTier::Device);
+  EXPECT_FALSE(back.l2l.prefetch);
+  EXPECT_EQ(back.microbatches(), 2);
+  nlohmann::json tensor = j;
+  tensor["grid"]["gx"] = 2;
+  tensor["grid"]["gdata"] = 1;
+  EXPECT_NE(test::error_of([&] { plan::plan_from_json(tensor, "p.json"); }).find("gx = gy = gz = ginter = 1"),
+            std::string::npos);
+  nlohmann::json stray = plan::plan_to_json(plan::plan_from_json(j, "p.json"));
+  stray["strategy"] = "4d";
+  EXPECT_NE(test::error_of([&] { plan::plan_from_json(stray, "p.json"); }).find("present while the strategy is 4d"),
+            std::string::npos);
+  nlohmann::json no_strategy = j;
+  no_strategy.erase("strategy");
+  no_strategy.erase("l2l");
+  EXPECT_EQ(plan::plan_from_json(no_strategy, "p.json").strategy, plan::Strategy::FourD);  // plans written before L2L
+}
