@@ -62,6 +62,14 @@ TEST(L2LTime, TheProgramOnItsClocksByHand) {
   EXPECT_DOUBLE_EQ(serial.fetch_wait_s, 1.5);
 }
 
+TEST(L2LTime, EquationSixRatios) {
+  EXPECT_DOUBLE_EQ(l2l_equation6_ratio(1, 1.0, 7.0), 1.0);
+  EXPECT_DOUBLE_EQ(l2l_equation6_ratio(2, 1.0, 1.0), 2.0 * 6.0 / 10.0);
+  // The paper's 1-GPU Table 4 (seed-spec B3): X/C = 1.53 gives 1.28 at u = 2, 1.48 at u = 4.
+  EXPECT_NEAR(l2l_equation6_ratio(2, 1.0, 1.53), 1.277, 0.002);
+  EXPECT_NEAR(l2l_equation6_ratio(4, 1.0, 1.53), 1.48, 0.01);
+}
+
 TEST(L2LEvaluate, HostStashKeepsDeviceMemoryConstantInDepthAndTheDeviceStashGrows) {
   const topo::Topology t = topo::load_topology("perlmutter");
   const PlannerOptions o = options(1, 16);
@@ -103,7 +111,7 @@ TEST(L2LPlan, RoundTripsAndRefusesTensorOrPipelineGrids) {
   const topo::Topology t = topo::load_topology("perlmutter");
   const PlannerOptions o = options(2, 16);
   const L2LSettings s{2, plan::StashTier::Device, false, true};
-  const plan::Plan p = make_l2l_plan(gpt(4), t, o, s, evaluate_l2l(gpt(4), t, o, s));
+  const plan::Plan p = make_plan(gpt(4), t, o, evaluate_l2l(gpt(4), t, o, s).eval, 1, 1);
   nlohmann::json j = plan::plan_to_json(p);
   EXPECT_EQ(j["strategy"], "l2l");
   const plan::Plan back = plan::plan_from_json(j, "p.json");
@@ -124,4 +132,33 @@ TEST(L2LPlan, RoundTripsAndRefusesTensorOrPipelineGrids) {
   no_strategy.erase("strategy");
   no_strategy.erase("l2l");
   EXPECT_EQ(plan::plan_from_json(no_strategy, "p.json").strategy, plan::Strategy::FourD);  // plans written before L2L
+}
+
+TEST(Rank, L2LIsRankedBesideThe4DGridsAndChosenWhenNothingElseFits) {
+  topo::Topology t = topo::load_topology("perlmutter");
+  PlannerOptions o = options(2, 16);
+  o.rank_l2l = true;
+  const Ranking both = rank_candidates(gpt(16), t, o);
+  size_t l2l = 0, fourd = 0;
+  for (const auto& e : both.feasible) (e.strategy == plan::Strategy::L2L ? l2l : fourd) += 1;
+  // Every u dividing a replica's 8 sequences (1, 2, 4, 8), each stash tier; and the grids.
+  EXPECT_EQ(l2l, 8u);
+  EXPECT_GT(fourd, 0u);
+  for (size_t i = 1; i < both.feasible.size(); ++i) EXPECT_LE(both.feasible[i - 1].batch_s, both.feasible[i].batch_s);
+  // A GPU too small for any 4D grid's model state, big enough for one unit's visit.
+  t.gpu_memory_bytes = 48ll << 20;
+  o.rank_4d = false;
+  const double l2l_peak = rank_candidates(gpt(16), t, o).feasible.front().memory.total_bytes();
+  o.rank_4d = true;
+  const Ranking small = rank_candidates(gpt(16), t, o);
+  ASSERT_FALSE(small.feasible.empty());
+  for (const auto& e : small.feasible) EXPECT_EQ(e.strategy, plan::Strategy::L2L) << strategy_label(e);
+  EXPECT_LE(small.feasible.front().memory.total_bytes(), static_cast<double>(t.gpu_memory_bytes));
+  EXPECT_LE(l2l_peak, static_cast<double>(t.gpu_memory_bytes));
+  bool rejected_4d = false;
+  for (const auto& e : small.rejected) rejected_4d |= e.strategy == plan::Strategy::FourD && e.rejection == Rejection::Memory;
+  EXPECT_TRUE(rejected_4d);
+  const plan::Plan p = make_plan(gpt(16), t, o, small.feasible.front(), 1, static_cast<int64_t>(small.feasible.size()));
+  EXPECT_EQ(p.strategy, plan::Strategy::L2L);
+  EXPECT_FALSE(p.activation_checkpointing);
 }

@@ -144,7 +144,7 @@ grep -q '"host_peak_bytes": [1-9]' "$T/m_l2l.json" && { passes=$((passes + 1)); 
 trains_as_one "L2L, stash on the device" "stash on the device, prefetch off" "$T/l2l_device.json"
 check "L2L refuses a grid" 2 "--grid with --strategy l2l" -- "$AXPLAN" plan --model gpt-tiny --topology perlmutter \
   --gpus 4 --batch-seqs 8 --strategy l2l --grid 2,1,1,2,1 --output "$T/l2l_bad.json"
-check "L2L refuses micro-batches that do not divide" 2 "L2L rejected: batch 8 over 4 replicas of 3 micro-batches" -- \
+check "L2L refuses micro-batches that do not divide" 2 "no feasible candidate: .*batch 8 over 4 replicas of 3 micro-batches does not divide" -- \
   "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --strategy l2l --l2l-microbatches 3 \
   --output "$T/l2l_bad.json"
 # The offloaded optimizer through the CLI: data x pipeline on 4 ranks prints the 1-rank
@@ -255,6 +255,23 @@ peak_within_5 "the bf16 peak is predicted"
   --pipeline-schedule gpipe --microbatch-seqs 1 --output "$T/bench_gpipe.json" >/dev/null
 check "gpt-bench trains on 4 GPipe stages" 0 "step +2/2" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/bench_gpipe.json" --steps 2
 peak_within_5 "GPipe's peak (16 micro-batches waiting on the last stage) is predicted"
+# L2L under a GPU smaller than any 4D plan's model state: the planner rejects every
+# grid and, ranking both strategies, picks L2L; axrun under that budget runs out with the
+# 4D plan and trains the L2L one, at the predicted peak. gpt-bench on one rank, 40 MiB.
+sed 's/"gpu_memory_bytes": [0-9]*/"gpu_memory_bytes": 41943040/' "$(dirname "$0")/../../topology/clusters/perlmutter.json" \
+  >"$T/gpu40.json"
+check "no 4D grid fits 40 MiB" 2 "no feasible candidate: smallest memory per GPU is 124.0 MiB > 40.0 MiB" -- \
+  "$AXPLAN" plan --model gpt-bench --topology "$T/gpu40.json" --gpus 1 --batch-seqs 16 --precision fp32 \
+  --output "$T/l2l40_4d.json"
+check "ranked together, only L2L fits 40 MiB" 0 "l2l u=16 host" -- "$AXPLAN" rank --model gpt-bench \
+  --topology "$T/gpu40.json" --gpus 1 --batch-seqs 16 --precision fp32 --strategy all --show-rejected
+check "the plan over both strategies is L2L's" 0 "strategy l2l: .* 16 micro-batch" -- "$AXPLAN" plan --model gpt-bench \
+  --topology "$T/gpu40.json" --gpus 1 --batch-seqs 16 --precision fp32 --strategy all --output "$T/l2l40.json"
+check "the 4D plan runs out of a 40 MiB budget" 2 "out of device memory" -- \
+  "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/bench_device.json" --steps 2 --device-memory 40MiB
+check "the L2L plan trains in a 40 MiB budget" 0 "step +2/2" -- \
+  "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/l2l40.json" --steps 2 --device-memory 40MiB --log-every 1
+peak_within_5 "L2L's peak (the last unit's visit) is predicted"
 # The same both ways for the ZeRO stages, gpt-bench on NP data-parallel ranks:
 # budget_both_ways MIB NP WITHOUT WITH REJECTION: under a GPU of MIB MiB the planner
 # rejects ZeRO stage WITHOUT (saying REJECTION) and fits stage WITH; axrun with

@@ -13,7 +13,6 @@
 #include "axonn/common/median.hpp"
 #include "axonn/common/units.hpp"
 #include "axonn/plan/plan.hpp"
-#include "axonn/planner/l2l_model.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "report.hpp"
@@ -47,6 +46,10 @@ struct CommonArgs {
   int64_t allreduce_coarsening = plan::OptimizerSettings{}.allreduce_coarsening;
   int64_t zero = 0;
   bool search_memory_options = false;
+  std::string strategy = "4d";
+  int64_t l2l_microbatches = 0;  // 0: searched
+  std::string l2l_stash;         // empty: searched
+  bool l2l_no_prefetch = false;
 };
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -107,6 +110,17 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_flag("--search-memory-options", a.search_memory_options,
                 "also try each grid with the optimizer offloaded, ZeRO-1, ZeRO-2 and ZeRO-3, each ZeRO alone and offloaded "
                 "(the bucket size and coarsening above), and keep the fastest that fits");
+  app->add_option("--strategy", a.strategy,
+                  "4d: tensor x pipeline x data grids; l2l: layer-to-layer (seed 001, data parallelism, the model "
+                  "relayed through the device unit by unit); all: both, ranked together")
+      ->check(CLI::IsMember({"4d", "l2l", "all"}))
+      ->capture_default_str();
+  app->add_option("--l2l-microbatches", a.l2l_microbatches,
+                  "l2l: micro-batches per unit visit, u (default: every u dividing a replica's sequences)")
+      ->check(CLI::PositiveNumber);
+  app->add_option("--l2l-stash", a.l2l_stash, "l2l: where the units' outputs wait for the backward (default: both)")
+      ->check(CLI::IsMember({"host", "device"}));
+  app->add_flag("--l2l-no-prefetch", a.l2l_no_prefetch, "l2l: copy each unit's weights when it is fetched, not before");
 }
 
 struct Loaded {
@@ -174,6 +188,14 @@ Loaded load(const CommonArgs& a) {
   o.optimizer.allreduce_coarsening = a.allreduce_coarsening;
   o.optimizer.zero = a.zero;
   o.search_memory_options = a.search_memory_options;
+  o.rank_4d = a.strategy != "l2l";
+  o.rank_l2l = a.strategy != "4d";
+  o.l2l_microbatches = a.l2l_microbatches;
+  if (!a.l2l_stash.empty()) o.l2l_stash = a.l2l_stash == "device" ? plan::StashTier::Device : plan::StashTier::Host;
+  o.l2l_prefetch = !a.l2l_no_prefetch;
+  if (o.rank_l2l && o.comm_model == planner::CommModel::Paper)
+    throw InputError("axplan", "--strategy " + a.strategy + " with --comm-model paper", "--strategy",
+                     "4d with the paper model (it costs communication only; L2L needs the full model)");
   return l;
 }
 
@@ -189,6 +211,7 @@ ReportContext context(const Loaded& l) {
   c.order = topo::order_to_string(l.options.order);
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
+  c.strategies_ranked = l.options.rank_l2l;
   return c;
 }
 
@@ -218,59 +241,18 @@ int cmd_rank(const CommonArgs& a, const std::string& format, size_t top, bool sh
   return 0;
 }
 
-struct L2LArgs {
-  std::string strategy = "4d";
-  int64_t microbatches = 1;
-  std::string stash = "host";
-  bool no_prefetch = false;
-};
-
-// axplan plan --strategy l2l: data parallelism over every GPU, each replica relaying
-// the model through its device unit by unit (planner/l2l_model.hpp).
-int cmd_plan_l2l(const Loaded& l, const L2LArgs& a, const std::string& output, std::ostream& out) {
-  planner::check_request(l.model, l.topology, l.options);
-  planner::L2LSettings s;
-  s.microbatches = a.microbatches;
-  s.stash = a.stash == "device" ? plan::StashTier::Device : plan::StashTier::Host;
-  s.prefetch = !a.no_prefetch;
-  const planner::L2LEvaluation e = planner::evaluate_l2l(l.model, l.topology, l.options, s);
-  if (!e.eval.feasible)
-    throw InputError("axplan", "L2L rejected: " + e.eval.rejected_because,
-                     "--strategy l2l --l2l-microbatches " + std::to_string(a.microbatches),
-                     "micro-batches dividing each replica's sequences, and a unit's visit within GPU memory");
-  const plan::Plan p = planner::make_l2l_plan(l.model, l.topology, l.options, s, e);
-  plan::save_plan(p, output);
-  const plan::Prediction& pr = *p.prediction;
-  fmt::print(out, "wrote {}: {} on {} GPUs of {}, strategy l2l (grid {}), {} micro-batch(es) of {} sequences per unit "
-                  "visit, stash on the {}, prefetch {}\n",
-             output, l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(),
-             p.batch.microbatch_seqs, plan::stash_tier_name(p.l2l.stash), p.l2l.prefetch ? "on" : "off");
-  fmt::print(out, "predicted batch time {:.4f} s per step: compute {:.4f} s, waiting for weights {:.4f} s, "
-                  "parameter server tail {:.4f} s\n",
-             pr.batch_s, pr.compute_s, e.time.fetch_wait_s, e.time.server_tail_s);
-  fmt::print(out, "predicted memory {:.2f} GiB per GPU, host tier {:.2f} GiB per GPU\n",
-             static_cast<double>(pr.memory_bytes_per_gpu) / kBytesPerGiB,
-             static_cast<double>(pr.host_memory_bytes_per_gpu) / kBytesPerGiB);
-  return 0;
-}
-
 int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::string& output, bool any_model,
-             const L2LArgs& l2l, std::ostream& out) {
+             std::ostream& out) {
   Loaded l = load(a);
-  if (l2l.strategy == "l2l") {
-    if (!grid_text.empty())
-      throw InputError("axplan", "--grid with --strategy l2l", "--grid " + grid_text,
-                       "no --grid: L2L runs data parallelism over every GPU (1,1,1,gpus,1)");
-    if (auto why = plan::runtime_problem(l.model); why && !any_model)
-      throw InputError("axplan", *why, "--model " + a.model,
-                       "a model axrun can run, or --any-model to write the plan for another runtime");
-    return cmd_plan_l2l(l, l2l, output, out);
-  }
+  if (!grid_text.empty() && a.strategy == "l2l")
+    throw InputError("axplan", "--grid with --strategy l2l", "--grid " + grid_text,
+                     "no --grid: L2L runs data parallelism over every GPU (1,1,1,gpus,1)");
   planner::Ranking r = rank_or_throw(l);
   const planner::Evaluation* chosen = &r.feasible.front();
   if (!grid_text.empty()) {
     topo::Grid g = parse_grid(grid_text, l.options.gpus);
-    auto it = std::find_if(r.feasible.begin(), r.feasible.end(), [&](const auto& e) { return e.grid == g; });
+    auto it = std::find_if(r.feasible.begin(), r.feasible.end(),
+                           [&](const auto& e) { return e.strategy == plan::Strategy::FourD && e.grid == g; });
     if (it == r.feasible.end()) {
       if (l.options.comm_model == planner::CommModel::Paper && g.ginter != 1)
         throw InputError("axplan", "the paper model has no pipeline", "--grid " + grid_text, "ginter = 1 with --comm-model paper");
@@ -289,6 +271,11 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   plan::save_plan(p, output);
   fmt::print(out, "wrote {}: {} on {} GPUs of {}, grid {}, {} micro-batch(es) of {} sequences\n", output,
              l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(), p.batch.microbatch_seqs);
+  if (p.strategy == plan::Strategy::L2L)
+    fmt::print(out, "strategy l2l: the model relayed through each device unit by unit, {} micro-batch(es) per visit, "
+                    "stash on the {}, prefetch {}; host tier {:.2f} GiB per GPU\n",
+               p.microbatches(), plan::stash_tier_name(p.l2l.stash), p.l2l.prefetch ? "on" : "off",
+               static_cast<double>(pr.host_memory_bytes_per_gpu) / kBytesPerGiB);
   if (p.grid.ginter > 1)
     fmt::print(out, "pipeline {} (limit {}), units per stage {}, checkpoint interval {} block(s)\n",
                plan::pipeline_schedule_name(p.pipeline.schedule), p.pipeline_limit(), fmt::join(p.stage_units(), ","),
@@ -363,17 +350,6 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   plan->add_option("--output,-o", output, "plan file to write")->capture_default_str();
   bool any_model = false;
   plan->add_flag("--any-model", any_model, "write the plan even for a model axrun cannot run (for another runtime)");
-  L2LArgs l2l;
-  plan->add_option("--strategy", l2l.strategy, "4d (tensor x pipeline x data) or l2l (layer-to-layer, seed 001)")
-      ->check(CLI::IsMember({"4d", "l2l"}))
-      ->capture_default_str();
-  plan->add_option("--l2l-microbatches", l2l.microbatches, "l2l: micro-batches per unit visit (u)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  plan->add_option("--l2l-stash", l2l.stash, "l2l: where the units' outputs wait for the backward")
-      ->check(CLI::IsMember({"host", "device"}))
-      ->capture_default_str();
-  plan->add_flag("--l2l-no-prefetch", l2l.no_prefetch, "l2l: copy each unit's weights when it is fetched, not before");
 
   std::string bench_model = "gpt-80b", bench_topology = "frontier";
   int64_t bench_gpus = 16384, bench_batch = 8192;
@@ -440,7 +416,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
 
   try {
     if (rank->parsed()) return cmd_rank(rank_args, format, top, show_rejected, out);
-    if (plan->parsed()) return cmd_plan(plan_args, grid, output, any_model, l2l, out);
+    if (plan->parsed()) return cmd_plan(plan_args, grid, output, any_model, out);
     if (explain->parsed()) return cmd_explain(explain_args, explain_grid, out);
     if (calibrate->parsed()) {
       if (!run_program)

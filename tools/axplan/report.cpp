@@ -17,6 +17,9 @@ size_t shown(size_t n, size_t top) { return top == 0 ? n : std::min(n, top); }
 nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
   const auto& c = e.comm;
   nlohmann::json j = topo::grid_to_json(e.grid);
+  j["strategy"] = plan::strategy_name(e.strategy);
+  if (e.strategy == plan::Strategy::L2L)
+    j["l2l"] = {{"stash", plan::stash_tier_name(e.l2l.stash)}, {"prefetch", e.l2l.prefetch}};
   if (!e.rejected_because.empty()) j["rejected_because"] = e.rejected_because;
   if (e.microbatches > 0) {
     j["microbatch_seqs"] = e.microbatch_seqs;
@@ -77,14 +80,14 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   }
   if (f == Format::Csv) {
     out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,batch_s,compute_s,exposed_comm_s,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
-           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer\n";
+           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy\n";
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
-      fmt::print(out, "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{}\n",
+      fmt::print(out, "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},\"{}\"\n",
                  rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
                  e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
                  b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because,
-                 plan::optimizer_label(e.optimizer));
+                 plan::optimizer_label(e.optimizer), planner::strategy_label(e));
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
     if (show_rejected)
@@ -100,27 +103,30 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
     out << "batch = predicted batch time = compute + exposed communication (and pipeline bubble); comm = all\n"
            "communication, hidden or not, split by collective (seconds per step)\n\n";
   const bool options = c.memory_options_searched;
+  const bool strategies = c.strategies_ranked;
   const std::string header = fmt::format(
-      "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>9}{}", "rank", "gx",
+      "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>9}{}{}", "rank", "gx",
       "gy", "gz", "gdata", "ginter", "mb",
       full ? fmt::format("{:>9}  {:>9}  {:>9}  ", "batch (s)", "compute", "exposed") : "", "comm (s)", "ag_z",
-      "rs_z", "ar_x", "ar_y", "ar_data", "p2p", "mem (GiB)", options ? fmt::format("  {:<13}", "optimizer") : "");
+      "rs_z", "ar_x", "ar_y", "ar_data", "p2p", "mem (GiB)", options ? fmt::format("  {:<13}", "optimizer") : "",
+      strategies ? fmt::format("  {:<22}", "strategy") : "");
   out << header << "\n" << std::string(header.size(), '-') << "\n";
   for (size_t i = 0; i < n; ++i) {
     const auto& e = r.feasible[i];
     const auto& b = e.comm;
-    fmt::print(out, "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}  {:>9.2f}{}\n",
+    fmt::print(out, "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}  {:>9.2f}{}{}\n",
                i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs,
                full ? fmt::format("{:>9.4f}  {:>9.4f}  {:>9.4f}  ", e.batch_s, e.compute_s, e.exposed_comm_s) : "",
                e.comm_s,
                b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes() / kBytesPerGiB,
-               options ? fmt::format("  {:<13}", plan::optimizer_label(e.optimizer)) : "");
+               options ? fmt::format("  {:<13}", plan::optimizer_label(e.optimizer)) : "",
+               strategies ? fmt::format("  {:<22}", planner::strategy_label(e)) : "");
   }
   if (show_rejected && !r.rejected.empty()) {
     out << "\nrejected:\n";
     for (const auto& e : r.rejected)
-      fmt::print(out, "  {:>4} {:>4} {:>4} {:>5} {:>6}  {}\n", e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
-                 e.grid.ginter, e.rejected_because);
+      fmt::print(out, "  {:>4} {:>4} {:>4} {:>5} {:>6}  {}{}\n", e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata,
+                 e.grid.ginter, strategies ? planner::strategy_label(e) + ": " : "", e.rejected_because);
   }
 }
 

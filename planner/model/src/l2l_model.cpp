@@ -67,10 +67,18 @@ L2LTime l2l_step_time(const std::vector<schedule::L2LInstruction>& program, cons
   return out;
 }
 
+double l2l_equation6_ratio(int64_t u, double forward_s, double transfer_s) {
+  const double uu = static_cast<double>(u);
+  return uu * (4 * forward_s + 2 * transfer_s) / (4 * uu * forward_s + 2 * transfer_s);
+}
+
 L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
                            const L2LSettings& s) {
   L2LEvaluation r;
   Evaluation& e = r.eval;
+  e.strategy = plan::Strategy::L2L;
+  e.l2l = plan::L2LSettings{s.stash, s.prefetch};
+  e.microbatches = s.microbatches;
   e.grid = topo::Grid{1, 1, 1, o.gpus, 1};
   const int64_t per_replica = o.batch_seqs / o.gpus;
   if (o.batch_seqs % o.gpus != 0 || s.microbatches < 1 || per_replica % s.microbatches != 0) {
@@ -94,6 +102,7 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
   ms.activation_checkpointing = false;
   ms.overlap = o.overlap;
   ms.precision = o.precision;
+  ms.optimizer_phase = false;
   const double out_bytes = static_cast<double>(mb * m.seq_len * m.hidden) * w;  // one unit's output, one micro-batch
   double params = 0, device_peak = 0;
   std::vector<double> unit_weights;
@@ -121,11 +130,20 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
   for (int64_t l = 0; l < N; ++l) {
     const auto& lay = layouts[static_cast<size_t>(l)];
     const double act = stage_memory(m, lay.first_layer, lay.last_layer, e.grid, ms, not_cached).activation_bytes;
+    const double weights = unit_weights[static_cast<size_t>(l)];
     const double prefetched = s.prefetch && l > 0 ? unit_weights[static_cast<size_t>(l - 1)] : 0;
-    const double stash = s.stash == plan::StashTier::Device ? static_cast<double>(l * M) * out_bytes : 0;
-    const double bytes = w * (2 * unit_weights[static_cast<size_t>(l)] + prefetched) + act +
-                         static_cast<double>(M + 1) * out_bytes + stash;
-    device_peak = std::max(device_peak, bytes);
+    const bool last = l == N - 1;
+    // At micro-batch k's backward: the unit's gradients exist from k = 1 on; the output
+    // gradients are M (handed back, or already made) on the other units, k on the last;
+    // the device stash still holds the earlier units' outputs but the ones taken (k + 1).
+    // Each term is linear in k >= 1, so k = 0, 1 and M - 1 bound it.
+    for (const int64_t k : {int64_t{0}, std::min<int64_t>(1, M - 1), M - 1}) {
+      const double grads = k >= 1 ? weights : 0;
+      const double outs = last ? static_cast<double>(k) : static_cast<double>(M);
+      const double stash = s.stash == plan::StashTier::Device && l > 0 ? static_cast<double>(l * M - 1 - k) : 0;
+      const double bytes = w * (weights + prefetched + grads) + act + (outs + stash) * out_bytes;
+      device_peak = std::max(device_peak, bytes);
+    }
   }
   e.memory.model_state_bytes = 0;
   e.memory.activation_bytes = device_peak;
@@ -141,19 +159,6 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
     e.rejected_because = "memory " + memory_over_limit(device_peak, static_cast<double>(t.gpu_memory_bytes));
   }
   return r;
-}
-
-plan::Plan make_l2l_plan(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
-                         const L2LSettings& s, const L2LEvaluation& r) {
-  PlannerOptions po = o;
-  po.activation_checkpointing = false;
-  po.optimizer = plan::OptimizerSettings{};
-  po.pipeline_schedule = plan::PipelineSchedule::GPipe;
-  plan::Plan p = make_plan(m, t, po, r.eval, 1, 1);
-  p.strategy = plan::Strategy::L2L;
-  p.l2l.stash = s.stash;
-  p.l2l.prefetch = s.prefetch;
-  return p;
 }
 
 }  // namespace axonn::planner

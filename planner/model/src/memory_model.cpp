@@ -294,7 +294,8 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   const double largest = s.optimizer.zero > 0 && g.gdata > 1 ? std::min(max_block / gz, owned) : max_block / gz;
   const double optimizer = (s.optimizer.zero == 1 && g.gdata > 1 ? wg * owned : 0.0) +
                            16 * largest;
-  if (optimizer > mem.gathered_weight_bytes + mem.unscattered_grad_bytes + mem.activation_bytes + mem.bucket_bytes) {
+  if (s.optimizer_phase &&
+      optimizer > mem.gathered_weight_bytes + mem.unscattered_grad_bytes + mem.activation_bytes + mem.bucket_bytes) {
     mem.gathered_weight_bytes = mem.unscattered_grad_bytes = mem.activation_bytes = mem.bucket_bytes = 0;
     mem.optimizer_bytes = optimizer;
   }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
+#include "axonn/planner/l2l_model.hpp"
 #include "evaluator.hpp"
 
 namespace axonn::planner {
@@ -154,8 +155,9 @@ Evaluation evaluate_layer_by_layer(const model::ModelDescription& m, const topo:
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   check_request(m, t, o);
   std::vector<topo::Grid> grids;
-  for (const auto& g : enumerate_grids(o.gpus))
-    if (o.comm_model != CommModel::Paper || g.ginter == 1) grids.push_back(g);
+  if (o.rank_4d)
+    for (const auto& g : enumerate_grids(o.gpus))
+      if (o.comm_model != CommModel::Paper || g.ginter == 1) grids.push_back(g);
   const OptionSearch search(m, t, o);
   std::vector<Evaluation> results(grids.size());
   // Threads take chunks of candidates in turn; each result lands at its grid's index,
@@ -175,16 +177,31 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
   for (size_t i = 1; i < threads; ++i) pool.emplace_back(work);
   work();
   for (auto& th : pool) th.join();
+  if (o.rank_l2l) {
+    // L2L's candidates: each u dividing a replica's sequences, each stash tier.
+    const int64_t per_replica = o.batch_seqs % o.gpus == 0 ? o.batch_seqs / o.gpus : 0;
+    for (int64_t u = 1; u <= per_replica; ++u) {
+      if (per_replica % u != 0 || (o.l2l_microbatches > 0 && u != o.l2l_microbatches)) continue;
+      for (auto tier : {plan::StashTier::Host, plan::StashTier::Device})
+        if (!o.l2l_stash || *o.l2l_stash == tier)
+          results.push_back(evaluate_l2l(m, t, o, L2LSettings{u, tier, o.l2l_prefetch, true}).eval);
+    }
+    if (o.l2l_microbatches > 0 && (per_replica == 0 || per_replica % o.l2l_microbatches != 0))
+      results.push_back(
+          evaluate_l2l(m, t, o, L2LSettings{o.l2l_microbatches, o.l2l_stash.value_or(plan::StashTier::Host), true, true})
+              .eval);
+  }
 
-  // Best first: least batch time (paper: communication), then memory, then the grid.
+  // Best first: least batch time (paper: communication), then memory, then the
+  // strategy (4D first), the grid and L2L's settings.
   const bool by_batch = o.comm_model == CommModel::Full;
-  using Key = std::tuple<double, double, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<double, double, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
   std::vector<std::pair<Key, size_t>> order;
   for (size_t i = 0; i < results.size(); ++i) {
     const Evaluation& e = results[i];
     if (!e.feasible) continue;
-    order.push_back({Key{by_batch ? e.batch_s : e.comm_s, e.memory.total_bytes(), e.grid.gx, e.grid.gy, e.grid.gz,
-                         e.grid.gdata, e.grid.ginter},
+    order.push_back({Key{by_batch ? e.batch_s : e.comm_s, e.memory.total_bytes(), static_cast<int>(e.strategy), e.grid.gx,
+                         e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatches, static_cast<int>(e.l2l.stash)},
                      i});
   }
   std::sort(order.begin(), order.end());
@@ -196,6 +213,11 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
                 results.end());
   r.rejected = std::move(results);
   return r;
+}
+
+std::string strategy_label(const Evaluation& e) {
+  if (e.strategy != plan::Strategy::L2L) return plan::strategy_name(e.strategy);
+  return fmt::format("l2l u={} {}{}", e.microbatches, plan::stash_tier_name(e.l2l.stash), e.l2l.prefetch ? "" : " no-prefetch");
 }
 
 plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
@@ -215,6 +237,12 @@ plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, 
   p.pipeline.schedule = o.pipeline_schedule;
   p.pipeline.limit = o.pipeline_limit;
   if (e.grid.ginter > 1) p.pipeline.stage_units = e.stage_units;
+  p.strategy = e.strategy;
+  if (e.strategy == plan::Strategy::L2L) {  // the unit's recompute is L2L's; its server is the optimizer
+    p.l2l = e.l2l;
+    p.activation_checkpointing = false;
+    p.optimizer = plan::OptimizerSettings{};
+  }
   plan::Prediction pr;
   pr.comm_model = comm_model_name(o.comm_model);
   pr.placement_aware = o.placement_aware;

@@ -58,6 +58,12 @@ struct L2LTime {
 L2LTime l2l_step_time(const std::vector<schedule::L2LInstruction>& program, const std::vector<L2LUnitCost>& units,
                       bool clipping);
 
+// The paper's equation 6 with its N restored (seed-spec B3), relative to u = 1: samples
+// per second at u micro-batches per visit over those at one, for forward compute C and
+// transfer X per unit and micro-batch of fixed size (backward = 2C, weights sent twice,
+// nothing overlapped): u (4C + 2X) / (4uC + 2X). X = C gives 1.2 at u = 2.
+double l2l_equation6_ratio(int64_t u, double forward_s, double transfer_s);
+
 struct L2LSettings {
   int64_t microbatches = 1;  // u, per replica
   plan::StashTier stash = plan::StashTier::Host;
@@ -71,14 +77,11 @@ struct L2LEvaluation {
   std::vector<L2LUnitCost> units;
 };
 
-// L2L on o.gpus data-parallel replicas (o.batch_seqs, o.precision, o.memory_limit).
+// L2L on o.gpus data-parallel replicas (o.batch_seqs, o.precision, o.memory_limit);
+// rank_candidates ranks these beside the 4D grids, and make_plan writes their plan.
 // Rejected (feasible false, with the reason) when u does not divide the replica's
 // sequences or the device memory is over the topology's.
 L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
                            const L2LSettings& s);
-
-// The plan of an L2L evaluation, with its prediction.
-plan::Plan make_l2l_plan(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
-                         const L2LSettings& s, const L2LEvaluation& e);
 
 }  // namespace axonn::planner

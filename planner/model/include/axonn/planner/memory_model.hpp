@@ -60,6 +60,9 @@ struct MemorySettings {
   plan::OverlapSettings overlap;
   plan::Precision precision;
   plan::OptimizerSettings optimizer;
+  // Whether the step has a device optimizer phase (its buffers may be the peak); L2L's
+  // update is the parameter server's, in the host tier.
+  bool optimizer_phase = true;
 };
 
 // What one layer's operators keep per row (token) of a micro-batch, in elements of the

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,11 +53,21 @@ struct PlannerOptions {
   // per stage closest to sqrt(blocks)).
   int64_t checkpoint_interval = 1;
   int64_t threads = 0;             // rank_candidates: threads evaluating grids (0 = one per core)
+  // Which strategies rank_candidates ranks together: the 4D grids, and L2L (grid
+  // 1,1,1,gpus,1; planner/l2l_model.hpp) with each u that divides a replica's sequences
+  // (or `l2l_microbatches`) and each stash tier (or `l2l_stash`).
+  bool rank_4d = true;
+  bool rank_l2l = false;
+  int64_t l2l_microbatches = 0;  // 0: every divisor
+  std::optional<plan::StashTier> l2l_stash;  // unset: host and device
+  bool l2l_prefetch = true;
 };
 
 enum class Rejection { None, Divisibility, Memory };
 
 struct Evaluation {
+  plan::Strategy strategy = plan::Strategy::FourD;
+  plan::L2LSettings l2l;           // L2L only: the stash tier and prefetch
   topo::Grid grid;
   bool feasible = false;
   Rejection rejection = Rejection::None;
@@ -76,6 +87,9 @@ struct Evaluation {
   int64_t checkpoint_interval = 1;   // blocks recomputed together
   double bubble_fraction = 0;        // pipelines: the slowest stage's idle share before its tail
 };
+
+// "4d", or "l2l u=4 host" (the micro-batches, the stash tier, "no-prefetch" when off).
+std::string strategy_label(const Evaluation& e);
 
 // docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
 // micro-batches (at least Ginter, to fill it) whose size divides over Z. 0 if none.
