@@ -146,6 +146,8 @@ struct L2LTrainer::Impl {
     s.loss = loss_sum.item<double>();
     s.fetch_wait_s = eps.take_fetch_wait_s();
     s.copy_s = eps.take_copy_s();
+    s.push_s = eps.take_push_s();
+    s.server_s = eps.take_server_s();
   }
 };
 

@@ -101,6 +101,7 @@ void ParameterServer::release(int64_t unit) {
 void ParameterServer::push(int64_t unit) {
   at::NoGradGuard no_grad;
   Unit& u = *units_.at(static_cast<size_t>(unit));
+  const double t0 = now_s();
   if (pushed_ == 0) ++step_;
   for (size_t i = 0; i < u.params.size(); ++i) {
     at::Tensor& t = u.params[i]->tensor;
@@ -112,10 +113,13 @@ void ParameterServer::push(int64_t unit) {
   }
   const bool last = ++pushed_ == units();
   Unit* up = &u;
+  push_s_ += now_s() - t0;
   server_.submit([this, up, last] {
+    const double t = now_s();
     reduce(*up);
     if (max_grad_norm_ <= 0) update(*up, 1.0);
     if (last) finish_step_on_server();
+    server_s_ += now_s() - t;  // read by the caller only after a drain
   });
 }
 
@@ -164,6 +168,13 @@ std::vector<at::Tensor> ParameterServer::master(int64_t unit) const {
 }
 
 double ParameterServer::take_fetch_wait_s() { return std::exchange(fetch_wait_s_, 0.0); }
+
+double ParameterServer::take_push_s() { return std::exchange(push_s_, 0.0); }
+
+double ParameterServer::take_server_s() {
+  server_.drain();
+  return std::exchange(server_s_, 0.0);
+}
 
 double ParameterServer::take_copy_s() {
   std::lock_guard<std::mutex> lock(time_mu_);

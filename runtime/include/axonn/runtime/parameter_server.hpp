@@ -69,6 +69,10 @@ class ParameterServer {
   // Seconds the caller was blocked in fetch (waiting for a copy) since the last call.
   double take_fetch_wait_s();
   double take_copy_s();  // seconds of host-to-device copies (on either thread) since the last call
+  double take_push_s();  // seconds of pushes (gradients to the host, on the caller's thread) since the last call
+  // Seconds the server thread spent reducing and updating since the last call (after
+  // wait_updates, so that the step's work is all in).
+  double take_server_s();
 
  private:
   struct Unit;
@@ -89,7 +93,7 @@ class ParameterServer {
   int64_t prefetching_ = -1;
   std::vector<at::Tensor> prefetched_;
   std::mutex time_mu_;
-  double fetch_wait_s_ = 0, copy_s_ = 0;
+  double fetch_wait_s_ = 0, copy_s_ = 0, push_s_ = 0, server_s_ = 0;
   WorkerThread copier_;  // prefetch copies
   WorkerThread server_;  // reductions and updates
 };

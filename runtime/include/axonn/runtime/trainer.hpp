@@ -56,6 +56,8 @@ struct StepStats {
   double recv_wait_s = 0;  // blocked waiting for pipeline messages (the bubble, seen from this rank)
   double fetch_wait_s = 0;  // L2L: blocked waiting for a unit's weights from the host tier
   double copy_s = 0;        // L2L: host-to-device weight copies (either thread), the paper's X summed
+  double push_s = 0;        // L2L: gradients copied to the host tier (the trainer's thread)
+  double server_s = 0;      // L2L: the parameter server's reductions and updates (its thread)
   double optimizer_reduce_wait_s = 0;  // in optimizer_s: blocked on the offloaded optimizer's all-reduces
   OverlapBreakdown breakdown;  // filled when the engine has a tracer
 };
