@@ -142,6 +142,8 @@ grep -q '"host_peak_bytes": [1-9]' "$T/m_l2l.json" && { passes=$((passes + 1)); 
 "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --strategy l2l \
   --l2l-stash device --l2l-no-prefetch --output "$T/l2l_device.json" >/dev/null
 trains_as_one "L2L, stash on the device" "stash on the device, prefetch off" "$T/l2l_device.json"
+check "axrun refuses ZeRO with an l2l plan" 2 "an optimizer or pipeline option with an l2l plan" -- \
+  "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/l2l.json" --zero 1 --steps 1
 check "L2L refuses a grid" 2 "--grid with --strategy l2l" -- "$AXPLAN" plan --model gpt-tiny --topology perlmutter \
   --gpus 4 --batch-seqs 8 --strategy l2l --grid 2,1,1,2,1 --output "$T/l2l_bad.json"
 check "L2L refuses micro-batches that do not divide" 2 "no feasible candidate: .*batch 8 over 4 replicas of 3 micro-batches does not divide" -- \

@@ -201,6 +201,12 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (plan.strategy == plan::Strategy::L2L &&
+        (!a.offload.empty() || a.zero >= 0 || a.bucket_elements > 0 || a.coarsening >= 0 || !a.pipeline_schedule.empty()))
+      throw InputError("axrun", "an optimizer or pipeline option with an l2l plan", a.plan_path + ": /strategy",
+                       "none of --offload-optimizer, --zero, --bucket-elements, --allreduce-coarsening, "
+                       "--pipeline-schedule: L2L's parameter server holds Adam in the host tier, and it has no "
+                       "pipeline");
     runtime::ProcessGrid grid(world, plan.grid, plan.placement_order);
     if (a.overlap_level >= 0) {
       const int64_t bucket = plan.overlap.bucket_bytes;
