@@ -75,29 +75,11 @@ struct SerialStep {
 
 // The serial reference of a training run: `steps` steps of plain LibTorch Adam with
 // gradient-norm clipping on `serial`, batch s = source.batch(s); the loss of each step.
-inline std::vector<double> serial_loss_curve(gpt::SerialGpt& serial, runtime::TokenSource& source, int steps, double lr,
-                                             double clip) {
-  std::vector<at::Tensor> sp;
-  for (auto& [n, t] : serial.named_parameters()) sp.push_back(t);
-  torch::optim::Adam adam(sp, torch::optim::AdamOptions(lr));
-  std::vector<double> losses;
-  for (int s = 0; s < steps; ++s) {
-    adam.zero_grad();
-    at::Tensor l = serial.loss(source.batch(s));
-    l.backward();
-    torch::nn::utils::clip_grad_norm_(sp, clip);
-    adam.step();
-    losses.push_back(l.item<double>());
-  }
-  return losses;
-}
-
-// The serial reference of gradient accumulation: as serial_loss_curve, but each step's
-// gradient is summed over the micro-batches that `replicas` data-parallel replicas of
-// `microbatches` micro-batches each run (replica-major, as local_microbatch splits the
-// batch), each micro-batch's mean loss weighted by its share of the batch's tokens.
-// Matches the runtime's order of summation, so that directions whose gradient is only
-// rounding noise (e.g. a key bias: softmax ignores it) get the same noise.
+// Each step's gradient is summed over the micro-batches that `replicas` data-parallel
+// replicas of `microbatches` micro-batches each run (replica-major, as local_microbatch
+// splits the batch), each micro-batch's mean loss weighted by its share of the tokens:
+// the runtime's order of summation, so that directions whose gradient is only rounding
+// noise (e.g. a key bias: softmax ignores it) get the same noise.
 inline std::vector<double> serial_accumulation_curve(gpt::SerialGpt& serial, runtime::TokenSource& source, int steps,
                                                      double lr, double clip, int64_t replicas, int64_t microbatches) {
   std::vector<at::Tensor> sp;
@@ -121,6 +103,12 @@ inline std::vector<double> serial_accumulation_curve(gpt::SerialGpt& serial, run
     losses.push_back(loss);
   }
   return losses;
+}
+
+// The same on whole batches.
+inline std::vector<double> serial_loss_curve(gpt::SerialGpt& serial, runtime::TokenSource& source, int steps, double lr,
+                                             double clip) {
+  return serial_accumulation_curve(serial, source, steps, lr, clip, 1, 1);
 }
 
 }  // namespace axonn::test
