@@ -2,6 +2,8 @@
 #include "axonn/common/json_reader.hpp"
 
 #include <cmath>
+#include <set>
+#include <vector>
 #include <fstream>
 #include <sstream>
 
@@ -11,10 +13,31 @@ namespace axonn {
 
 nlohmann::json parse_json_text(const std::string& module, const std::string& text,
                                const std::string& origin) {
+  // Stricter than nlohmann's default: a key twice in one object (which it would let the
+  // last win) and nesting deeper than any of our files needs are refused while parsing.
+  std::vector<std::set<std::string>> keys;  // of each open object (arrays: empty sets)
+  auto strict = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      if (depth >= kMaxJsonDepth)
+        throw InputError(module, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels", origin,
+                         "a model, topology or plan document (a few levels deep)");
+      keys.emplace_back();
+    } else if (event == E::object_end || event == E::array_end) {
+      if (!keys.empty()) keys.pop_back();
+    } else if (event == E::key && !keys.empty()) {
+      const std::string key = parsed.get<std::string>();
+      if (!keys.back().insert(key).second)
+        throw InputError(module, "duplicate key \"" + key + "\"", origin + " (at depth " + std::to_string(depth) + ")",
+                         "each key once per object");
+    }
+    return true;
+  };
   try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+    return nlohmann::json::parse(text, strict);
+  } catch (const nlohmann::json::exception& e) {
     // e.what() reads "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    // (also out_of_range.406: a number too large for a double).
     std::string msg = e.what();
     auto pos = msg.find("] ");
     if (pos != std::string::npos) msg = msg.substr(pos + 2);
@@ -94,6 +117,14 @@ int64_t ObjectReader::positive_int(const std::string& key) {
   const auto& v = value(key, nlohmann::json::value_t::number_integer, "an integer >= 1");
   int64_t x = v.get<int64_t>();
   if (x < 1) fail(key, "value " + v.dump() + " out of range", "an integer >= 1");
+  return x;
+}
+
+int64_t ObjectReader::positive_int_at_most(const std::string& key, int64_t most) {
+  const std::string expected = "an integer from 1 to " + std::to_string(most);
+  const auto& v = value(key, nlohmann::json::value_t::number_integer, expected.c_str());
+  const int64_t x = v.get<int64_t>();
+  if (x < 1 || x > most) fail(key, "value " + v.dump() + " out of range", expected);
   return x;
 }
 

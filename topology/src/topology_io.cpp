@@ -12,8 +12,8 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
   Topology t;
   t.name = r.string("name");
   t.description = r.string_or("description", "");
-  t.gpus_per_node = r.positive_int("gpus_per_node");
-  t.num_nodes = r.positive_int("num_nodes");
+  t.gpus_per_node = r.positive_int_at_most("gpus_per_node", int64_t{1} << 16);
+  t.num_nodes = r.positive_int_at_most("num_nodes", int64_t{1} << 24);
   t.gpu_memory_bytes = r.positive_int("gpu_memory_bytes");
   t.peak_flops_per_s = r.positive_number("peak_flops_per_s");
   t.inter_node_bandwidth_bytes_per_s = r.positive_number("inter_node_bandwidth_bytes_per_s");

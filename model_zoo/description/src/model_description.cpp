@@ -26,6 +26,11 @@ int64_t ModelDescription::parameters() const {
 
 namespace {
 
+// Bounds on what a description may ask for: widths whose products (k * n, rows *
+// vocab) stay far inside int64, and layer counts the expansion can hold in memory.
+constexpr int64_t kMaxWidth = int64_t{1} << 24;
+constexpr int64_t kMaxLayers = int64_t{1} << 16;
+
 Layer linear(std::string name, int64_t k, int64_t n, bool transposed, int64_t unit, bool recomputed) {
   Layer l;
   l.name = std::move(name);
@@ -88,18 +93,18 @@ Layer explicit_layer(ObjectReader& r, int64_t unit) {
   std::string type = r.one_of("type", {"linear", "embedding", "attention", "block"});
   if (type == "linear") {
     l.kind = LayerKind::Linear;
-    l.k = r.positive_int("k");
-    l.n = r.positive_int("n");
+    l.k = r.positive_int_at_most("k", kMaxWidth);
+    l.n = r.positive_int_at_most("n", kMaxWidth);
     l.transposed = r.boolean_or("transposed", false);
   } else if (type == "embedding") {
     l.kind = LayerKind::Embedding;
-    l.k = r.positive_int("vocab");
-    l.n = r.positive_int("hidden");
+    l.k = r.positive_int_at_most("vocab", kMaxWidth);
+    l.n = r.positive_int_at_most("hidden", kMaxWidth);
     l.transposed = true;
   } else if (type == "attention") {
     l.kind = LayerKind::Attention;
-    l.heads = r.positive_int("heads");
-    l.head_dim = r.positive_int("head_dim");
+    l.heads = r.positive_int_at_most("heads", kMaxWidth);
+    l.head_dim = r.positive_int_at_most("head_dim", kMaxWidth);
   } else {
     r.fail("type", "a block cannot be nested inside a block", "\"linear\", \"embedding\" or \"attention\"");
   }
@@ -112,7 +117,7 @@ void expand_explicit(ModelDescription& m, ObjectReader& r) {
   if (entries.empty()) r.fail("layers", "empty layer list", "at least one layer");
   int64_t unit = 0;
   for (auto& e : entries) {
-    int64_t repeat = e.positive_int_or("repeat", 1);
+    int64_t repeat = e.has("repeat") ? e.positive_int_at_most("repeat", kMaxLayers) : 1;
     bool is_block = e.has("type") && e.raw("type") == "block";
     if (is_block) {
       e.one_of("type", {"block"});
@@ -173,13 +178,13 @@ ModelDescription model_from_json(const nlohmann::json& j, const std::string& ori
   m.name = r.string("name");
   m.description = r.string_or("description", "");
   m.family = r.one_of("family", {"gpt", "explicit"});
-  m.seq_len = r.positive_int("seq_len");
-  m.hidden = r.positive_int("hidden");
+  m.seq_len = r.positive_int_at_most("seq_len", kMaxWidth);
+  m.hidden = r.positive_int_at_most("hidden", kMaxWidth);
   if (m.family == "gpt") {
-    m.num_layers = r.positive_int("num_layers");
-    m.heads = r.positive_int("heads");
-    m.vocab = r.positive_int("vocab");
-    m.ffn_hidden = r.positive_int_or("ffn_multiplier", 4) * m.hidden;
+    m.num_layers = r.positive_int_at_most("num_layers", kMaxLayers);
+    m.heads = r.positive_int_at_most("heads", kMaxWidth);
+    m.vocab = r.positive_int_at_most("vocab", kMaxWidth);
+    m.ffn_hidden = (r.has("ffn_multiplier") ? r.positive_int_at_most("ffn_multiplier", 64) : 4) * m.hidden;
     if (m.hidden % m.heads != 0)
       r.fail("heads", "hidden " + std::to_string(m.hidden) + " is not divisible by heads " +
                           std::to_string(m.heads),

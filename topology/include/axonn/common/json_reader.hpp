@@ -24,8 +24,12 @@
 
 namespace axonn {
 
+// Deeper JSON is refused: our documents nest a few levels (a plan embeds a topology).
+inline constexpr int kMaxJsonDepth = 64;
+
 // Parses a whole file; throws axonn::Error naming the file (and line/column of a
-// syntax error) when it cannot be opened or is not valid JSON.
+// syntax error) when it cannot be opened or is not valid JSON, when an object has a
+// key twice, or when it nests deeper than kMaxJsonDepth.
 nlohmann::json read_json_file(const std::string& module, const std::string& path);
 // Parses text that came from `origin` (a file name or "<stdin>").
 nlohmann::json parse_json_text(const std::string& module, const std::string& text,
@@ -41,6 +45,9 @@ class ObjectReader {
 
   int64_t integer(const std::string& key);                 // any integer
   int64_t positive_int(const std::string& key);            // >= 1
+  // >= 1 and <= `most`: sizes whose products the planner forms, and counts it expands
+  // into memory, bounded so that neither overflows.
+  int64_t positive_int_at_most(const std::string& key, int64_t most);
   int64_t non_negative_int(const std::string& key);        // >= 0
   double positive_number(const std::string& key);          // > 0, finite
   double non_negative_number(const std::string& key);      // >= 0, finite
