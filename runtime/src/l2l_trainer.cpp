@@ -47,7 +47,6 @@ struct L2LTrainer::Impl {
   plan::StashTier tier;
   int64_t units_expected;
   int64_t microbatches;
-  TrainerOptions options;
   std::vector<schedule::L2LInstruction> program;
   ParameterServer eps;
 
@@ -65,7 +64,6 @@ struct L2LTrainer::Impl {
         tier(p.l2l.stash),
         units_expected(p.model.num_units),
         microbatches(p.microbatches()),
-        options(o),
         program(schedule::l2l_program(p.model.num_units, microbatches, p.l2l.prefetch)),
         eps(g.data(), AdamSettings{o.learning_rate}, o.max_grad_norm) {
     if (p.strategy != plan::Strategy::L2L)

@@ -79,18 +79,16 @@ void ParameterServer::prefetch(int64_t unit) {
 void ParameterServer::fetch(int64_t unit) {
   Unit& u = *units_.at(static_cast<size_t>(unit));
   std::vector<at::Tensor> weights;
+  const double t0 = now_s();
   if (prefetching_ == unit) {
-    const double t0 = now_s();
     copier_.drain();
-    fetch_wait_s_ += now_s() - t0;
     weights = std::move(prefetched_);
     prefetched_.clear();
     prefetching_ = -1;
   } else {
-    const double t0 = now_s();
     weights = copy_to_device(u);
-    fetch_wait_s_ += now_s() - t0;
   }
+  fetch_wait_s_ += now_s() - t0;
   for (size_t i = 0; i < u.params.size(); ++i) u.params[i]->tensor.set_data(weights[i]);
 }
 

@@ -73,7 +73,7 @@ TEST(L2LTime, EquationSixRatios) {
 TEST(L2LEvaluate, HostStashKeepsDeviceMemoryConstantInDepthAndTheDeviceStashGrows) {
   const topo::Topology t = topo::load_topology("perlmutter");
   const PlannerOptions o = options(1, 16);
-  L2LSettings host{4, plan::StashTier::Host, true, true}, device{4, plan::StashTier::Device, true, true};
+  L2LCandidate host{4, {plan::StashTier::Host, true}, true}, device{4, {plan::StashTier::Device, true}, true};
   const double h4 = evaluate_l2l(gpt(4), t, o, host).eval.memory.total_bytes();
   const double h16 = evaluate_l2l(gpt(16), t, o, host).eval.memory.total_bytes();
   EXPECT_GT(h4, 0);
@@ -95,7 +95,7 @@ TEST(L2LEvaluate, HostStashKeepsDeviceMemoryConstantInDepthAndTheDeviceStashGrow
 
 TEST(L2LEvaluate, RejectsIndivisibleBatchesAndVisitsOverTheMemory) {
   topo::Topology t = topo::load_topology("perlmutter");
-  L2LSettings s{3, plan::StashTier::Host, true, true};
+  L2LCandidate s{3, {plan::StashTier::Host, true}, true};
   const L2LEvaluation bad = evaluate_l2l(gpt(4), t, options(2, 16), s);
   EXPECT_FALSE(bad.eval.feasible);
   EXPECT_EQ(bad.eval.rejection, Rejection::Divisibility);
@@ -110,7 +110,7 @@ TEST(L2LEvaluate, RejectsIndivisibleBatchesAndVisitsOverTheMemory) {
 TEST(L2LPlan, RoundTripsAndRefusesTensorOrPipelineGrids) {
   const topo::Topology t = topo::load_topology("perlmutter");
   const PlannerOptions o = options(2, 16);
-  const L2LSettings s{2, plan::StashTier::Device, false, true};
+  const L2LCandidate s{2, {plan::StashTier::Device, false}, true};
   const plan::Plan p = make_plan(gpt(4), t, o, evaluate_l2l(gpt(4), t, o, s).eval, 1, 1);
   nlohmann::json j = plan::plan_to_json(p);
   EXPECT_EQ(j["strategy"], "l2l");

@@ -18,8 +18,7 @@ L2LTime l2l_step_time(const std::vector<schedule::L2LInstruction>& program, cons
   L2LTime out;
   double now = 0, link_in = 0, link_out = 0, server = 0;
   std::vector<double> arrives(units.size(), -1);  // when a unit's copy reaches the device
-  std::vector<double> pushed;                     // when each push reached the host, in order
-  std::vector<size_t> pushed_units;
+  std::vector<std::pair<double, size_t>> pushed;  // (when it reached the host, unit), in push order
   auto copy = [&](size_t l) {
     link_in = std::max(link_in, now) + units[l].fetch_s;
     arrives[l] = link_in;
@@ -45,18 +44,17 @@ L2LTime l2l_step_time(const std::vector<schedule::L2LInstruction>& program, cons
       case L2LOp::Release: break;
       case L2LOp::Push:
         link_out = std::max(link_out, now) + units[l].push_s;
-        pushed.push_back(link_out);
-        pushed_units.push_back(l);
+        pushed.emplace_back(link_out, l);
         break;
       case L2LOp::WaitUpdates: {
         // The server, in push order: each unit's reduction, then (without clipping) its
         // update; with clipping the updates follow the last reduction.
-        for (size_t i = 0; i < pushed.size(); ++i) {
-          server = std::max(server, pushed[i]) + units[pushed_units[i]].reduce_s;
-          if (!clipping) server += units[pushed_units[i]].update_s;
+        for (const auto& [at, unit] : pushed) {
+          server = std::max(server, at) + units[unit].reduce_s;
+          if (!clipping) server += units[unit].update_s;
         }
         if (clipping)
-          for (size_t l : pushed_units) server += units[l].update_s;
+          for (const auto& p : pushed) server += units[p.second].update_s;
         out.server_tail_s = std::max(0.0, server - now);
         now = std::max(now, server);
         break;
@@ -73,11 +71,11 @@ double l2l_equation6_ratio(int64_t u, double forward_s, double transfer_s) {
 }
 
 L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
-                           const L2LSettings& s) {
+                           const L2LCandidate& s) {
   L2LEvaluation r;
   Evaluation& e = r.eval;
   e.strategy = plan::Strategy::L2L;
-  e.l2l = plan::L2LSettings{s.stash, s.prefetch};
+  e.l2l = s.settings;
   e.microbatches = s.microbatches;
   e.grid = topo::Grid{1, 1, 1, o.gpus, 1};
   const int64_t per_replica = o.batch_seqs / o.gpus;
@@ -87,7 +85,6 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
                          " replicas of " + std::to_string(s.microbatches) + " micro-batches does not divide";
     return r;
   }
-  e.microbatches = s.microbatches;
   e.microbatch_seqs = per_replica / s.microbatches;
   e.stage_units = {m.num_units};
   const int64_t N = m.num_units, M = s.microbatches, mb = e.microbatch_seqs;
@@ -131,7 +128,7 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
     const auto& lay = layouts[static_cast<size_t>(l)];
     const double act = stage_memory(m, lay.first_layer, lay.last_layer, e.grid, ms, not_cached).activation_bytes;
     const double weights = unit_weights[static_cast<size_t>(l)];
-    const double prefetched = s.prefetch && l > 0 ? unit_weights[static_cast<size_t>(l - 1)] : 0;
+    const double prefetched = s.settings.prefetch && l > 0 ? unit_weights[static_cast<size_t>(l - 1)] : 0;
     const bool last = l == N - 1;
     // At micro-batch k's backward: the unit's gradients exist from k = 1 on; the output
     // gradients are M (handed back, or already made) on the other units, k on the last;
@@ -140,15 +137,15 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
     for (const int64_t k : {int64_t{0}, std::min<int64_t>(1, M - 1), M - 1}) {
       const double grads = k >= 1 ? weights : 0;
       const double outs = last ? static_cast<double>(k) : static_cast<double>(M);
-      const double stash = s.stash == plan::StashTier::Device && l > 0 ? static_cast<double>(l * M - 1 - k) : 0;
+      const double stash = s.settings.stash == plan::StashTier::Device && l > 0 ? static_cast<double>(l * M - 1 - k) : 0;
       const double bytes = w * (weights + prefetched + grads) + act + (outs + stash) * out_bytes;
       device_peak = std::max(device_peak, bytes);
     }
   }
   e.memory.model_state_bytes = 0;
   e.memory.activation_bytes = device_peak;
-  e.memory.host_bytes = 16 * params + (s.stash == plan::StashTier::Host ? static_cast<double>((N - 1) * M) * out_bytes : 0);
-  r.time = l2l_step_time(schedule::l2l_program(N, M, s.prefetch), r.units, s.clipping);
+  e.memory.host_bytes = 16 * params + (s.settings.stash == plan::StashTier::Host ? static_cast<double>((N - 1) * M) * out_bytes : 0);
+  r.time = l2l_step_time(schedule::l2l_program(N, M, s.settings.prefetch), r.units, s.clipping);
   e.batch_s = r.time.batch_s;
   e.compute_s = r.time.compute_s;
   e.exposed_comm_s = e.batch_s - e.compute_s;

@@ -184,11 +184,12 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
       if (per_replica % u != 0 || (o.l2l_microbatches > 0 && u != o.l2l_microbatches)) continue;
       for (auto tier : {plan::StashTier::Host, plan::StashTier::Device})
         if (!o.l2l_stash || *o.l2l_stash == tier)
-          results.push_back(evaluate_l2l(m, t, o, L2LSettings{u, tier, o.l2l_prefetch, true}).eval);
+          results.push_back(evaluate_l2l(m, t, o, L2LCandidate{u, {tier, o.l2l_prefetch}, true}).eval);
     }
     if (o.l2l_microbatches > 0 && (per_replica == 0 || per_replica % o.l2l_microbatches != 0))
-      results.push_back(
-          evaluate_l2l(m, t, o, L2LSettings{o.l2l_microbatches, o.l2l_stash.value_or(plan::StashTier::Host), true, true})
+      results.push_back(  // rejected: says why
+          evaluate_l2l(m, t, o,
+                       L2LCandidate{o.l2l_microbatches, {o.l2l_stash.value_or(plan::StashTier::Host), o.l2l_prefetch}, true})
               .eval);
   }
 

@@ -22,7 +22,7 @@
 // Host memory: 16 bytes per parameter (fp32 master, two moments, gradient), and the
 // host stash: the N - 1 units' outputs of every micro-batch.
 //
-// Example: evaluate_l2l(gpt_bench, emulated, {gpus 2, batch 16}, {4, StashTier::Host, true})
+// Example: evaluate_l2l(gpt_bench, emulated, {gpus 2, batch 16}, {4, {StashTier::Host, true}})
 //   -> grid 1,1,1,2,1, 4 micro-batches of 2 sequences, batch_s, device and host bytes.
 #pragma once
 
@@ -64,11 +64,12 @@ L2LTime l2l_step_time(const std::vector<schedule::L2LInstruction>& program, cons
 // nothing overlapped): u (4C + 2X) / (4uC + 2X). X = C gives 1.2 at u = 2.
 double l2l_equation6_ratio(int64_t u, double forward_s, double transfer_s);
 
-struct L2LSettings {
+// One L2L candidate: the plan's settings (stash tier, prefetch) and what the plan
+// does not carry.
+struct L2LCandidate {
   int64_t microbatches = 1;  // u, per replica
-  plan::StashTier stash = plan::StashTier::Host;
-  bool prefetch = true;
-  bool clipping = true;
+  plan::L2LSettings settings;
+  bool clipping = true;      // the updates wait for the last push
 };
 
 struct L2LEvaluation {
@@ -82,6 +83,6 @@ struct L2LEvaluation {
 // Rejected (feasible false, with the reason) when u does not divide the replica's
 // sequences or the device memory is over the topology's.
 L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
-                           const L2LSettings& s);
+                           const L2LCandidate& s);
 
 }  // namespace axonn::planner
