@@ -115,6 +115,7 @@ MPI_Datatype mpi_type(const at::Tensor& t) {
     case at::kBFloat16: return bf16_mpi().type();
     case at::kLong: return MPI_INT64_T;
     case at::kInt: return MPI_INT32_T;
+    case at::kByte: return MPI_UINT8_T;
     default:
       throw InternalError("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()),
                   rank_and_host(), "float32, float64, bfloat16, int32 or int64");

@@ -35,6 +35,7 @@ ncclDataType_t nccl_type(const at::Tensor& t) {
     case at::kBFloat16: return ncclBfloat16;
     case at::kLong: return ncclInt64;
     case at::kInt: return ncclInt32;
+    case at::kByte: return ncclUint8;
     default:
       throw InternalError("comm", std::string("unsupported tensor type ") + at::toString(t.scalar_type()), rank_and_host(),
                   "a floating-point or integer tensor for the NCCL backend");

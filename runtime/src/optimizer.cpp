@@ -68,7 +68,48 @@ class DeviceAdam final : public Optimizer {
   }
   bool reduces_data_parallel() const override { return false; }
 
+  // LibTorch's Adam keys its state by the parameter's TensorImpl (adam.cpp, 1.13); a
+  // parameter without one has not been updated yet.
+  TrainingState state() override {
+    TrainingState s;
+    for (auto& p : params_) {
+      ParameterState ps;
+      ps.weight = p.tensor.detach().clone();
+      const auto it = adam_->state().find(key(p));
+      if (it == adam_->state().end()) {
+        ps.exp_avg = at::zeros_like(ps.weight);
+        ps.exp_avg_sq = at::zeros_like(ps.weight);
+      } else {
+        const auto& st = static_cast<const torch::optim::AdamParamState&>(*it->second);
+        s.adam_steps = st.step();
+        ps.exp_avg = st.exp_avg().clone();
+        ps.exp_avg_sq = st.exp_avg_sq().clone();
+      }
+      s.params.push_back(std::move(ps));
+    }
+    return s;
+  }
+  void load_state(const TrainingState& s) override {
+    AXONN_ASSERT(s.params.size() == params_.size());
+    at::NoGradGuard no_grad;
+    adam_->state().clear();
+    for (size_t i = 0; i < params_.size(); ++i) {
+      at::Tensor w = params_[i].tensor.detach();
+      const ParameterState& ps = s.params[i];
+      AXONN_ASSERT(ps.weight.numel() == w.numel() && ps.exp_avg.numel() == w.numel());
+      w.copy_(full_precision_weight(ps).view(w.sizes()));
+      if (s.adam_steps == 0) continue;
+      auto st = std::make_unique<torch::optim::AdamParamState>();
+      st->step(s.adam_steps);
+      st->exp_avg(ps.exp_avg.to(w.options()).view(w.sizes()).clone());
+      st->exp_avg_sq(ps.exp_avg_sq.to(w.options()).view(w.sizes()).clone());
+      adam_->state()[key(params_[i])] = std::move(st);
+    }
+  }
+
  private:
+  static std::string key(const Parameter& p) { return c10::guts::to_string(p.tensor.unsafeGetTensorImpl()); }
+
   ProcessGrid& grid_;
   std::vector<Parameter>& params_;
   std::unique_ptr<torch::optim::Adam> adam_;
@@ -106,7 +147,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
       Segment& seg = segments_[params[i].spec.replicated_over_z() ? 1 : 0];
-      seg.pieces.push_back({i, seg.elements, params[i].tensor.numel()});
+      seg.pieces.push_back({i, seg.elements, params[i].tensor.numel(), params[i].tensor.sizes().vec()});
       seg.elements += params[i].tensor.numel();
     }
     const auto options = params.front().tensor.options().requires_grad(false);
@@ -228,10 +269,73 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
     return shard_ ? sharded_step(max_grad_norm, c) : replicated_step(max_grad_norm, c);
   }
 
+  // Each segment's owned blocks all-gathered (ZeRO) into whole buffers, cut into pieces.
+  TrainingState state() override {
+    TrainingState s;
+    s.adam_steps = step_;
+    s.params.resize(params_.size());
+    for (Segment& seg : segments_) {
+      if (seg.elements == 0) continue;
+      const int n = shard_ ? seg.group->size() : 1;
+      auto whole = [&](const at::Tensor& owned) {
+        at::Tensor block = owned.to(seg.weights.device()).contiguous();  // the host tier's, when offloaded
+        if (n == 1) return block;
+        at::Tensor all = at::empty({block.numel() * n}, block.options());
+        seg.group->all_gather(block, all)->wait();
+        return all;
+      };
+      const at::Tensor w = seg.sharded_weights ? whole(seg.weights) : seg.weights;
+      const at::Tensor m = whole(seg.exp_avg), v = whole(seg.exp_avg_sq);
+      const at::Tensor master = mixed_ ? whole(seg.master) : at::Tensor();
+      for (const Piece& pc : seg.pieces) {
+        auto cut = [&](const at::Tensor& t) { return t.narrow(0, pc.offset, pc.elements).view(pc.shape).clone(); };
+        ParameterState& ps = s.params[pc.param];
+        ps.weight = cut(w);
+        ps.exp_avg = cut(m);
+        ps.exp_avg_sq = cut(v);
+        if (mixed_) ps.master = cut(master);
+      }
+    }
+    return s;
+  }
+
+  // Each segment's whole buffers assembled from the pieces; this rank keeps its blocks.
+  void load_state(const TrainingState& s) override {
+    AXONN_ASSERT(s.params.size() == params_.size());
+    at::NoGradGuard no_grad;
+    step_ = s.adam_steps;
+    for (Segment& seg : segments_) {
+      if (seg.elements == 0) continue;
+      const int64_t padded = (seg.hi - seg.lo) * (shard_ ? seg.group->size() : 1);
+      auto assemble = [&](auto field, const at::TensorOptions& options) {
+        at::Tensor all = at::zeros({padded}, options);
+        for (const Piece& pc : seg.pieces) {
+          const at::Tensor& t = field(s.params[pc.param]);
+          AXONN_ASSERT(t.numel() == pc.elements);
+          all.narrow(0, pc.offset, pc.elements).copy_(t.reshape({-1}));
+        }
+        return all;
+      };
+      auto owned = [&](const at::Tensor& all) { return all.narrow(0, seg.lo, seg.hi - seg.lo); };
+      // fp32 weights are their own master: loaded from the master copy where there is one.
+      const at::Tensor w = assemble(
+          [&](const ParameterState& ps) -> const at::Tensor& { return mixed_ ? ps.weight : full_precision_weight(ps); },
+          seg.weights.options());
+      seg.weights.copy_(seg.sharded_weights ? owned(w) : w);
+      seg.exp_avg.copy_(owned(assemble([](const ParameterState& ps) -> const at::Tensor& { return ps.exp_avg; },
+                                       seg.exp_avg.options())));
+      seg.exp_avg_sq.copy_(owned(assemble([](const ParameterState& ps) -> const at::Tensor& { return ps.exp_avg_sq; },
+                                          seg.exp_avg_sq.options())));
+      if (seg.master.defined())
+        seg.master.copy_(owned(assemble(full_precision_weight, seg.master.options())));
+    }
+  }
+
  private:
   struct Piece {
     size_t param;
-    int64_t offset, elements;  // in the segment
+    int64_t offset, elements;    // in the segment
+    std::vector<int64_t> shape;  // of the parameter's shard (ZeRO-3's parameters keep no elements)
   };
   struct Segment {
     Communicator* group = nullptr;

@@ -290,4 +290,8 @@ StepStats Trainer::step(const at::Tensor& global_batch) {
   return s;
 }
 
+const std::vector<Parameter>& Trainer::parameters() const { return impl_->model.parameters(); }
+TrainingState Trainer::state() { return impl_->optimizer->state(); }
+void Trainer::load_state(const TrainingState& s) { impl_->optimizer->load_state(s); }
+
 }  // namespace axonn::runtime

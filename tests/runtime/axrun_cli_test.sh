@@ -304,5 +304,72 @@ check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3
 check "one rank fails: every rank ends, with the message" nonzero "rank 1 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=1 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/p4.json" --steps 50 --measure "$T/m3.json"
 
+# Checkpoints (docs/runtime.md): 3 steps, save, resume to 6 prints the straight run's
+# losses; resumed on another grid with ZeRO-1 they follow within 1e-5; through a serial
+# state dict (axckpt) too; a rank killed by SIGKILL ends the job within 30 s, and the
+# run resumes from the last complete checkpoint; a save killed before its completion
+# marker is never loaded.
+AXCKPT="$(dirname "$AXRUN")/axckpt"
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 2 --batch-seqs 8 --grid 1,1,1,2,1 --precision fp32 \
+  --output "$T/dp2.json" >/dev/null
+ckpt_run() {  # ckpt_run NAME NP PLAN PATTERN [AXRUN FLAGS...]
+  local name=$1 np=$2 plan=$3 pattern=$4
+  shift 4
+  check "$name" 0 "$pattern" -- "${MPIRUN[@]}" -np "$np" "$AXRUN" --plan "$plan" --seed 5 --log-every 1 "$@"
+}
+last_losses() { losses "$T/out" | tail -n "$1"; }
+same_tail() {  # same_tail NAME N: the last run printed the straight run's last N losses
+  if [ "$(last_losses "$2")" = "$(tail -n "$2" "$T/straight.losses")" ]; then
+    passes=$((passes + 1)); echo "PASS $1 prints the straight run's losses: $(last_losses "$2" | tr '\n' ' ')"
+  else
+    fails=$((fails + 1)); echo "FAIL $1 losses differ"; paste <(tail -n "$2" "$T/straight.losses") <(last_losses "$2")
+  fi
+}
+ckpt_run "straight 6 steps" 4 "$T/pipe.json" "step +6/6" --steps 6 --measure "$T/m_straight.json"
+losses "$T/out" >"$T/straight.losses"
+ckpt_run "3 steps, saved" 4 "$T/pipe.json" "step +3/3" --steps 3 --save "$T/ck" --save-every 3
+ckpt_run "resumed to 6" 4 "$T/pipe.json" "resumed from .*step-00000003" --steps 6 --resume "$T/ck"
+same_tail "the resumed run" 3
+ckpt_run "resumed on another grid with ZeRO-1" 2 "$T/dp2.json" "re-sliced" --steps 6 --resume "$T/ck" --zero 1 \
+  --measure "$T/m_resliced.json"
+follows=$(python3 - "$T/m_straight.json" "$T/m_resliced.json" <<'PY'
+import json, sys
+a = {s["step"]: s["loss"] for s in json.load(open(sys.argv[1]))["steps"]}
+b = {s["step"]: s["loss"] for s in json.load(open(sys.argv[2]))["steps"]}
+worst = max(abs(b[k] - a[k]) / abs(a[k]) for k in b)
+print(("ok" if sorted(b) == [3, 4, 5] and worst <= 1e-5 else "bad") + f" worst rel. err {worst:.2e} over steps {sorted(b)}")
+PY
+)
+if [[ "$follows" == ok* ]]; then passes=$((passes + 1)); echo "PASS re-sliced resume follows the straight run (${follows#ok })"
+else fails=$((fails + 1)); echo "FAIL re-sliced resume: $follows"; fi
+check "a checkpoint to a serial state dict" 0 "step 3" -- "$AXCKPT" to-serial "$T/ck" -o "$T/state.pt"
+check "a serial state dict to a checkpoint" 0 "step-00000003" -- "$AXCKPT" from-serial "$T/state.pt" -o "$T/ser"
+ckpt_run "resumed from the serial state dict on 1 rank" 1 "$T/one.json" "resumed from" --steps 6 --resume "$T/ser"
+same_tail "the serial round trip" 3
+check "--resume without a checkpoint" 2 "no complete checkpoint" -- "$AXRUN" --plan "$T/one.json" --resume "$T/nothing"
+check "--resume with another seed" 2 "seed 6 differs from the checkpoint's 5" -- \
+  "$AXRUN" --plan "$T/one.json" --resume "$T/ser" --seed 6 --steps 6
+# SIGKILL: rank 1 dies at step 4 (0-based 3), after the checkpoint of step 2.
+start=$SECONDS
+timeout 120 "${MPIRUN[@]}" -np 4 -x AXONN_KILL_RANK=1 -x AXONN_KILL_STEP=3 "$AXRUN" --plan "$T/pipe.json" --seed 5 \
+  --steps 6 --save "$T/kk" --save-every 2 >"$T/out" 2>&1
+rc=$? took=$((SECONDS - start))
+if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 30 ] && grep -q "signal 9" "$T/out"; then
+  passes=$((passes + 1)); echo "PASS a rank killed by SIGKILL ends every rank (rc $rc, ${took}s)"
+else
+  fails=$((fails + 1)); echo "FAIL SIGKILL (rc $rc, ${took}s)"; tail -20 "$T/out"
+fi
+ckpt_run "resumed after the kill" 4 "$T/pipe.json" "resumed from .*step-00000002" --steps 6 --resume "$T/kk"
+same_tail "the run resumed after the kill" 4
+check "a save killed before its marker" nonzero "signal 9" -- "${MPIRUN[@]}" -np 4 -x AXONN_KILL_IN_CHECKPOINT=4 \
+  "$AXRUN" --plan "$T/pipe.json" --seed 5 --steps 6 --save "$T/kc" --save-every 2
+if [ -f "$T/kc/step-00000004/manifest.json" ] && [ ! -f "$T/kc/step-00000004/COMPLETE" ]; then
+  passes=$((passes + 1)); echo "PASS the interrupted save left step 4 without its marker"
+else
+  fails=$((fails + 1)); echo "FAIL interrupted save: $(ls -R "$T/kc" | tr '\n' ' ')"
+fi
+ckpt_run "the interrupted save is skipped" 4 "$T/pipe.json" "resumed from .*step-00000002" --steps 6 --resume "$T/kc"
+same_tail "the run resumed past the interrupted save" 4
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/planner.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 
@@ -36,6 +38,19 @@ inline plan::Plan test_plan(const model::ModelDescription& desc, const topo::Gri
   p.activation_checkpointing = false;
   p.precision = plan::Precision::fp32();
   return p;
+}
+
+// A test plan on every grid of the world that divides `desc` and `seqs` sequences,
+// pipelines included, with two micro-batches or more where the batch allows.
+inline std::vector<plan::Plan> world_plans(const model::ModelDescription& desc, int64_t seqs) {
+  std::vector<plan::Plan> out;
+  for (const auto& g : planner::enumerate_grids(g_world->size())) {
+    if (seqs % g.gdata != 0) continue;
+    const int64_t mb = planner::default_microbatch_seqs(seqs / g.gdata, g.gz, std::max<int64_t>(g.ginter, 2));
+    if (mb <= 0 || plan::divisibility_problem(desc, g, seqs, mb)) continue;
+    out.push_back(test_plan(desc, g, seqs, mb));
+  }
+  return out;
 }
 
 // The forward and backward of every micro-batch with the gradients synchronised (the

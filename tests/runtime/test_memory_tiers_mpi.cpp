@@ -50,19 +50,13 @@ struct Tiny {
       : init(cfg, seed), source(runtime::make_token_source("", cfg.vocab, kSeqs, cfg.seq_len, seed + 1)) {}
 };
 
-// Every grid of the world that divides the model and 16 sequences, pipelines included,
-// with two micro-batches or more where the batch allows.
+// world_plans with every overlap and checkpointing on.
 std::vector<plan::Plan> offload_plans(const model::ModelDescription& desc, int64_t seqs) {
-  std::vector<plan::Plan> out;
-  for (const auto& g : planner::enumerate_grids(g_world->size())) {
-    if (seqs % g.gdata != 0) continue;
-    const int64_t mb = planner::default_microbatch_seqs(seqs / g.gdata, g.gz, std::max<int64_t>(g.ginter, 2));
-    if (mb <= 0 || plan::divisibility_problem(desc, g, seqs, mb)) continue;
-    plan::Plan p = test_plan(desc, g, seqs, mb);
+  std::vector<plan::Plan> out = world_plans(desc, seqs);
+  for (plan::Plan& p : out) {
     p.overlap = plan::OverlapSettings{};
     p.overlap.bucket_bytes = 4000;
     p.activation_checkpointing = true;
-    out.push_back(p);
   }
   return out;
 }

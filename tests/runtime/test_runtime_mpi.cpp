@@ -358,8 +358,8 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
       auto wspec = runtime::ShardSpec::matrix(transposed);
       auto bspec = runtime::ShardSpec::vector(bx);
       std::vector<runtime::Parameter> params{
-          {"w", runtime::shard_of(W, wspec, g, coords).set_requires_grad(true), wspec},
-          {"b", runtime::shard_of(b, bspec, g, coords).set_requires_grad(true), bspec}};
+          {"w", runtime::shard_of(W, wspec, g, coords).set_requires_grad(true), wspec, W.sizes().vec()},
+          {"b", runtime::shard_of(b, bspec, g, coords).set_requires_grad(true), bspec, b.sizes().vec()}};
       at::Tensor &Wl = params[0].tensor, &bl = params[1].tensor;
       runtime::StageEngine engine(pg, one_layer_schedule(g.gdata > 1), nullptr);
       const int64_t id = 0;

@@ -6,7 +6,7 @@
 //          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
 //          [--progress thread|poll] [--log-every N] [--pipeline-schedule message-driven|1f1b|gpipe]
-//          [--device-memory SIZE]
+//          [--device-memory SIZE] [--save DIR [--save-every K] [--keep N]] [--resume DIR]
 //
 // Under mpirun or srun (axonn/runtime/launch.hpp): the launcher's rank and size must
 // be MPI's, or the job stops with a message (an MPI without that launcher's support).
@@ -21,16 +21,26 @@
 // --trace DIR writes one Chrome trace per rank (DIR/rank<R>.json). Device memory is
 // counted by LibTorch's allocator (axonn/runtime/device_memory.hpp); --device-memory
 // SIZE (bytes, or with a unit: 512MiB, 2GiB) fails the job like a GPU out of memory
-// when a rank's tensors would take more. Input errors (bad plan, world size, data file) are found
+// when a rank's tensors would take more. --save DIR writes a checkpoint every K steps
+// and after the last (axonn/runtime/checkpoint.hpp: each rank its shards, atomically,
+// the newest N kept); --resume DIR (a checkpoint, or a --save directory: its newest
+// complete one) continues from it to step --steps, under this plan's layout, whatever
+// the layout that wrote it. Input errors (bad plan, world size, data file) are found
 // on every rank before training; the job then exits with code 2 and one message. A
 // failure during training ends every rank through MPI_Abort (exit code 3 for a
 // communication failure, 1 otherwise).
 #include <ATen/Parallel.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <cstdlib>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -43,6 +53,7 @@
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/runtime/check.hpp"
+#include "axonn/runtime/checkpoint.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_memory.hpp"
@@ -75,6 +86,9 @@ struct Args {
   int64_t bucket_elements = 0, coarsening = -1;  // 0 / -1: the plan's
   int64_t zero = -1;                              // -1: the plan's
   double clip_grad = 1.0;     // <= 0: no clipping
+  std::string save_dir, resume;
+  int64_t save_every = 0;  // 0: after the last step only
+  int64_t keep = 2;
 };
 
 // Fault injection for tests (docs/runtime.md): AXONN_FAIL_RANK and AXONN_FAIL_STEP make
@@ -84,6 +98,29 @@ void maybe_inject_failure(int rank, int64_t step) {
   const char* s = std::getenv("AXONN_FAIL_STEP");
   if (r && s && std::atoi(r) == rank && std::atoll(s) == step)
     throw std::runtime_error("injected failure (AXONN_FAIL_RANK/AXONN_FAIL_STEP)");
+}
+
+// AXONN_KILL_RANK and AXONN_KILL_STEP: that rank dies by SIGKILL at that step, as a
+// crashed node would, with nothing cleaned up (AXONN_KILL_STAMP=FILE: it first writes
+// the time, in ms since the epoch, there, for tests that time the job's end).
+void maybe_kill(int rank, int64_t step) {
+  const char* r = std::getenv("AXONN_KILL_RANK");
+  const char* s = std::getenv("AXONN_KILL_STEP");
+  if (!r || !s || std::atoi(r) != rank || std::atoll(s) != step) return;
+  if (const char* stamp = std::getenv("AXONN_KILL_STAMP")) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now().time_since_epoch());
+    std::ofstream(stamp) << ms.count() << "\n";
+  }
+  std::raise(SIGKILL);
+}
+
+// AXONN_KILL_IN_CHECKPOINT=K: rank 0 dies by SIGKILL while saving the checkpoint of step
+// K, after its files and manifest and before its completion marker.
+std::function<void()> kill_in_checkpoint(int64_t step) {
+  const char* k = std::getenv("AXONN_KILL_IN_CHECKPOINT");
+  if (!k || std::atoll(k) != step) return {};
+  return [] { std::raise(SIGKILL); };
 }
 
 }  // namespace
@@ -145,6 +182,15 @@ int main(int argc, char** argv) {
                  "before updating, without overlap)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--save", a.save_dir,
+                 "write checkpoints into this directory (DIR/step-NNNNNNNN): every --save-every steps and after the "
+                 "last");
+  app.add_option("--save-every", a.save_every, "steps between checkpoints (default: after the last step only)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--keep", a.keep, "complete checkpoints kept, the newest")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--resume", a.resume,
+                 "continue from this checkpoint (or the newest complete one in this --save directory) to step --steps; "
+                 "the plan may have another grid, pipeline or optimizer layout");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -162,6 +208,7 @@ int main(int argc, char** argv) {
   gpt::GptConfig cfg;
   runtime::ElementTypes types;
   runtime::LaunchInfo launch;
+  std::optional<runtime::CheckpointManifest> resume;
   int setup_code = kExitUsage;
   try {
     launch = runtime::detect_launch(std::getenv);
@@ -181,6 +228,19 @@ int main(int argc, char** argv) {
     types = runtime::element_types(plan.precision, a.plan_path);
     cfg.dtype = types.compute;
     source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
+    if ((!a.save_dir.empty() || !a.resume.empty()) && plan.strategy == plan::Strategy::L2L)
+      throw InputError("axrun", "--save or --resume with an l2l plan", a.plan_path + ": /strategy",
+                       "a 4d plan: L2L's parameter server cannot be checkpointed yet");
+    if (!a.resume.empty()) {
+      resume = runtime::read_manifest(runtime::find_checkpoint(a.resume));
+      if (resume->seed != a.seed)
+        throw InputError("axrun", fmt::format("--seed {} differs from the checkpoint's {}", a.seed, resume->seed),
+                         resume->dir + "/manifest.json: /seed",
+                         "the same seed (the data of each step follows from it)");
+      if (resume->step >= a.steps)
+        throw InputError("axrun", fmt::format("--steps {} is not past the checkpoint's step {}", a.steps, resume->step),
+                         "--steps", "more steps than the checkpoint has done (--steps counts from the run's start)");
+    }
   } catch (const Error& e) {
     setup_error = e.what();
     setup_code = exit_code(e);
@@ -249,6 +309,15 @@ int main(int argc, char** argv) {
     init.reset();
     runtime::DeviceMemory::set_budget(a.device_memory);
     auto train_step = [&](const at::Tensor& batch) { return l2l ? l2l->trainer.step(batch) : stage->trainer.step(batch); };
+    const int64_t first_step = resume ? resume->step : 0;
+    if (resume) {
+      stage->trainer.load_state(runtime::load_checkpoint(*resume, grid.grid(), grid.layout().coords_of(rank),
+                                                         stage->trainer.parameters()));
+      if (rank == 0)
+        fmt::print("axrun: resumed from {} (step {}, written on grid {}{})\n", resume->dir, resume->step,
+                   resume->grid.to_string(), resume->grid == plan.grid ? "" : "; re-sliced to this plan's grid");
+    }
+    const runtime::CheckpointRun checkpoint_run{a.seed, plan::plan_to_json(plan)};
     const auto& o = plan.overlap;
     if (rank == 0)
       fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es){}; {} "
@@ -306,8 +375,9 @@ int main(int argc, char** argv) {
     // the job must not wait for them (another rank may never complete them).
     int64_t peak_device = 0, peak_host = 0;  // this rank's, over the steps
     try {
-    for (int64_t step = 0; step < a.steps; ++step) {
+    for (int64_t step = first_step; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
+      maybe_kill(rank, step);
       const at::Tensor batch = source->batch(step);
       runtime::DeviceMemory::reset_peak();
       runtime::HostMemory::reset_peak();
@@ -325,6 +395,14 @@ int main(int argc, char** argv) {
                        {"live_host_bytes", runtime::HostMemory::live_bytes()},
                        {"breakdown", s.breakdown.to_json()}});
       if (rank == 0) progress_line.update(std::cout, step + 1, s);
+      const int64_t done = step + 1;
+      if (!a.save_dir.empty() && (done == a.steps || (a.save_every > 0 && done % a.save_every == 0))) {
+        runtime::SaveOptions save;
+        save.keep = a.keep;
+        save.before_commit = kill_in_checkpoint(done);
+        runtime::save_checkpoint(a.save_dir, done, checkpoint_run, grid, stage->trainer.parameters(),
+                                 stage->trainer.state(), save);
+      }
     }
     } catch (const Error& e) {
       runtime::abort_job(e.what(), exit_code(e));

@@ -184,7 +184,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const N
                              : (l.name == "embedding.weight" ? first_stage_ : last_stage_);
     if (!mine) continue;
     at::Tensor shard = runtime::shard_of(find(serial, l.name), l.spec, grid.grid(), coords).to(c.dtype);
-    params_.push_back({l.name, shard.set_requires_grad(true), l.spec});
+    params_.push_back({l.name, shard.set_requires_grad(true), l.spec, l.shape});
     layout_.push_back(l);
   }
   // Weights: the stage's layers of the schedule (a layer is named as its weight).

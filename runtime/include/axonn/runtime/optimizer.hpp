@@ -71,6 +71,7 @@
 #include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/sharding.hpp"
 #include "axonn/runtime/trace.hpp"
+#include "axonn/runtime/training_state.hpp"
 #include "axonn/runtime/weight_store.hpp"
 
 namespace axonn::runtime {
@@ -97,6 +98,13 @@ class Optimizer {
   virtual GradientSink* gradient_sink() { return nullptr; }
   // Where the weight source gathers each layer's shard from (ZeRO-3); null: the shards.
   virtual WeightStore* weight_store() { return nullptr; }
+  // The weights and Adam's state of every parameter, shaped as its shard
+  // (training_state.hpp); between steps. Under ZeRO, collective over the data group
+  // (each rank's blocks are all-gathered).
+  virtual TrainingState state() = 0;
+  // Replaces the weights and Adam's state with `s` (as state() gives it, for the same
+  // parameters); between steps, no communication.
+  virtual void load_state(const TrainingState& s) = 0;
 };
 
 // FlatAdam when the optimizer reduces over data (offload, ZeRO) or the weights are

@@ -45,6 +45,7 @@ struct Parameter {
   std::string name;
   at::Tensor tensor;  // the local shard; requires grad
   ShardSpec spec;
+  std::vector<int64_t> shape;  // the full (serial) shape
 };
 
 }  // namespace axonn::runtime

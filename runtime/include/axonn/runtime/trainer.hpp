@@ -73,6 +73,12 @@ class Trainer {
   StepStats gradients(const at::Tensor& global_batch);
   // The step instructions this rank ran in its last step, in order.
   const std::vector<schedule::StepInstruction>& executed() const;
+  // The stage's parameters (names, shard specs, full shapes).
+  const std::vector<Parameter>& parameters() const;
+  // The weights and Adam's state, between steps (Optimizer::state: under ZeRO,
+  // collective over the data group); load_state puts them back.
+  TrainingState state();
+  void load_state(const TrainingState& s);
 
  private:
   struct Impl;
