@@ -121,7 +121,7 @@ int64_t full_numel(const Parameter& p) {
 // The positions (0..numel-1 of the full tensor) that the shard at `c` holds, in the
 // shard's shape.
 at::Tensor positions(const Parameter& p, const topo::Grid& g, const topo::Coords& c) {
-  return shard_of(at::arange(full_numel(p), at::kLong).view(p.shape), p.spec, g, c);
+  return shard_positions(p.spec, p.shape, g, c);
 }
 
 // Writes the manifest, then (after `before_commit`) the completion marker.

@@ -180,4 +180,8 @@ std::vector<std::pair<std::string, at::Tensor>> L2LTrainer::master_weights() con
   return out;
 }
 
+std::vector<Parameter> L2LTrainer::parameters() const { return impl_->eps.parameters(); }
+TrainingState L2LTrainer::state() const { return impl_->eps.state(); }
+void L2LTrainer::load_state(const TrainingState& s) { impl_->eps.load_state(s); }
+
 }  // namespace axonn::runtime

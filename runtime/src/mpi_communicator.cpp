@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <mutex>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/ring_collectives.hpp"
@@ -153,21 +157,52 @@ void require_contiguous_cpu(const at::Tensor& t, const char* what) {
                 "at most 2^31-1 elements per MPI call");
 }
 
+std::atomic<int64_t> g_timeout_ms{0};  // the watchdog's (set_completion_timeout); 0: none
+
+// The buffers of operations given up on by the watchdog: MPI may still write them, and
+// a pending nonblocking collective can be neither completed nor freed, so they live on
+// until the job ends (which it does: axrun aborts on the error).
+void bury(std::vector<at::Tensor> buffers) {
+  static std::mutex m;
+  static auto* graveyard = new std::vector<std::vector<at::Tensor>>();  // never freed, on purpose
+  std::lock_guard<std::mutex> lock(m);
+  graveyard->push_back(std::move(buffers));
+}
+
 class MpiWork final : public Work {
  public:
-  MpiWork(std::initializer_list<at::Tensor> keep, const char* what) : keep_(keep), what_(what) {}
+  MpiWork(std::initializer_list<at::Tensor> keep, const char* what, std::shared_ptr<const std::string> group)
+      : keep_(keep), what_(what), group_(std::move(group)), issued_(std::chrono::steady_clock::now()) {}
   ~MpiWork() override {
-    // A request must complete before its buffers go away.
-    if (request_ != MPI_REQUEST_NULL) MPI_Wait(&request_, MPI_STATUS_IGNORE);
+    // A request must complete before its buffers go away; with the watchdog on, only
+    // until its deadline (another operation's error is unwinding the stack, and the job
+    // is about to end).
+    if (request_ == MPI_REQUEST_NULL) return;
+    if (g_timeout_ms.load(std::memory_order_relaxed) == 0) {
+      MPI_Wait(&request_, MPI_STATUS_IGNORE);
+      return;
+    }
+    int done = 0;
+    while (!done && MPI_Test(&request_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS)
+      if (!done && past_deadline()) {
+        bury(std::move(keep_));
+        return;
+      }
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    AXONN_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    if (g_timeout_ms.load(std::memory_order_relaxed) == 0) {
+      AXONN_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+      return;
+    }
+    while (!test()) {  // MPI_Wait polls too; test() throws past the deadline
+    }
   }
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
     int done = 0;
     AXONN_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    if (!done) check_deadline();
     return done != 0;
   }
   MPI_Request* request() { return &request_; }
@@ -179,9 +214,28 @@ class MpiWork final : public Work {
   }
 
  private:
+  // The watchdog: past the timeout, give the operation up and say which group hangs.
+  bool past_deadline() const {
+    const int64_t limit_ms = g_timeout_ms.load(std::memory_order_relaxed);
+    return limit_ms > 0 && std::chrono::steady_clock::now() - issued_ >= std::chrono::milliseconds(limit_ms);
+  }
+  void check_deadline() {
+    if (!past_deadline()) return;
+    const int64_t limit_ms = g_timeout_ms.load(std::memory_order_relaxed);
+    bury(std::move(keep_));
+    request_ = MPI_REQUEST_NULL;
+    throw CommError("comm",
+                    fmt::format("{} on communicator {} did not complete within {:.1f} s of being issued", what_, *group_,
+                                static_cast<double>(limit_ms) / 1000.0),
+                    rank_and_host(),
+                    "every rank of the communicator to reach it: one of them hangs or died (axrun --collective-timeout)");
+  }
+
   std::vector<at::Tensor> keep_;
   Chunks chunks_;
   const char* what_;
+  std::shared_ptr<const std::string> group_;  // "data (world ranks 0, 2)"
+  std::chrono::steady_clock::time_point issued_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
@@ -209,11 +263,25 @@ MpiProgressThread::~MpiProgressThread() {
   if (comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
 }
 
+void set_completion_timeout(std::chrono::milliseconds timeout) {
+  g_timeout_ms.store(std::max<int64_t>(0, timeout.count()), std::memory_order_relaxed);
+}
+
 MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::string name)
     : comm_(comm), owned_(owned), name_(std::move(name)) {
   AXONN_CHECK(MPI_Comm_rank(comm_, &rank_));
   AXONN_CHECK(MPI_Comm_size(comm_, &size_));
   AXONN_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  // Its members' world ranks, for the watchdog's message.
+  MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
+  AXONN_CHECK(MPI_Comm_group(comm_, &mine));
+  AXONN_CHECK(MPI_Comm_group(MPI_COMM_WORLD, &world));
+  std::vector<int> local(static_cast<size_t>(size_)), global(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) local[static_cast<size_t>(r)] = r;
+  AXONN_CHECK(MPI_Group_translate_ranks(mine, size_, local.data(), world, global.data()));
+  MPI_Group_free(&mine);
+  MPI_Group_free(&world);
+  described_ = std::make_shared<const std::string>(fmt::format("{} (world ranks {})", name_, fmt::join(global, ", ")));
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -228,7 +296,7 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
 
 WorkHandle MpiCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
   require_contiguous_cpu(t, "all_reduce");
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "all_reduce");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "all_reduce", described_);
   AXONN_CHECK(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t),
                                  mpi_op(op, t), comm_, w->request()));
   return w;
@@ -238,7 +306,7 @@ WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "all_gather input");
   require_contiguous_cpu(out, "all_gather output");
   AXONN_ASSERT(out.numel() == in.numel() * size_);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather", described_);
   const bool in_place = in.data_ptr() == static_cast<char*>(out.data_ptr()) + rank_ * in.nbytes();
   AXONN_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), static_cast<int>(in.numel()), mpi_type(in), out.data_ptr(),
                                  static_cast<int>(in.numel()), mpi_type(out), comm_, w->request()));
@@ -249,7 +317,7 @@ WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "reduce_scatter input");
   require_contiguous_cpu(out, "reduce_scatter output");
   AXONN_ASSERT(in.numel() == out.numel() * size_);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter", described_);
   AXONN_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
                                             mpi_type(in), mpi_op(ReduceOp::Sum, in), comm_, w->request()));
   return w;
@@ -259,7 +327,7 @@ WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<in
   require_contiguous_cpu(in, "reduce_scatter_v input");
   require_contiguous_cpu(out, "reduce_scatter_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && out.numel() == counts[static_cast<size_t>(rank_)]);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v", described_);
   const Chunks& c = w->keep(mpi_chunks(counts));
   AXONN_ASSERT(in.numel() == c.total);
   AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), c.counts.data(), mpi_type(in), mpi_op(ReduceOp::Sum, in),
@@ -271,7 +339,7 @@ WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_
   require_contiguous_cpu(in, "all_gather_v input");
   require_contiguous_cpu(out, "all_gather_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && in.numel() == counts[static_cast<size_t>(rank_)]);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v", described_);
   const Chunks& c = w->keep(mpi_chunks(counts));
   AXONN_ASSERT(out.numel() == c.total);
   AXONN_CHECK(MPI_Iallgatherv(in.numel() > 0 ? in.data_ptr() : nullptr, static_cast<int>(in.numel()), mpi_type(in),
@@ -282,19 +350,23 @@ WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_
 
 WorkHandle MpiCommunicator::send(at::Tensor t, int peer, int tag) {
   require_contiguous_cpu(t, "send");
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "send");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "send", described_);
   AXONN_CHECK(MPI_Isend(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
   return w;
 }
 
 WorkHandle MpiCommunicator::recv(at::Tensor t, int peer, int tag) {
   require_contiguous_cpu(t, "recv");
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "recv");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "recv", described_);
   AXONN_CHECK(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), peer, tag, comm_, w->request()));
   return w;
 }
 
-void MpiCommunicator::barrier() { AXONN_CHECK(MPI_Barrier(comm_)); }
+void MpiCommunicator::barrier() {
+  MpiWork w({}, "barrier", described_);
+  AXONN_CHECK(MPI_Ibarrier(comm_, w.request()));
+  w.wait();
+}
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key, const std::string& name) {
   MPI_Comm sub = MPI_COMM_NULL;

@@ -1,6 +1,8 @@
 // L2L's eager parameter server; see axonn/runtime/parameter_server.hpp.
 #include "axonn/runtime/parameter_server.hpp"
 
+#include <c10/util/accumulate.h>
+
 #include <cmath>
 #include <utility>
 
@@ -157,12 +159,51 @@ double ParameterServer::wait_updates() {
 std::vector<at::Tensor> ParameterServer::master(int64_t unit) const {
   const Unit& u = *units_.at(static_cast<size_t>(unit));
   std::vector<at::Tensor> out;
-  for (size_t i = 0; i < u.params.size(); ++i) {
-    int64_t n = 1;
-    for (int64_t d : u.shapes[i]) n *= d;
-    out.push_back(u.master.narrow(0, u.offsets[i], n).view(u.shapes[i]));
-  }
+  for (size_t i = 0; i < u.params.size(); ++i)
+    out.push_back(u.master.narrow(0, u.offsets[i], c10::multiply_integers(u.shapes[i])).view(u.shapes[i]));
   return out;
+}
+
+std::vector<Parameter> ParameterServer::parameters() const {
+  std::vector<Parameter> out;
+  for (const auto& u : units_)
+    for (const Parameter* p : u->params) out.push_back({p->name, at::Tensor(), p->spec, p->shape});
+  return out;
+}
+
+TrainingState ParameterServer::state() const {
+  TrainingState s;
+  s.adam_steps = step_;
+  for (const auto& u : units_)
+    for (size_t i = 0; i < u->params.size(); ++i) {
+      const int64_t n = c10::multiply_integers(u->shapes[i]);
+      auto cut = [&](const at::Tensor& flat) { return flat.narrow(0, u->offsets[i], n).view(u->shapes[i]).clone(); };
+      ParameterState ps;
+      ps.master = cut(u->master);
+      ps.weight = ps.master.to(compute_);
+      if (compute_ == at::kFloat) ps.master = at::Tensor();  // fp32 weights are their own master
+      ps.exp_avg = cut(u->exp_avg);
+      ps.exp_avg_sq = cut(u->exp_avg_sq);
+      s.params.push_back(std::move(ps));
+    }
+  return s;
+}
+
+void ParameterServer::load_state(const TrainingState& s) {
+  at::NoGradGuard no_grad;
+  step_ = s.adam_steps;
+  size_t k = 0;
+  for (auto& u : units_)
+    for (size_t i = 0; i < u->params.size(); ++i, ++k) {
+      AXONN_ASSERT(k < s.params.size());
+      const ParameterState& ps = s.params[k];
+      const int64_t n = ps.weight.numel();
+      AXONN_ASSERT(u->offsets[i] + n <= u->elements && ps.exp_avg.numel() == n);
+      u->master.narrow(0, u->offsets[i], n).copy_(full_precision_weight(ps).reshape({-1}));
+      u->exp_avg.narrow(0, u->offsets[i], n).copy_(ps.exp_avg.reshape({-1}));
+      u->exp_avg_sq.narrow(0, u->offsets[i], n).copy_(ps.exp_avg_sq.reshape({-1}));
+    }
+  AXONN_ASSERT(k == s.params.size());
 }
 
 double ParameterServer::take_fetch_wait_s() { return std::exchange(fetch_wait_s_, 0.0); }

@@ -61,6 +61,27 @@ at::Tensor shard_of(const at::Tensor& full_in, const ShardSpec& s, const topo::G
   return block.narrow(0, c[static_cast<int>(Axis::Z)] * chunk, chunk).clone();
 }
 
+at::Tensor shard_positions(const ShardSpec& s, at::IntArrayRef full_shape, const topo::Grid& g, const topo::Coords& c) {
+  const int64_t ga = g.size(s.axis_a), ia = c[static_cast<int>(s.axis_a)];
+  const int64_t n_cols = full_shape[full_shape.size() - 1];
+  // A column of the (regrouped) tensor -> its column in the full tensor.
+  auto column = [&](const at::Tensor& regrouped) {
+    return s.qkv_heads > 0 ? qkv_permutation(n_cols, g.gy).index_select(0, regrouped) : regrouped;
+  };
+  if (s.kind == ShardSpec::Kind::Vector) {
+    const int64_t len = full_shape[0] / ga;
+    return column(at::arange(ia * len, (ia + 1) * len, at::kLong));
+  }
+  const int64_t gb = g.size(s.axis_b), ib = c[static_cast<int>(s.axis_b)];
+  const int64_t rows = full_shape[0] / ga, cols = n_cols / gb;
+  const int64_t chunk = rows * cols / g.gz, z = c[static_cast<int>(Axis::Z)];
+  // In place where possible: at most two (three with qkv) tensors of the shard's size.
+  at::Tensor col = at::arange(z * chunk, (z + 1) * chunk, at::kLong);  // the Z chunk of the flat block
+  at::Tensor row = col.div(cols, "floor").add_(ia * rows);
+  col = column(col.remainder_(cols).add_(ib * cols));
+  return row.mul_(n_cols).add_(col);
+}
+
 at::Tensor unshard(ProcessGrid& g, const at::Tensor& local, const ShardSpec& s, at::IntArrayRef full_shape) {
   const topo::Grid& grid = g.grid();
   at::Tensor full = at::zeros(full_shape, local.options());

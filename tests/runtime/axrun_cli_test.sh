@@ -304,6 +304,19 @@ check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3
 check "one rank fails: every rank ends, with the message" nonzero "rank 1 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=1 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/p4.json" --steps 50 --measure "$T/m3.json"
 
+# Sharded initialization: gpt-bench on 8 ranks with Gz = 8 builds its stage with a peak
+# of at most a quarter of the serial model's parameter bytes per rank (every rank used
+# to build the whole serial model first).
+"$AXPLAN" plan --model gpt-bench --topology perlmutter --gpus 8 --batch-seqs 8 --grid 1,1,8,1,1 --precision fp32 \
+  --output "$T/gz8.json" >/dev/null
+check "gpt-bench on 8 ranks, Gz = 8" 0 "initialization peak" -- "${MPIRUN[@]}" -np 8 "$AXRUN" --plan "$T/gz8.json" --steps 1
+init_pct=$(grep -oE "initialization peak .*\([0-9.]+%\)" "$T/out" | grep -oE "[0-9.]+%" | tr -d %)
+if [ -n "$init_pct" ] && awk -v p="$init_pct" 'BEGIN { exit !(p <= 25) }'; then
+  passes=$((passes + 1)); echo "PASS sharded initialization: $(grep -oE "initialization peak .*" "$T/out")"
+else
+  fails=$((fails + 1)); echo "FAIL sharded initialization peak: ${init_pct:-none}% of the serial parameters"
+fi
+
 # Checkpoints (docs/runtime.md): 3 steps, save, resume to 6 prints the straight run's
 # losses; resumed on another grid with ZeRO-1 they follow within 1e-5; through a serial
 # state dict (axckpt) too; a rank killed by SIGKILL ends the job within 30 s, and the
@@ -342,6 +355,13 @@ PY
 )
 if [[ "$follows" == ok* ]]; then passes=$((passes + 1)); echo "PASS re-sliced resume follows the straight run (${follows#ok })"
 else fails=$((fails + 1)); echo "FAIL re-sliced resume: $follows"; fi
+# Across strategies: the 4D pipeline's checkpoint resumed by L2L (4 replicas), and an L2L
+# checkpoint resumed by the 4D pipeline.
+ckpt_run "the pipeline's checkpoint resumed by L2L" 4 "$T/l2l.json" "re-sliced" --steps 6 --resume "$T/ck"
+same_tail "L2L resumed from the pipeline's checkpoint" 3
+ckpt_run "L2L, 3 steps, saved" 4 "$T/l2l.json" "step +3/3" --steps 3 --save "$T/ck_l2l"
+ckpt_run "L2L's checkpoint resumed by the pipeline" 4 "$T/pipe.json" "re-sliced" --steps 6 --resume "$T/ck_l2l"
+same_tail "the pipeline resumed from L2L's checkpoint" 3
 check "a checkpoint to a serial state dict" 0 "step 3" -- "$AXCKPT" to-serial "$T/ck" -o "$T/state.pt"
 check "a serial state dict to a checkpoint" 0 "step-00000003" -- "$AXCKPT" from-serial "$T/state.pt" -o "$T/ser"
 ckpt_run "resumed from the serial state dict on 1 rank" 1 "$T/one.json" "resumed from" --steps 6 --resume "$T/ser"
@@ -358,6 +378,18 @@ if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $took -le 30 ] && grep -q "signal 9" "$
   passes=$((passes + 1)); echo "PASS a rank killed by SIGKILL ends every rank (rc $rc, ${took}s)"
 else
   fails=$((fails + 1)); echo "FAIL SIGKILL (rc $rc, ${took}s)"; tail -20 "$T/out"
+fi
+# A rank that hangs (sleeps forever at step 3): the others' watchdog ends the job,
+# naming the operation and its group.
+start=$SECONDS
+timeout 120 "${MPIRUN[@]}" -np 4 -x AXONN_HANG_RANK=2 -x AXONN_HANG_STEP=2 "$AXRUN" --plan "$T/pipe.json" --seed 5 \
+  --steps 6 --collective-timeout 3 >"$T/out" 2>&1
+rc=$? took=$((SECONDS - start))
+if [ $rc -eq 3 ] && [ $took -le 30 ] && grep -qE "did not complete within 3.0 s of being issued" "$T/out" &&
+  grep -qE "world ranks [0-9, ]*2" "$T/out"; then
+  passes=$((passes + 1)); echo "PASS a hanging rank is caught by the watchdog (rc $rc, ${took}s): $(grep -m1 -oE "[a-z_]+ on communicator .*issued" "$T/out")"
+else
+  fails=$((fails + 1)); echo "FAIL hanging rank (rc $rc, ${took}s)"; tail -20 "$T/out"
 fi
 ckpt_run "resumed after the kill" 4 "$T/pipe.json" "resumed from .*step-00000002" --steps 6 --resume "$T/kk"
 same_tail "the run resumed after the kill" 4

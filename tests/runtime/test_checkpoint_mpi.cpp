@@ -3,14 +3,22 @@
 //  - 10 steps straight vs 5 steps, save, resume into a stage built from other weights,
 //    5 steps: bitwise the same per-step losses and parameters, on every grid of the
 //    world (pipelines included), with LibTorch's Adam; on the first two grids with data
-//    parallelism with ZeRO-1 offloaded and ZeRO-3 too; in bf16 mixed precision on one grid;
+//    parallelism with ZeRO-1 offloaded and ZeRO-3 too (the first one on 8 ranks); in
+//    bf16 mixed precision on one grid;
 //  - resumed on another grid (the next one of the world's, with ZeRO-2 where it has data
-//    parallelism), the losses follow the straight run within 1e-5;
+//    parallelism; on 8 ranks from every third grid), the losses follow the straight run
+//    within 1e-5;
 //  - the checkpoint -> serial state dict -> checkpoint round trip is lossless, the
 //    serial weights are the stage's gathered ones, and resuming from the serial
 //    checkpoint gives bitwise the state of resuming from the original;
+//  - L2L: resumed bitwise on the same ranks, and its checkpoint re-sliced onto six 4D
+//    grids of the world follows the straight L2L run within 1e-5;
 //  - a damaged file is refused by its hash, a checkpoint without its completion marker
-//    is never found, and only the newest `keep` checkpoints stay.
+//    is never found, and only the newest `keep` checkpoints stay;
+//  - sharded initialization: shard_positions is shard_of of the positions for every
+//    parameter at every coordinate of every grid of 8 ranks, the seeded weights are
+//    N(0, 0.02), and a stage built from the seed alone holds bitwise the shards of the
+//    serial model of that seed on every grid of the world.
 #include <gtest/gtest.h>
 #include <torch/serialize.h>
 #include <torch/torch.h>
@@ -19,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "axonn/gpt/gpt_l2l.hpp"
 #include "axonn/runtime/checkpoint.hpp"
 #include "runtime_test_util.hpp"
 
@@ -112,8 +121,9 @@ TEST(Checkpoint, ResumeIsBitwiseTheStraightRunAndReslicesToAnotherGrid) {
   int resumed = 0, resliced = 0, sharded = 0;
   for (size_t i = 0; i < plans.size(); ++i) {
     std::vector<Variant> variants{{"adam"}};
-    // ZeRO on the first two grids with data parallelism (CI time: every grid takes 8 s on 8 ranks).
-    if (plans[i].grid.gdata > 1 && sharded++ < 2) variants.insert(variants.end(), {{"zero1-offload", 1, true}, {"zero3", 3}});
+    // ZeRO on the first two grids with data parallelism (one on 8 ranks: CI time).
+    if (plans[i].grid.gdata > 1 && sharded++ < (g_world->size() >= 8 ? 1 : 2))
+      variants.insert(variants.end(), {{"zero1-offload", 1, true}, {"zero3", 3}});
     if (i == 0) variants.push_back({"bf16", 0, false, true});
     for (const Variant& v : variants) {
       plan::Plan p = plans[i];
@@ -137,8 +147,9 @@ TEST(Checkpoint, ResumeIsBitwiseTheStraightRunAndReslicesToAnotherGrid) {
       for (int64_t s = 5; s < 10; ++s) EXPECT_EQ(again.step(*source, s), losses[static_cast<size_t>(s)]) << what << " step " << s;
       EXPECT_TRUE(same_state(again.stage->trainer.state(), straight.stage->trainer.state())) << what;
       ++resumed;
-      // On the next grid of the world (ZeRO-2 where it has data parallelism).
-      if (v.bf16 || plans.size() < 2) continue;
+      // On the next grid of the world (ZeRO-2 where it has data parallelism); on 8 ranks
+      // from every third grid (CI time).
+      if (v.bf16 || plans.size() < 2 || (g_world->size() >= 8 && i % 3 != 0)) continue;
       plan::Plan q = plans[(i + 1) % plans.size()];
       if (q.grid.gdata > 1) q.optimizer.zero = 2;
       TrainRun other(q, cfg, kSeed + 200);
@@ -243,4 +254,105 @@ TEST(Checkpoint, DamagedOrIncompleteCheckpointsAreNeverLoaded) {
     fs::remove_all(root);
   }
   g_world->barrier();
+}
+
+TEST(Checkpoint, L2LResumesBitwiseAndItsCheckpointReslicesTo4DGrids) {
+  const auto desc = checkpoint_gpt();
+  gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+  auto source = runtime::make_token_source("", cfg.vocab, kSeqs, cfg.seq_len, kSeed);
+  if (kSeqs % g_world->size() != 0) GTEST_SKIP() << "no L2L plan divides the batch";
+  const topo::Grid g{1, 1, 1, g_world->size(), 1};
+  plan::Plan p = test_plan(desc, g, kSeqs, kSeqs / g.gdata / 2);  // u = 2
+  p.strategy = plan::Strategy::L2L;
+  const std::string root = scratch_dir("l2l");
+  const runtime::TrainerOptions options{1e-2, 1.0};
+  ProcessGrid grid(*g_world, p.grid, p.placement_order);
+  auto build = [&](uint64_t seed) { return std::make_unique<gpt::GptL2L>(p, grid, cfg, gpt::InitialWeights::seeded(seed), options); };
+  auto straight = build(kSeed);
+  std::vector<double> losses;
+  for (int64_t s = 0; s < 6; ++s) {
+    losses.push_back(straight->trainer.step(source->batch(s)).loss);
+    if (s == 2)
+      runtime::save_checkpoint(root, 3, {kSeed, plan::plan_to_json(p)}, grid, straight->trainer.parameters(),
+                               straight->trainer.state());
+  }
+  const auto m = runtime::read_manifest(runtime::find_checkpoint(root));
+  auto again = build(kSeed + 100);
+  again->trainer.load_state(
+      runtime::load_checkpoint(m, grid.grid(), grid.layout().coords_of(g_world->rank()), again->trainer.parameters()));
+  for (int64_t s = 3; s < 6; ++s) EXPECT_EQ(again->trainer.step(source->batch(s)).loss, losses[static_cast<size_t>(s)]) << s;
+  EXPECT_TRUE(same_state(again->trainer.state(), straight->trainer.state()));
+  // Onto 4D grids of the world: six of them spread over the list, the last (the most
+  // pipelined) included (CI time).
+  int resliced = 0;
+  const auto plans = checkpoint_plans(desc);
+  const size_t stride = std::max<size_t>(1, plans.size() / 6);
+  for (size_t i = plans.size() - 1; i < plans.size(); i = i >= stride ? i - stride : plans.size()) {
+    const plan::Plan& q = plans[i];
+    TrainRun other(q, cfg, kSeed + 200);
+    other.resume(root);
+    for (int64_t s = 3; s < 6; ++s) {
+      const double l = other.step(*source, s), ref = losses[static_cast<size_t>(s)];
+      EXPECT_LE(std::abs(l - ref) / std::abs(ref), 1e-5) << q.grid.to_string() << " step " << s;
+    }
+    ++resliced;
+  }
+  EXPECT_GT(resliced, 0);
+  g_world->barrier();
+  if (g_world->rank() == 0) fs::remove_all(root);
+}
+
+TEST(ShardedInit, ShardPositionsAreShardOfThePositionsOnEveryGridOfEight) {
+  gpt::GptConfig cfg = gpt::GptConfig::from(checkpoint_gpt());
+  int checked = 0;
+  for (const auto& g : planner::enumerate_grids(8)) {
+    if (cfg.hidden % (g.gx * g.gy) != 0 || cfg.heads % g.gy != 0) continue;
+    const topo::RankLayout layout(g, topo::default_order());
+    for (int64_t r = 0; r < g.total(); ++r) {
+      const topo::Coords c = layout.coords_of(r);
+      for (const auto& l : gpt::parameter_layout(cfg)) {
+        int64_t n = 1;
+        for (int64_t d : l.shape) n *= d;
+        if ((l.shape.size() == 2 && (l.shape[0] * l.shape[1]) % (g.gx * g.gy * g.gz) != 0)) continue;
+        const at::Tensor expected = runtime::shard_of(at::arange(n, at::kLong).view(l.shape), l.spec, g, c);
+        const at::Tensor got = runtime::shard_positions(l.spec, l.shape, g, c);
+        ASSERT_TRUE(got.equal(expected)) << l.name << " " << g.to_string() << " rank " << r;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000);
+}
+
+TEST(ShardedInit, SeededWeightsAreNormalWithTheSerialModelsStd) {
+  const gpt::ParameterLayout l{"block0.fc1.weight", {256, 1024}, runtime::ShardSpec::matrix(false)};
+  const at::Tensor w = gpt::initial_values(l, at::arange(256 * 1024, at::kLong).view({256, 1024}), 3, at::kFloat);
+  EXPECT_LT(std::abs(w.mean().item<double>()), 2e-4);
+  EXPECT_NEAR(w.std().item<double>(), 0.02, 0.0004);
+  EXPECT_NEAR(w.abs().max().item<double>(), 0.02 * 4.8, 0.02 * 1.0);  // ~4.8 sigma for 2^18 samples
+  // Another seed or another name: other values.
+  const at::Tensor other = gpt::initial_values(l, at::arange(256 * 1024, at::kLong).view({256, 1024}), 4, at::kFloat);
+  EXPECT_FALSE(w.equal(other));
+  EXPECT_LT(std::abs((w * other).mean().item<double>()), 4e-6);  // uncorrelated (5 standard errors)
+}
+
+TEST(ShardedInit, AStageFromTheSeedHoldsTheSerialModelsShardsOnEveryGrid) {
+  const auto desc = checkpoint_gpt();
+  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+  gpt::SerialGpt serial(cfg, kSeed);
+  int compared = 0;
+  for (const plan::Plan& p : checkpoint_plans(desc)) {
+    ProcessGrid grid(*g_world, p.grid, p.placement_order);
+    gpt::GptStage from_serial(p, grid, cfg, serial.named_parameters(), nullptr);
+    gpt::GptStage from_seed(p, grid, cfg, gpt::InitialWeights::seeded(kSeed), nullptr);
+    const auto& a = from_serial.trainer.parameters();
+    const auto& b = from_seed.trainer.parameters();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].name, b[i].name);
+      EXPECT_TRUE(a[i].tensor.equal(b[i].tensor)) << a[i].name << " " << p.grid.to_string();
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 0);
 }

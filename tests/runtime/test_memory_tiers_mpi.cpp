@@ -12,7 +12,8 @@
 //    with it: the measured difference is the predicted 8 bytes per parameter less 16 per
 //    working-set element, exactly;
 //  - ZeRO-1, 2 and 3, with and without offload, give the losses and parameters of
-//    plain data parallelism on every grid (bitwise where the sums are the same and
+//    plain data parallelism on every grid with a reduction group of two ranks or more
+//    (bitwise where the sums are the same and
 //    clipping is off; the norm is summed from the shards, in another order), and the
 //    device and host tiers hold exactly the sharded bytes (ZeRO-2: the weight gradients
 //    of the owned block only; ZeRO-3: and its weights).
@@ -238,8 +239,12 @@ TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
 TEST(Zero, StagesOneTwoAndThreeTrainAsPlainDataParallelWithAndWithoutOffload) {
   Tiny t(25);
   const int steps = 2;  // the second reads back the moments the first wrote
-  int sharded_grids = 0;
+  int sharded_grids = 0, grids = 0;
   for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
+    // Where both reduction groups (data, Z x data) have one rank, ZeRO shards nothing:
+    // that is plain data parallelism, already the reference (CI time).
+    if (p.grid.gdata * p.grid.gz == 1) continue;
+    ++grids;
     const bool same = same_sums(p);
     if (p.grid.gdata > 1) ++sharded_grids;
     for (double clip : {0.0, 0.5}) {
@@ -278,6 +283,7 @@ TEST(Zero, StagesOneTwoAndThreeTrainAsPlainDataParallelWithAndWithoutOffload) {
   if (data_parallel_possible) {
     EXPECT_GT(sharded_grids, 0);
   }
+  if (grids == 0) GTEST_SKIP() << "no grid of the world has a reduction group of two ranks or more";
 }
 
 TEST(Zero, StagesOneTwoAndThreeHoldTheStateOfTheirBlockOnly) {

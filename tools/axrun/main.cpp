@@ -7,6 +7,7 @@
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
 //          [--progress thread|poll] [--log-every N] [--pipeline-schedule message-driven|1f1b|gpipe]
 //          [--device-memory SIZE] [--save DIR [--save-every K] [--keep N]] [--resume DIR]
+//          [--collective-timeout SECONDS]
 //
 // Under mpirun or srun (axonn/runtime/launch.hpp): the launcher's rank and size must
 // be MPI's, or the job stops with a message (an MPI without that launcher's support).
@@ -16,7 +17,8 @@
 // --log-every steps (and always the last step); --log-every N also forces lines on a
 // terminal. It writes the measurement JSON (per-step batch time, the time of each
 // phase, the communication breakdown by kind, the peak device bytes of each step and
-// the live ones after it (weights, gradients, optimizer state and the next batch);
+// the live ones after it (weights, gradients, optimizer state and the next batch), the
+// process's resident bytes (rank 0's);
 // after the steps, each rank's peak beside the plan's predicted memory per GPU);
 // --trace DIR writes one Chrome trace per rank (DIR/rank<R>.json). Device memory is
 // counted by LibTorch's allocator (axonn/runtime/device_memory.hpp); --device-memory
@@ -27,6 +29,8 @@
 // complete one) continues from it to step --steps, under this plan's layout, whatever
 // the layout that wrote it. Input errors (bad plan, world size, data file) are found
 // on every rank before training; the job then exits with code 2 and one message. A
+// collective or message that takes longer than --collective-timeout (a rank hangs or
+// died) throws on the ranks waiting for it (runtime::set_completion_timeout). A
 // failure during training ends every rank through MPI_Abort (exit code 3 for a
 // communication failure, 1 otherwise).
 #include <ATen/Parallel.h>
@@ -41,6 +45,7 @@
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -61,6 +66,7 @@
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/precision.hpp"
 #include "axonn/runtime/rank_process.hpp"
+#include "axonn/runtime/resident_memory.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "axrun/progress.hpp"
@@ -89,6 +95,7 @@ struct Args {
   std::string save_dir, resume;
   int64_t save_every = 0;  // 0: after the last step only
   int64_t keep = 2;
+  double collective_timeout = 600;  // seconds; 0: none
 };
 
 // Fault injection for tests (docs/runtime.md): AXONN_FAIL_RANK and AXONN_FAIL_STEP make
@@ -113,6 +120,15 @@ void maybe_kill(int rank, int64_t step) {
     std::ofstream(stamp) << ms.count() << "\n";
   }
   std::raise(SIGKILL);
+}
+
+// AXONN_HANG_RANK and AXONN_HANG_STEP: that rank stops at that step, forever (the
+// others' watchdog must end the job).
+void maybe_hang(int rank, int64_t step) {
+  const char* r = std::getenv("AXONN_HANG_RANK");
+  const char* s = std::getenv("AXONN_HANG_STEP");
+  if (r && s && std::atoi(r) == rank && std::atoll(s) == step)
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
 // AXONN_KILL_IN_CHECKPOINT=K: rank 0 dies by SIGKILL while saving the checkpoint of step
@@ -191,6 +207,11 @@ int main(int argc, char** argv) {
   app.add_option("--resume", a.resume,
                  "continue from this checkpoint (or the newest complete one in this --save directory) to step --steps; "
                  "the plan may have another grid, pipeline or optimizer layout");
+  app.add_option("--collective-timeout", a.collective_timeout,
+                 "seconds a collective or message may take before the job ends with an error naming its group (a "
+                 "rank hangs or died); 0: wait forever")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -200,6 +221,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
   at::set_num_threads(a.threads);
+  runtime::set_completion_timeout(std::chrono::milliseconds(static_cast<int64_t>(a.collective_timeout * 1000)));
 
   // Setup: every rank validates the same inputs; one agreed outcome, no hang.
   std::string setup_error;
@@ -228,9 +250,6 @@ int main(int argc, char** argv) {
     types = runtime::element_types(plan.precision, a.plan_path);
     cfg.dtype = types.compute;
     source = runtime::make_token_source(a.data, cfg.vocab, plan.batch.seqs, cfg.seq_len, a.seed);
-    if ((!a.save_dir.empty() || !a.resume.empty()) && plan.strategy == plan::Strategy::L2L)
-      throw InputError("axrun", "--save or --resume with an l2l plan", a.plan_path + ": /strategy",
-                       "a 4d plan: L2L's parameter server cannot be checkpointed yet");
     if (!a.resume.empty()) {
       resume = runtime::read_manifest(runtime::find_checkpoint(a.resume));
       if (resume->seed != a.seed)
@@ -295,24 +314,41 @@ int main(int argc, char** argv) {
     std::unique_ptr<runtime::MpiProgressThread> progress;
     if (a.progress == "thread") progress = std::make_unique<runtime::MpiProgressThread>(std::chrono::microseconds(50));
     runtime::Tracer tracer(!a.trace_dir.empty());
-    // Every rank builds the serial weights, keeps its shards (copies) and frees the rest
-    // before the first step, so that the device tier holds only what the rank owns.
+    // Sharded initialization: every rank computes only its shards, bitwise the serial
+    // model's of the seed (gpt::InitialWeights), never a full parameter.
     runtime::DeviceMemory::install();
-    auto init = std::make_unique<gpt::SerialGpt>(cfg, a.seed);
+    runtime::DeviceMemory::reset_peak();
+    const auto init = gpt::InitialWeights::seeded(a.seed);
     const runtime::TrainerOptions trainer_options{a.lr, a.clip_grad};
     std::unique_ptr<gpt::GptStage> stage;  // the 4D strategy
     std::unique_ptr<gpt::GptL2L> l2l;      // L2L
     if (plan.strategy == plan::Strategy::L2L)
-      l2l = std::make_unique<gpt::GptL2L>(plan, grid, cfg, init->named_parameters(), trainer_options);
+      l2l = std::make_unique<gpt::GptL2L>(plan, grid, cfg, init, trainer_options);
     else
-      stage = std::make_unique<gpt::GptStage>(plan, grid, cfg, init->named_parameters(), &tracer, trainer_options);
-    init.reset();
+      stage = std::make_unique<gpt::GptStage>(plan, grid, cfg, init, &tracer, trainer_options);
+    // The peak of building the model (weights, and what the optimizer allocates up front).
+    const int64_t init_peak = runtime::DeviceMemory::peak_bytes();
+    int64_t worst_init_peak = 0;
+    AXONN_CHECK(MPI_Reduce(&init_peak, &worst_init_peak, 1, MPI_INT64_T, MPI_MAX, 0, world.handle()));
+    if (rank == 0) {
+      int64_t serial_bytes = 0;
+      for (const auto& l : gpt::parameter_layout(cfg)) {
+        int64_t n = 1;
+        for (int64_t d : l.shape) n *= d;
+        serial_bytes += n * static_cast<int64_t>(c10::elementSize(cfg.dtype));
+      }
+      fmt::print("axrun: initialization peak {:.2f} MiB per rank (the most of any rank), the serial model's parameters "
+                 "{:.2f} MiB ({:.1f}%)\n",
+                 static_cast<double>(worst_init_peak) / kBytesPerMiB, static_cast<double>(serial_bytes) / kBytesPerMiB,
+                 100.0 * static_cast<double>(worst_init_peak) / static_cast<double>(serial_bytes));
+    }
     runtime::DeviceMemory::set_budget(a.device_memory);
     auto train_step = [&](const at::Tensor& batch) { return l2l ? l2l->trainer.step(batch) : stage->trainer.step(batch); };
     const int64_t first_step = resume ? resume->step : 0;
     if (resume) {
-      stage->trainer.load_state(runtime::load_checkpoint(*resume, grid.grid(), grid.layout().coords_of(rank),
-                                                         stage->trainer.parameters()));
+      const topo::Coords coords = grid.layout().coords_of(rank);
+      if (l2l) l2l->trainer.load_state(runtime::load_checkpoint(*resume, grid.grid(), coords, l2l->trainer.parameters()));
+      else stage->trainer.load_state(runtime::load_checkpoint(*resume, grid.grid(), coords, stage->trainer.parameters()));
       if (rank == 0)
         fmt::print("axrun: resumed from {} (step {}, written on grid {}{})\n", resume->dir, resume->step,
                    resume->grid.to_string(), resume->grid == plan.grid ? "" : "; re-sliced to this plan's grid");
@@ -378,6 +414,7 @@ int main(int argc, char** argv) {
     for (int64_t step = first_step; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
       maybe_kill(rank, step);
+      maybe_hang(rank, step);
       const at::Tensor batch = source->batch(step);
       runtime::DeviceMemory::reset_peak();
       runtime::HostMemory::reset_peak();
@@ -393,6 +430,7 @@ int main(int argc, char** argv) {
                        {"peak_device_bytes", step_peak}, {"live_device_bytes", runtime::DeviceMemory::live_bytes()},
                        {"peak_host_bytes", runtime::HostMemory::peak_bytes()},
                        {"live_host_bytes", runtime::HostMemory::live_bytes()},
+                       {"resident_bytes", runtime::resident_bytes()},
                        {"breakdown", s.breakdown.to_json()}});
       if (rank == 0) progress_line.update(std::cout, step + 1, s);
       const int64_t done = step + 1;
@@ -400,8 +438,12 @@ int main(int argc, char** argv) {
         runtime::SaveOptions save;
         save.keep = a.keep;
         save.before_commit = kill_in_checkpoint(done);
-        runtime::save_checkpoint(a.save_dir, done, checkpoint_run, grid, stage->trainer.parameters(),
-                                 stage->trainer.state(), save);
+        if (l2l)
+          runtime::save_checkpoint(a.save_dir, done, checkpoint_run, grid, l2l->trainer.parameters(),
+                                   l2l->trainer.state(), save);
+        else
+          runtime::save_checkpoint(a.save_dir, done, checkpoint_run, grid, stage->trainer.parameters(),
+                                   stage->trainer.state(), save);
       }
     }
     } catch (const Error& e) {

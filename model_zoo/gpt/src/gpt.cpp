@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "axonn/common/checksum.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 
@@ -89,17 +90,55 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+at::Tensor initial_values(const ParameterLayout& l, const at::Tensor& positions, uint64_t seed, at::ScalarType dtype) {
+  if (l.shape.size() != 2) {
+    const bool scale = ends_with(l.name, "ln1.weight") || ends_with(l.name, "ln2.weight") || l.name == "ln_f.weight";
+    return (scale ? at::ones(positions.sizes()) : at::zeros(positions.sizes())).to(dtype);
+  }
+  constexpr double kStd = 0.02, kTwoPi = 6.283185307179586, kUnit = 1.0 / 9007199254740992.0;  // 2^-53
+  const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a64(l.name.data(), l.name.size())));
+  const at::Tensor pos = positions.contiguous();
+  at::Tensor out = at::empty(pos.sizes(), at::kFloat);
+  const int64_t* p = pos.data_ptr<int64_t>();
+  float* o = out.data_ptr<float>();
+  for (int64_t i = 0, n = pos.numel(); i < n; ++i) {
+    const auto at = static_cast<uint64_t>(p[i]);
+    const double u1 = static_cast<double>((splitmix64(key + 2 * at) >> 11) + 1) * kUnit;  // (0, 1]
+    const double u2 = static_cast<double>(splitmix64(key + 2 * at + 1) >> 11) * kUnit;    // [0, 1)
+    o[i] = static_cast<float>(kStd * std::sqrt(-2.0 * std::log(u1)) * std::cos(kTwoPi * u2));
+  }
+  return out.to(dtype);
+}
+
+InitialWeights InitialWeights::seeded(uint64_t seed) {
+  InitialWeights w;
+  w.seed_ = seed;
+  return w;
+}
+
+at::Tensor InitialWeights::shard(const ParameterLayout& l, const topo::Grid& g, const topo::Coords& coords,
+                                 at::ScalarType dtype) const {
+  if (serial_) return runtime::shard_of(find(*serial_, l.name), l.spec, g, coords).to(dtype);
+  return initial_values(l, runtime::shard_positions(l.spec, l.shape, g, coords), seed_, dtype);
+}
+
 SerialGpt::SerialGpt(const GptConfig& c, uint64_t seed) : c_(c) {
-  auto gen = at::detail::createCPUGenerator(seed);
   for (const auto& l : parameter_layout(c)) {
-    at::Tensor t;
-    if (l.shape.size() == 2)
-      t = at::normal(0.0, 0.02, l.shape, gen);
-    else if (ends_with(l.name, "ln1.weight") || ends_with(l.name, "ln2.weight") || l.name == "ln_f.weight")
-      t = at::ones(l.shape);
-    else
-      t = at::zeros(l.shape);
-    params_.emplace_back(l.name, t.to(c.dtype).set_requires_grad(true));
+    int64_t numel = 1;
+    for (int64_t d : l.shape) numel *= d;
+    params_.emplace_back(l.name, initial_values(l, at::arange(numel, at::kLong).view(l.shape), seed, c.dtype)
+                                     .set_requires_grad(true));
   }
 }
 
@@ -166,7 +205,7 @@ int64_t block_of(const std::string& name) {
 
 }  // namespace
 
-ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial,
+ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const InitialWeights& weights,
                          const schedule::StageSchedule& stage, runtime::Engine& engine)
     : c_(c),
       grid_(grid),
@@ -183,7 +222,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const N
     const bool mine = b >= 0 ? (b >= first_block_ && b < first_block_ + blocks_)
                              : (l.name == "embedding.weight" ? first_stage_ : last_stage_);
     if (!mine) continue;
-    at::Tensor shard = runtime::shard_of(find(serial, l.name), l.spec, grid.grid(), coords).to(c.dtype);
+    at::Tensor shard = weights.shard(l, grid.grid(), coords, c.dtype);
     params_.push_back({l.name, shard.set_requires_grad(true), l.spec, l.shape});
     layout_.push_back(l);
   }

@@ -6,7 +6,7 @@
 
 namespace axonn::gpt {
 
-GptL2L::GptL2L(const plan::Plan& plan, runtime::ProcessGrid& grid, const GptConfig& cfg, const NamedTensors& weights,
+GptL2L::GptL2L(const plan::Plan& plan, runtime::ProcessGrid& grid, const GptConfig& cfg, const InitialWeights& weights,
                runtime::TrainerOptions options)
     : trainer(grid, plan, options), grid_(grid), cfg_(cfg) {
   for (int64_t u = 0; u < plan.model.num_units; ++u) {

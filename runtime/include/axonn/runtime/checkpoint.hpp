@@ -21,9 +21,9 @@
 // incomplete directories of earlier steps (an interrupted save).
 //
 // Loading re-slices: each of this rank's parameters is filled from every file holding
-// part of it, one file in memory at a time, by matching element positions: shard_of
-// applied to the positions 0..n-1 of the full tensor gives the positions each layout's
-// shard holds. On the same grid each rank reads its own file only. A rank never holds
+// part of it, one file in memory at a time, by matching element positions
+// (shard_positions, sharding.hpp: which positions 0..n-1 of the full tensor a shard of
+// either layout holds). On the same grid each rank reads its own file only. A rank never holds
 // more than one file and one parameter's positions (8 bytes per element), not the
 // whole model.
 //

@@ -58,6 +58,10 @@ class L2LTrainer {
   const std::vector<schedule::L2LInstruction>& program() const;
   // Every parameter's master weights (host tier), by name: what serial comparisons read.
   std::vector<std::pair<std::string, at::Tensor>> master_weights() const;
+  // Checkpoints (checkpoint.hpp): the parameter server's parameters and state.
+  std::vector<Parameter> parameters() const;
+  TrainingState state() const;
+  void load_state(const TrainingState& s);
 
  private:
   struct Impl;

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 
@@ -61,6 +62,12 @@ class MpiProgressThread {
   std::thread thread_;
 };
 
+// The watchdog: an operation still incomplete `timeout` after it was issued makes its
+// wait() or test() throw CommError naming it, its communicator and that communicator's
+// world ranks (one of which hangs or died); axrun then ends the job (abort_job).
+// Process-wide, for every MpiCommunicator; 0 (the default): wait forever.
+void set_completion_timeout(std::chrono::milliseconds timeout);
+
 class MpiCommunicator final : public Communicator {
  public:
   // Wraps `comm`; frees it on destruction when `owned`.
@@ -91,6 +98,7 @@ class MpiCommunicator final : public Communicator {
   bool owned_ = false;
   int rank_ = 0, size_ = 1;
   std::string name_;
+  std::shared_ptr<const std::string> described_;  // "data (world ranks 0, 2)", for the watchdog
 };
 
 }  // namespace axonn::runtime

@@ -37,6 +37,7 @@
 #include "axonn/runtime/adam.hpp"
 #include "axonn/runtime/communicator.hpp"
 #include "axonn/runtime/sharding.hpp"
+#include "axonn/runtime/training_state.hpp"
 #include "axonn/runtime/worker_thread.hpp"
 
 namespace axonn::runtime {
@@ -66,6 +67,13 @@ class ParameterServer {
 
   // The master weights of a unit's parameters, shaped as the parameters (host tier).
   std::vector<at::Tensor> master(int64_t unit) const;
+  // Every unit's parameters (names, specs, full shapes; no elements), in unit order.
+  std::vector<Parameter> parameters() const;
+  // Their weights and Adam's state in the checkpoint layout (training_state.hpp): the
+  // weights in the compute type from the master, the master itself when that type is
+  // narrower than fp32; between steps (after wait_updates). load_state: the inverse.
+  TrainingState state() const;
+  void load_state(const TrainingState& s);
   // Seconds the caller was blocked in fetch (waiting for a copy) since the last call.
   double take_fetch_wait_s();
   double take_copy_s();  // seconds of host-to-device copies (on either thread) since the last call

@@ -37,6 +37,12 @@ struct ShardSpec {
 // This rank's shard of `full` (a new contiguous tensor).
 at::Tensor shard_of(const at::Tensor& full, const ShardSpec& s, const topo::Grid& g, const topo::Coords& c);
 
+// The positions (row-major indices into the full tensor of `full_shape`) that the shard
+// at `c` holds, in the shard's order and shape: shard_of(arange(n).view(full_shape), ...),
+// computed from the shard's own extent (8 bytes per shard element, never the full
+// tensor's). Sharded initialization and checkpoint re-slicing use it.
+at::Tensor shard_positions(const ShardSpec& s, at::IntArrayRef full_shape, const topo::Grid& g, const topo::Coords& c);
+
 // The full tensor from every rank's shard, on every rank of the stage (collective over
 // g.tensor(): the ranks holding parts of this rank's pipeline stage).
 at::Tensor unshard(ProcessGrid& g, const at::Tensor& local, const ShardSpec& s, at::IntArrayRef full_shape);

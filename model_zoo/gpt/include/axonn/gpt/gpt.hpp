@@ -62,9 +62,35 @@ struct ParameterLayout {
 };
 std::vector<ParameterLayout> parameter_layout(const GptConfig& c);
 
+// The initial values of a parameter at `positions` (row-major indices into its full
+// tensor; any shape, kept): weights ~ N(0, 0.02), each element a function of (seed,
+// parameter name, position) alone (a counter-based generator: splitmix64 over the seed,
+// the name's FNV-1a hash and the position, then Box-Muller), layer-norm scales 1,
+// biases 0. Computed in double, rounded to fp32, then to `dtype`. So a rank computes
+// exactly its own shards, and they are bitwise the serial model's of that seed.
+at::Tensor initial_values(const ParameterLayout& l, const at::Tensor& positions, uint64_t seed, at::ScalarType dtype);
+
+// Where a stage's initial weights come from: a serial model's full tensors (each rank
+// keeps its shards of them), or the seed alone (sharded initialization: each rank
+// computes only its shards, through initial_values and runtime::shard_positions, and
+// never holds a full parameter). Both give bitwise the same shards for
+// SerialGpt(cfg, seed).
+class InitialWeights {
+ public:
+  InitialWeights(const NamedTensors& serial) : serial_(&serial) {}  // NOLINT: implicit on purpose
+  static InitialWeights seeded(uint64_t seed);
+  // This rank's shard (a new tensor) of parameter `l` at `coords` of `g`.
+  at::Tensor shard(const ParameterLayout& l, const topo::Grid& g, const topo::Coords& coords, at::ScalarType dtype) const;
+
+ private:
+  InitialWeights() = default;
+  const NamedTensors* serial_ = nullptr;
+  uint64_t seed_ = 0;
+};
+
 class SerialGpt {
  public:
-  // Weights ~ N(0, 0.02), biases 0, layer-norm scale 1; deterministic in `seed`.
+  // Weights ~ N(0, 0.02), biases 0, layer-norm scale 1 (initial_values); deterministic in `seed`.
   SerialGpt(const GptConfig& c, uint64_t seed);
   NamedTensors& named_parameters() { return params_; }
   at::Tensor loss(const at::Tensor& tokens);  // mean cross-entropy over all tokens
@@ -77,9 +103,9 @@ class SerialGpt {
 
 class ParallelGpt final : public runtime::ParallelModel {
  public:
-  // This rank's shards of `serial` (full-shape weights by name) for the stage of
-  // `stage`; its weights registered with `engine` (which must outlive the model).
-  ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const NamedTensors& serial,
+  // This rank's shards of `weights` for the stage of `stage`; its weights registered
+  // with `engine` (which must outlive the model).
+  ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const InitialWeights& weights,
               const schedule::StageSchedule& stage, runtime::Engine& engine);
   std::vector<runtime::Parameter>& parameters() override { return params_; }
   at::Tensor forward(const at::Tensor& activation, const at::Tensor& tokens, double global_tokens) override;

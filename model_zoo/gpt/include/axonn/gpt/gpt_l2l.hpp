@@ -24,7 +24,7 @@ struct GptL2L {
   std::vector<std::unique_ptr<ParallelGpt>> models;            // one per unit
   runtime::L2LTrainer trainer;
 
-  GptL2L(const plan::Plan& plan, runtime::ProcessGrid& grid, const GptConfig& cfg, const NamedTensors& weights,
+  GptL2L(const plan::Plan& plan, runtime::ProcessGrid& grid, const GptConfig& cfg, const InitialWeights& weights,
          runtime::TrainerOptions options = {});
   // The parameter server's fp32 master weights, full-shape, by name (as SerialGpt's).
   NamedTensors master_weights() const;

@@ -20,7 +20,7 @@ struct GptStage {
   runtime::Trainer trainer;
 
   // `keep_history`: the engine records every instruction (tests compare whole steps).
-  GptStage(const plan::Plan& plan, runtime::ProcessGrid& grid, const GptConfig& cfg, const NamedTensors& weights,
+  GptStage(const plan::Plan& plan, runtime::ProcessGrid& grid, const GptConfig& cfg, const InitialWeights& weights,
            runtime::Tracer* tracer, runtime::TrainerOptions options = {}, bool keep_history = false)
       : engine(grid, schedule::build_schedule(plan, grid.coord(topo::Axis::Pipe)), tracer, keep_history),
         model(cfg, grid, weights, engine.schedule(), engine.engine()),
