@@ -4,7 +4,7 @@
 # live device bytes, live host-tier bytes and resident set size (RSS) per step must stay
 # within 2% of their post-warm-up median (flat: nothing grows step by step).
 #
-#   bash tools/soak.sh [STEPS=1000] [BUILD_DIR=build]
+#   bash tools/soak.sh [STEPS=1000] [BUILD_DIR=build]     # SOAK_JSON=FILE keeps the measurement
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS=${1:-1000} BUILD=${2:-build}
@@ -14,9 +14,9 @@ trap 'rm -rf "$T"' EXIT
   --output "$T/plan.json" >/dev/null
 start=$SECONDS
 mpirun --oversubscribe --allow-run-as-root -np 4 "$BUILD/tools/axrun" --plan "$T/plan.json" --steps "$STEPS" \
-  --log-every 100 --measure "$T/soak.json"
+  --log-every 100 --measure "${SOAK_JSON:=$T/soak.json}"
 echo "soak: $STEPS steps in $((SECONDS - start)) s"
-python3 - "$T/soak.json" <<'PY'
+python3 - "$SOAK_JSON" <<'PY'
 import json, statistics, sys
 steps = json.load(open(sys.argv[1]))["steps"]
 warm = 100 if len(steps) > 200 else len(steps) // 4
