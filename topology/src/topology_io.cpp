@@ -29,8 +29,9 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
     ObjectReader ir = r.object(key);
     t.intra_node_bandwidth_bytes_per_s = ir.positive_number("fallback");
     for (auto& e : ir.object_array("table")) {
-      IntraBandwidthEntry entry{e.positive_int("ip"), e.positive_int("p"),
-                                e.positive_number("bytes_per_s")};
+      // Each at most gpus_per_node (<= 2^16), so that ip*p cannot overflow.
+      IntraBandwidthEntry entry{e.positive_int_at_most("ip", t.gpus_per_node),
+                                e.positive_int_at_most("p", t.gpus_per_node), e.positive_number("bytes_per_s")};
       e.finish();
       if (entry.ip * entry.p > t.gpus_per_node)
         e.fail("p", "group does not fit in a node (ip*p = " + std::to_string(entry.ip * entry.p) + ")",
@@ -127,8 +128,22 @@ nlohmann::json grid_to_json(const Grid& g) {
 }
 
 Grid grid_from_json(ObjectReader r) {
-  Grid g{r.positive_int("gx"), r.positive_int("gy"), r.positive_int("gz"), r.positive_int("gdata"),
-         r.positive_int("ginter")};
+  // At most 2^40 ranks in all (a cluster's bound: 2^24 nodes of 2^16 GPUs), checked
+  // axis by axis so that the product never overflows.
+  constexpr int64_t kMaxRanks = int64_t{1} << 40;
+  int64_t total = 1;
+  auto axis = [&](const char* key) {
+    const int64_t v = r.positive_int_at_most(key, kMaxRanks);
+    if (v > kMaxRanks / total) r.fail(key, "makes the grid larger than 2^40 ranks", "a grid of at most 2^40 ranks");
+    total *= v;
+    return v;
+  };
+  Grid g;
+  g.gx = axis("gx");
+  g.gy = axis("gy");
+  g.gz = axis("gz");
+  g.gdata = axis("gdata");
+  g.ginter = axis("ginter");
   r.finish();
   return g;
 }
