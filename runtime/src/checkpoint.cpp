@@ -1,6 +1,7 @@
 // Checkpoints; see axonn/runtime/checkpoint.hpp.
 #include "axonn/runtime/checkpoint.hpp"
 
+#include <c10/util/accumulate.h>
 #include <torch/serialize.h>
 
 #include <algorithm>
@@ -110,18 +111,6 @@ std::optional<at::Tensor> entry(const c10::Dict<c10::IValue, c10::IValue>& d, co
   if (it == d.end()) return std::nullopt;
   if (!it->value().isTensor()) throw InputError(kModule, "entry " + key + " is not a tensor", path, "a tensor");
   return it->value().toTensor();
-}
-
-int64_t full_numel(const Parameter& p) {
-  int64_t numel = 1;
-  for (int64_t d : p.shape) numel *= d;
-  return numel;
-}
-
-// The positions (0..numel-1 of the full tensor) that the shard at `c` holds, in the
-// shard's shape.
-at::Tensor positions(const Parameter& p, const topo::Grid& g, const topo::Coords& c) {
-  return shard_positions(p.spec, p.shape, g, c);
 }
 
 // Writes the manifest, then (after `before_commit`) the completion marker.
@@ -329,7 +318,7 @@ TrainingState load_checkpoint(const CheckpointManifest& m, const topo::Grid& gri
   // The positions this rank's shards hold (their shapes too).
   std::vector<at::Tensor> mine(params.size()), filled(params.size());
   for (size_t i = 0; i < params.size(); ++i) {
-    mine[i] = positions(params[i], grid, coords);
+    mine[i] = shard_positions(params[i].spec, params[i].shape, grid, coords);
     filled[i] = at::zeros({mine[i].numel()}, at::kBool);
   }
   for (size_t f : needed) {
@@ -341,9 +330,9 @@ TrainingState load_checkpoint(const CheckpointManifest& m, const topo::Grid& gri
                                   [&](const Parameter& p) { return p.name == params[i].name; });
       if (q == file.parameters.end()) continue;
       // Where each of the file's elements goes in this rank's shard (-1: not here).
-      at::Tensor slot = at::full({full_numel(params[i])}, -1, at::kLong);
+      at::Tensor slot = at::full({c10::multiply_integers(params[i].shape)}, -1, at::kLong);
       slot.index_put_({mine[i].reshape({-1})}, at::arange(mine[i].numel(), at::kLong));
-      const at::Tensor target = slot.index_select(0, positions(*q, m.grid, file.coords).reshape({-1}));
+      const at::Tensor target = slot.index_select(0, shard_positions(q->spec, q->shape, m.grid, file.coords).reshape({-1}));
       const at::Tensor keep = target.ge(0);
       const at::Tensor to = target.masked_select(keep);
       ParameterState& ps = out.params[i];
