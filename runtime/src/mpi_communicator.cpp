@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <limits>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -195,8 +196,10 @@ class MpiWork final : public Work {
       AXONN_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
       return;
     }
-    while (!test()) {  // MPI_Wait polls too; test() throws past the deadline
-    }
+    // MPI_Wait polls too, yielding when idle on an oversubscribed node; so does this
+    // loop, or it would take the cores the other ranks compute on. test() throws past
+    // the deadline.
+    while (!test()) std::this_thread::yield();
   }
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
