@@ -119,6 +119,36 @@ TEST(DeviceMemory, CountsEveryTensorAndRefusesPastTheBudget) {
   EXPECT_EQ(at::ones({MiB}, at::kFloat).sum().item<float>(), static_cast<float>(MiB));
 }
 
+// Freed blocks are kept by size class (512-byte steps) and handed out again, as the CUDA
+// caching allocator does; live and peak still count the bytes requested.
+TEST(DeviceMemory, CachesFreedBlocksBySizeClassUntilEmptied) {
+  using runtime::DeviceMemory;
+  DeviceMemory::install();
+  DeviceMemory::empty_cache();
+  const int64_t live0 = DeviceMemory::live_bytes(), reserved0 = DeviceMemory::reserved_bytes();
+  constexpr int64_t kBlock = 64 + 4096;  // header + 4000 bytes rounded up to 512
+  const void* first = nullptr;
+  {
+    at::Tensor a = at::empty({1000}, at::kFloat);
+    first = a.data_ptr();
+    EXPECT_EQ(DeviceMemory::live_bytes() - live0, 4000);
+    EXPECT_EQ(DeviceMemory::reserved_bytes() - reserved0, kBlock);
+  }
+  EXPECT_EQ(DeviceMemory::live_bytes(), live0);
+  EXPECT_EQ(DeviceMemory::reserved_bytes() - reserved0, kBlock);  // cached, not returned to the heap
+  {
+    at::Tensor b = at::empty({1024}, at::kFloat);  // 4096 bytes: the same class
+    EXPECT_EQ(b.data_ptr(), first);
+    EXPECT_EQ(DeviceMemory::live_bytes() - live0, 4096);
+    EXPECT_EQ(DeviceMemory::reserved_bytes() - reserved0, kBlock);
+    at::Tensor c = at::empty({1200}, at::kFloat);  // 4800 bytes: the next class, a new block
+    EXPECT_EQ(DeviceMemory::reserved_bytes() - reserved0, kBlock + 64 + 5120);
+  }
+  DeviceMemory::empty_cache();
+  EXPECT_EQ(DeviceMemory::reserved_bytes(), reserved0);
+  EXPECT_EQ(DeviceMemory::live_bytes(), live0);
+}
+
 TEST(DeviceMemory, ABudgetBelowTheStepsPeakFailsItsBackwardAndTheMeasuredPeakIsEnough) {
   // A serial GPT step (no communication, so one rank may fail alone): the budget is the
   // live bytes the forward reached. The backward needs more and fails through autograd

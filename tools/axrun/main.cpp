@@ -342,6 +342,7 @@ int main(int argc, char** argv) {
                  static_cast<double>(worst_init_peak) / kBytesPerMiB, static_cast<double>(serial_bytes) / kBytesPerMiB,
                  100.0 * static_cast<double>(worst_init_peak) / static_cast<double>(serial_bytes));
     }
+    runtime::DeviceMemory::empty_cache();  // initialization's sizes do not recur in the steps
     runtime::DeviceMemory::set_budget(a.device_memory);
     auto train_step = [&](const at::Tensor& batch) { return l2l ? l2l->trainer.step(batch) : stage->trainer.step(batch); };
     const int64_t first_step = resume ? resume->step : 0;
@@ -349,6 +350,7 @@ int main(int argc, char** argv) {
       const topo::Coords coords = grid.layout().coords_of(rank);
       if (l2l) l2l->trainer.load_state(runtime::load_checkpoint(*resume, grid.grid(), coords, l2l->trainer.parameters()));
       else stage->trainer.load_state(runtime::load_checkpoint(*resume, grid.grid(), coords, stage->trainer.parameters()));
+      runtime::DeviceMemory::empty_cache();  // the loader's sizes do not recur
       if (rank == 0)
         fmt::print("axrun: resumed from {} (step {}, written on grid {}{})\n", resume->dir, resume->step,
                    resume->grid.to_string(), resume->grid == plan.grid ? "" : "; re-sliced to this plan's grid");
@@ -428,6 +430,7 @@ int main(int argc, char** argv) {
                        {"optimizer_reduce_wait_s", s.optimizer_reduce_wait_s},
                        {"fetch_wait_s", s.fetch_wait_s}, {"copy_s", s.copy_s},
                        {"peak_device_bytes", step_peak}, {"live_device_bytes", runtime::DeviceMemory::live_bytes()},
+                       {"reserved_device_bytes", runtime::DeviceMemory::reserved_bytes()},
                        {"peak_host_bytes", runtime::HostMemory::peak_bytes()},
                        {"live_host_bytes", runtime::HostMemory::live_bytes()},
                        {"resident_bytes", runtime::resident_bytes()},

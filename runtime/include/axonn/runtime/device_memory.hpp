@@ -10,6 +10,16 @@
 // (the heap's own rounding and the 64-byte header of each block are not counted).
 // Tensors allocated before install() are not counted, nor freed from the count.
 //
+// Freed blocks are cached, as the CUDA caching allocator caches them: a training loop
+// allocates the same sizes every step, so after the first steps every allocation is
+// served from blocks of its own size class (512-byte steps) and the host heap below
+// sees no more tensor traffic. Without the cache, glibc's heap fragmented step by step
+// (its system bytes grew by about 125 KiB per step with its bytes in use flat;
+// docs/performance.md, the soak). The cache holds at most the peak live bytes seen
+// since the last empty_cache() (or 16 MiB, if more), so reserved bytes stay within
+// twice the peak. An allocation the heap refuses empties the cache and is retried.
+// AXONN_DEVICE_CACHE=0 turns it off (every free goes to the heap, as before).
+//
 // On a CUDA LibTorch the same interface would read the CUDA caching allocator's
 // statistics (allocated_bytes current/peak) and its per-process memory fraction; that
 // build does not exist here, so only the CPU path is compiled and tested.
@@ -48,6 +58,13 @@ class DeviceMemory {
   static int64_t live_bytes();
   static int64_t peak_bytes();  // the most live bytes since the last reset_peak()
   static void reset_peak();     // the peak restarts from the live bytes
+
+  // Bytes held from the heap: the live blocks' and the cached blocks' capacities, headers
+  // included (the CUDA caching allocator's reserved_bytes).
+  static int64_t reserved_bytes();
+  // Gives every cached block back to the heap (after initialization, or a checkpoint
+  // load, whose sizes do not recur).
+  static void empty_cache();
 
   // Allocations that would take the live bytes past `bytes` throw OutOfDeviceMemory
   // (and allocate nothing). <= 0: no budget.
