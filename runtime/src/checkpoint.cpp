@@ -116,7 +116,7 @@ std::optional<at::Tensor> entry(const c10::Dict<c10::IValue, c10::IValue>& d, co
 // Writes the manifest, then (after `before_commit`) the completion marker.
 void commit(const fs::path& dir, int64_t step, int64_t adam_steps, const CheckpointRun& run, const topo::Grid& grid,
             const topo::PlacementOrder& order, const nlohmann::json& files, const SaveOptions& options) {
-  const nlohmann::json manifest = {{"format", kFormat},
+  nlohmann::json manifest = {{"format", kFormat},
                                    {"version", kCheckpointVersion},
                                    {"step", step},
                                    {"adam_steps", adam_steps},
@@ -125,6 +125,7 @@ void commit(const fs::path& dir, int64_t step, int64_t adam_steps, const Checkpo
                                    {"placement_order", topo::order_to_string(order)},
                                    {"plan", run.plan},
                                    {"files", files}};
+  if (!run.data.empty()) manifest["data"] = run.data;  // absent when not recorded (nothing to check)
   write_file_atomically((dir / kManifest).string(), manifest.dump(1) + "\n", kModule);
   if (options.before_commit) options.before_commit();
   write_file_atomically((dir / kComplete).string(), std::to_string(step) + "\n", kModule);
@@ -255,6 +256,7 @@ CheckpointManifest read_manifest(const std::string& dir) {
   m.step = r.non_negative_int("step");
   m.adam_steps = r.non_negative_int("adam_steps");
   m.seed = static_cast<uint64_t>(r.non_negative_int("seed"));
+  if (r.has("data")) m.data = r.string("data");
   m.grid = topo::grid_from_json(r.object("grid"));
   m.order = topo::parse_order(r.string("placement_order"), kModule, r.where("placement_order"));
   m.plan = r.raw("plan");
@@ -375,6 +377,7 @@ namespace {
 constexpr const char* kStepKey = "axonn.step";
 constexpr const char* kAdamStepsKey = "axonn.adam_steps";
 constexpr const char* kSeedKey = "axonn.seed";
+constexpr const char* kDataKey = "axonn.data";  // the data's identity as UTF-8 bytes (uint8), when recorded
 
 // Every parameter of the checkpoint, once, in the order of its files.
 std::vector<Parameter> all_parameters(const CheckpointManifest& m) {
@@ -403,6 +406,9 @@ void write_serial_state(const CheckpointManifest& m, const std::string& path) {
   dict.insert(kStepKey, at::scalar_tensor(m.step, at::kLong));
   dict.insert(kAdamStepsKey, at::scalar_tensor(m.adam_steps, at::kLong));
   dict.insert(kSeedKey, at::scalar_tensor(static_cast<int64_t>(m.seed), at::kLong));
+  if (!m.data.empty())
+    dict.insert(kDataKey, at::tensor(at::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t*>(m.data.data()), m.data.size()),
+                                     at::kByte));
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
   write_file_atomically(path, std::string(bytes.begin(), bytes.end()), kModule);
 }
@@ -430,6 +436,13 @@ std::string checkpoint_from_serial(const std::string& serial_path, const std::st
   state.adam_steps = scalar(kAdamStepsKey);
   CheckpointRun run;
   run.seed = static_cast<uint64_t>(scalar(kSeedKey));
+  if (const auto data = entry(dict, kDataKey, serial_path)) {
+    if (data->dim() != 1 || data->scalar_type() != at::kByte || data->numel() == 0)
+      throw InputError(kModule, std::string("entry ") + kDataKey + " is not a 1-D uint8 tensor", serial_path,
+                       "the data's identity as bytes, as axckpt to-serial writes it");
+    const at::Tensor bytes = data->contiguous();
+    run.data.assign(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()));
+  }
   std::vector<Parameter> params;
   for (const auto& kv : dict) {
     if (!kv.key().isString()) throw InputError(kModule, "a key that is not a string", serial_path, "parameter names");

@@ -7,6 +7,7 @@
 #include <iterator>
 #include <vector>
 
+#include "axonn/common/checksum.hpp"
 #include "axonn/common/error.hpp"
 
 namespace axonn::runtime {
@@ -27,6 +28,7 @@ class SyntheticTokens final : public TokenSource {
     at::Tensor pos = at::arange(len_, at::kLong).unsqueeze(0);
     return (start + stride * pos).remainder(vocab_);
   }
+  std::string identity() const override { return "synthetic"; }
 
  private:
   int64_t vocab_, seqs_, len_;
@@ -37,7 +39,9 @@ class TextBytes final : public TokenSource {
  public:
   TextBytes(std::vector<uint8_t> bytes, int64_t seqs, int64_t seq_len, uint64_t seed)
       : bytes_(at::tensor(std::vector<int64_t>(bytes.begin(), bytes.end()), at::kLong)),
+        identity_("text, " + std::to_string(bytes.size()) + " bytes, fnv1a64 " + fnv1a64_hex(bytes.data(), bytes.size())),
         seqs_(seqs), len_(seq_len + 1), seed_(seed) {}
+  std::string identity() const override { return identity_; }
   at::Tensor batch(int64_t step) override {
     auto gen = generator(seed_, step);
     at::Tensor offsets = at::randint(bytes_.numel() - len_ + 1, {seqs_, 1}, gen, at::kLong);
@@ -46,6 +50,7 @@ class TextBytes final : public TokenSource {
 
  private:
   at::Tensor bytes_;
+  std::string identity_;
   int64_t seqs_, len_;
   uint64_t seed_;
 };

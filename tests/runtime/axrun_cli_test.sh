@@ -369,6 +369,8 @@ same_tail "the serial round trip" 3
 check "--resume without a checkpoint" 2 "no complete checkpoint" -- "$AXRUN" --plan "$T/one.json" --resume "$T/nothing"
 check "--resume with another seed" 2 "seed 6 differs from the checkpoint's 5" -- \
   "$AXRUN" --plan "$T/one.json" --resume "$T/ser" --seed 6 --steps 6
+check "--resume with other data" 2 "data \(text, [0-9]+ bytes, fnv1a64 [0-9a-f]{16}\) differs from the checkpoint's \(synthetic\).*manifest.json: /data" -- \
+  "$AXRUN" --plan "$T/one.json" --resume "$T/ck" --seed 5 --steps 6 --data /usr/share/common-licenses/GPL-3
 # SIGKILL: rank 1 dies at step 4 (0-based 3), after the checkpoint of step 2.
 start=$SECONDS
 timeout 120 "${MPIRUN[@]}" -np 4 -x AXONN_KILL_RANK=1 -x AXONN_KILL_STEP=3 "$AXRUN" --plan "$T/pipe.json" --seed 5 \

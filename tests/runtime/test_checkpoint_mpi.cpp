@@ -81,7 +81,7 @@ struct TrainRun {
   void save(const std::string& root, int64_t step, const plan::Plan& p, int64_t keep = 2) {
     runtime::SaveOptions o;
     o.keep = keep;
-    runtime::save_checkpoint(root, step, {kSeed, plan::plan_to_json(p)}, *grid, stage->trainer.parameters(),
+    runtime::save_checkpoint(root, step, {kSeed, plan::plan_to_json(p), "synthetic"}, *grid, stage->trainer.parameters(),
                              stage->trainer.state(), o);
   }
   void resume(const std::string& path) {
@@ -201,6 +201,8 @@ TEST(Checkpoint, SerialStateDictRoundTripIsLossless) {
   for (const auto& [name, full] : run.stage->model.gather(false))
     EXPECT_TRUE(one.at(name).toTensor().equal(full)) << name;
   EXPECT_EQ(one.at("axonn.step").toTensor().item<int64_t>(), 2);
+  // The data's identity survives the round trip (a resume on other data is refused).
+  EXPECT_EQ(runtime::read_manifest(runtime::find_checkpoint(root + "/b")).data, "synthetic");
   // Resuming from the serial checkpoint is resuming from the original.
   TrainRun from_a(p, cfg, kSeed + 1), from_b(p, cfg, kSeed + 2);
   from_a.resume(root + "/a");
@@ -273,7 +275,7 @@ TEST(Checkpoint, L2LResumesBitwiseAndItsCheckpointReslicesTo4DGrids) {
   for (int64_t s = 0; s < 6; ++s) {
     losses.push_back(straight->trainer.step(source->batch(s)).loss);
     if (s == 2)
-      runtime::save_checkpoint(root, 3, {kSeed, plan::plan_to_json(p)}, grid, straight->trainer.parameters(),
+      runtime::save_checkpoint(root, 3, {kSeed, plan::plan_to_json(p), "synthetic"}, grid, straight->trainer.parameters(),
                                straight->trainer.state());
   }
   const auto m = runtime::read_manifest(runtime::find_checkpoint(root));

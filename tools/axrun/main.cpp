@@ -256,6 +256,12 @@ int main(int argc, char** argv) {
         throw InputError("axrun", fmt::format("--seed {} differs from the checkpoint's {}", a.seed, resume->seed),
                          resume->dir + "/manifest.json: /seed",
                          "the same seed (the data of each step follows from it)");
+      if (!resume->data.empty() && resume->data != source->identity())
+        throw InputError("axrun",
+                         fmt::format("the data ({}) differs from the checkpoint's ({})", source->identity(), resume->data),
+                         resume->dir + "/manifest.json: /data",
+                         resume->data == "synthetic" ? "no --data (the checkpointed run trained on synthetic tokens)"
+                                                     : "a --data file of the content the checkpointed run read");
       if (resume->step >= a.steps)
         throw InputError("axrun", fmt::format("--steps {} is not past the checkpoint's step {}", a.steps, resume->step),
                          "--steps", "more steps than the checkpoint has done (--steps counts from the run's start)");
@@ -355,7 +361,7 @@ int main(int argc, char** argv) {
         fmt::print("axrun: resumed from {} (step {}, written on grid {}{})\n", resume->dir, resume->step,
                    resume->grid.to_string(), resume->grid == plan.grid ? "" : "; re-sliced to this plan's grid");
     }
-    const runtime::CheckpointRun checkpoint_run{a.seed, plan::plan_to_json(plan)};
+    const runtime::CheckpointRun checkpoint_run{a.seed, plan::plan_to_json(plan), source->identity()};
     const auto& o = plan.overlap;
     if (rank == 0)
       fmt::print("axrun: {} on {} ranks ({}), grid {}, {} sequences x {} tokens per step, {} micro-batch(es){}; {} "

@@ -52,6 +52,7 @@ inline constexpr int kCheckpointVersion = 1;
 struct CheckpointRun {
   uint64_t seed = 0;       // of the weights and the data: a resumed run must use the same
   nlohmann::json plan;     // the plan that was run (plan::plan_to_json)
+  std::string data;        // TokenSource::identity(): a resumed run must read the same data
 };
 
 struct SaveOptions {
@@ -74,6 +75,7 @@ struct CheckpointManifest {
   std::string dir;  // the checkpoint directory
   int64_t step = 0, adam_steps = 0;
   uint64_t seed = 0;
+  std::string data;  // TokenSource::identity(); empty when not recorded (a converted serial state)
   nlohmann::json plan;
   topo::Grid grid;
   topo::PlacementOrder order{};

@@ -25,6 +25,9 @@ class TokenSource {
   virtual ~TokenSource() = default;
   // [seqs, seq_len + 1] int64 tokens for `step`; deterministic in (seed, step).
   virtual at::Tensor batch(int64_t step) = 0;
+  // What the batches follow from besides the seed, for a checkpoint's manifest:
+  // "synthetic", or "text, <N> bytes, fnv1a64 <hash>" (the file's content, not its path).
+  virtual std::string identity() const = 0;
 };
 
 // `text_path` empty: synthetic. Throws axonn::Error for a missing/short file or a
