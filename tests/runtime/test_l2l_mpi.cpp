@@ -124,7 +124,10 @@ TEST(L2L, RunsTheScheduleProgram) {
     for (const auto& prm : m->parameters()) EXPECT_EQ(prm.tensor.numel(), 0) << prm.name;
 }
 
-// The peak of one step (after a first one) for `blocks` blocks.
+// The peak over three steps (after a first one) for `blocks` blocks. The copy thread's
+// prefetch overlaps the compute by a margin that depends on timing, so one step under
+// load may peak lower (by up to 23% seen on 2 loaded cores); the most of three is the
+// peak of the schedule.
 int64_t step_peak_bytes(int blocks, plan::StashTier stash, int64_t u) {
   const auto desc = l2l_gpt(blocks, 64);
   const auto cfg = gpt::GptConfig::from(desc);
@@ -137,7 +140,8 @@ int64_t step_peak_bytes(int blocks, plan::StashTier stash, int64_t u) {
   run.trainer.step(source->batch(0));
   runtime::DeviceMemory::reset_peak();
   const int64_t live = runtime::DeviceMemory::live_bytes();
-  run.trainer.step(source->batch(1));
+  for (int64_t b = 1; b <= 3; ++b) run.trainer.step(source->batch(b));
+  EXPECT_EQ(runtime::DeviceMemory::live_bytes(), live) << "device bytes left over by a step";
   return runtime::DeviceMemory::peak_bytes() - live;
 }
 
