@@ -30,3 +30,21 @@ TEST(Collectives, LatencyIsPaidPerRingStep) {
   EXPECT_DOUBLE_EQ(ring_all_reduce_s(4, 1e9, 100e9, 1e-5), 1.5e-2 + 6e-5);
   EXPECT_DOUBLE_EQ(point_to_point_s(1e6, 1e9, 1e-5), 1e-3 + 1e-5);
 }
+
+TEST(Collectives, BroadcastAndReduceCarryTheBufferOnceAlongTheRing) {
+  // 1e9 / 100e9 = 10 ms whatever p, plus 3 hops of 10 us on 4 members.
+  EXPECT_DOUBLE_EQ(ring_broadcast_s(4, 1e9, 100e9), 1e-2);
+  EXPECT_DOUBLE_EQ(ring_broadcast_s(4, 1e9, 100e9, 1e-5), 1e-2 + 3e-5);
+  EXPECT_DOUBLE_EQ(ring_reduce_s(8, 1e9, 100e9, 1e-5), 1e-2 + 7e-5);
+  EXPECT_EQ(ring_broadcast_s(1, 1e9, 1e9, 1.0), 0.0);
+  EXPECT_EQ(ring_reduce_s(1, 1e9, 1e9, 1.0), 0.0);
+}
+
+TEST(Collectives, RingSelfAttentionCountsItsShifts) {
+  // 4 members, chunks of 1 MB at 1 GB/s (1 ms each), 10 us per message:
+  // forward 2*3 messages of 1 MB; backward 3 (K, V) + 4 (dK, dV) messages of 2 MB.
+  EXPECT_DOUBLE_EQ(ring_self_attention_forward_s(4, 1e6, 1e9, 1e-5), 6 * (1e-3 + 1e-5));
+  EXPECT_DOUBLE_EQ(ring_self_attention_backward_s(4, 1e6, 1e9, 1e-5), 7 * (2e-3 + 1e-5));
+  EXPECT_EQ(ring_self_attention_forward_s(1, 1e6, 1e9, 1.0), 0.0);
+  EXPECT_EQ(ring_self_attention_backward_s(1, 1e6, 1e9, 1.0), 0.0);
+}

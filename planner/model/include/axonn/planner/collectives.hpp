@@ -34,4 +34,36 @@ inline double point_to_point_s(double bytes, double beta_bytes_per_s, double alp
   return bytes / beta_bytes_per_s + alpha_s;
 }
 
+// Broadcast of B bytes from one member, pipelined along the ring (NCCL's ring
+// broadcast; 2D/2.5D SUMMA's row and column broadcasts): every link carries B once and
+// the last member waits p-1 hops for the first piece.
+// t_BC(p, B) = B / beta + alpha * (p-1)
+inline double ring_broadcast_s(int64_t p, double bytes, double beta_bytes_per_s, double alpha_s = 0) {
+  if (p <= 1) return 0.0;
+  return bytes / beta_bytes_per_s + alpha_s * static_cast<double>(p - 1);
+}
+
+// Reduce of B bytes to one member, the broadcast run backwards (SUMMA's backward).
+// t_R(p, B) = B / beta + alpha * (p-1)
+inline double ring_reduce_s(int64_t p, double bytes, double beta_bytes_per_s, double alpha_s = 0) {
+  return ring_broadcast_s(p, bytes, beta_bytes_per_s, alpha_s);
+}
+
+// Ring self-attention over p members (runtime/ring_attention.hpp), C = bytes of one
+// member's chunk of K (or V, dK, dV): batch * heads * (L/p) * head_dim * element bytes.
+// Forward: K, then V, go round the ring, p-1 shifts each:
+//   t_RSA_fwd(p, C) = 2 (p-1) * t_P2P(C)
+// Backward: (K, V) packed, p-1 shifts, and the (dK, dV) accumulators p shifts home:
+//   t_RSA_bwd(p, C) = (2p - 1) * t_P2P(2C)
+inline double ring_self_attention_forward_s(int64_t p, double chunk_bytes, double beta_bytes_per_s,
+                                            double alpha_s = 0) {
+  if (p <= 1) return 0.0;
+  return 2.0 * static_cast<double>(p - 1) * point_to_point_s(chunk_bytes, beta_bytes_per_s, alpha_s);
+}
+inline double ring_self_attention_backward_s(int64_t p, double chunk_bytes, double beta_bytes_per_s,
+                                             double alpha_s = 0) {
+  if (p <= 1) return 0.0;
+  return static_cast<double>(2 * p - 1) * point_to_point_s(2.0 * chunk_bytes, beta_bytes_per_s, alpha_s);
+}
+
 }  // namespace axonn::planner
