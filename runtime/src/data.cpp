@@ -74,11 +74,16 @@ std::unique_ptr<TokenSource> make_token_source(const std::string& text_path, int
 
 at::Tensor local_microbatch(const at::Tensor& global_batch, const topo::Grid& g, const topo::Coords& c,
                             int64_t microbatch_seqs, int64_t micro) {
-  const int64_t per_group = global_batch.size(0) / g.gdata;
+  const int64_t per_group = global_batch.size(0) / g.replicas();
   const int64_t per_z = microbatch_seqs / g.gz;
-  const int64_t first = c[static_cast<int>(topo::Axis::Data)] * per_group + micro * microbatch_seqs +
-                        c[static_cast<int>(topo::Axis::Z)] * per_z;
-  return global_batch.narrow(0, first, per_z);
+  const int64_t d = c[static_cast<int>(topo::Axis::Data)];
+  const int64_t first = d / g.sequence * per_group + micro * microbatch_seqs + c[static_cast<int>(topo::Axis::Z)] * per_z;
+  at::Tensor seqs = global_batch.narrow(0, first, per_z);
+  if (g.sequence == 1) return seqs;
+  // Sequence parallelism: member d % sequence's chunk of positions, and the token after
+  // it (its last target).
+  const int64_t chunk = (global_batch.size(1) - 1) / g.sequence;
+  return seqs.narrow(1, d % g.sequence * chunk, chunk + 1);
 }
 
 }  // namespace axonn::runtime

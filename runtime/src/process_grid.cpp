@@ -35,6 +35,12 @@ ProcessGrid::ProcessGrid(Communicator& world, const topo::Grid& grid, const topo
   z_data_ = group_over(world, layout_, coords_, {Axis::Z, Axis::Data}, "z_data");
   model_ = group_over(world, layout_, coords_, {Axis::X, Axis::Y, Axis::Z, Axis::Pipe}, "model");
   tensor_ = group_over(world, layout_, coords_, {Axis::X, Axis::Y, Axis::Z}, "tensor");
+  if (grid.sequence < 1 || grid.gdata % grid.sequence != 0)
+    throw InputError("runtime", "sequence group of " + std::to_string(grid.sequence) + " on " + grid.to_string(),
+                     "plan grid", "a sequence group size that divides gdata");
+  // The data axis's innermost `sequence` members: one replica's sequence group.
+  const int64_t d = coord(Axis::Data);
+  sequence_ = data().split(static_cast<int>(d / grid.sequence), static_cast<int>(d % grid.sequence), "sequence");
 }
 
 }  // namespace axonn::runtime

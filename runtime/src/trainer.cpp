@@ -192,9 +192,10 @@ struct Trainer::Impl {
   // Which message to handle next under the message-driven schedule: 1 the gradient, 2 the
   // activation. Every rank of the stage's tensor group (X, Y, Z) must choose alike, or
   // they would issue their collectives in different orders: the group's first rank
-  // watches both receives (gradients first on a tie) and tells the others.
+  // watches both receives (gradients first on a tie) and tells the others. With sequence
+  // parallelism (no tensor axes) the sequence group, whose ring attention must agree.
   int next_message(const schedule::MessageDrivenStage& rule) {
-    Communicator& group = grid.tensor();
+    Communicator& group = grid.grid().sequence > 1 ? grid.sequence() : grid.tensor();
     int choice = 0;
     const double t0 = now_s();
     if (group.rank() == 0) {
@@ -241,7 +242,7 @@ struct Trainer::Impl {
     batch = global_batch;
     const auto& g = grid.grid();
     global_tokens = static_cast<double>(global_batch.size(0) * (global_batch.size(1) - 1));
-    micro_seqs = global_batch.size(0) / g.gdata / sched.microbatches;
+    micro_seqs = global_batch.size(0) / g.replicas() / sched.microbatches;
     coords = grid.layout().coords_of(grid.world().rank());
     loss_sum = at::zeros({1}, at::kDouble);
     executed.clear();

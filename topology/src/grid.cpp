@@ -38,6 +38,7 @@ int64_t Grid::size(Axis a) const {
 std::string Grid::to_string() const {
   std::ostringstream s;
   s << "gx=" << gx << " gy=" << gy << " gz=" << gz << " gdata=" << gdata << " ginter=" << ginter;
+  if (sequence != 1) s << " sequence=" << sequence;
   return s.str();
 }
 

@@ -124,7 +124,9 @@ Topology load_topology(const std::string& name_or_path) {
 }
 
 nlohmann::json grid_to_json(const Grid& g) {
-  return {{"gx", g.gx}, {"gy", g.gy}, {"gz", g.gz}, {"gdata", g.gdata}, {"ginter", g.ginter}};
+  nlohmann::json j = {{"gx", g.gx}, {"gy", g.gy}, {"gz", g.gz}, {"gdata", g.gdata}, {"ginter", g.ginter}};
+  if (g.sequence != 1) j["sequence"] = g.sequence;  // absent: 1 (grids written before it)
+  return j;
 }
 
 Grid grid_from_json(ObjectReader r) {
@@ -144,6 +146,13 @@ Grid grid_from_json(ObjectReader r) {
   g.gz = axis("gz");
   g.gdata = axis("gdata");
   g.ginter = axis("ginter");
+  if (r.has("sequence")) {
+    g.sequence = r.positive_int_at_most("sequence", kMaxRanks);
+    if (g.gdata % g.sequence != 0)
+      r.fail("sequence", "sequence group of " + std::to_string(g.sequence) + " does not divide gdata = " +
+                             std::to_string(g.gdata),
+             "a divisor of gdata (the sequence group is the data axis's innermost members)");
+  }
   r.finish();
   return g;
 }

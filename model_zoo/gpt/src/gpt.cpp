@@ -7,6 +7,7 @@
 
 #include "axonn/common/checksum.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/runtime/ring_attention.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 
 namespace axonn::gpt {
@@ -250,7 +251,7 @@ const at::Tensor& ParallelGpt::p(const std::string& name) const {
 }
 
 std::vector<int64_t> ParallelGpt::activation_shape(int64_t seqs) const {
-  return {seqs * c_.seq_len, c_.hidden / grid_.grid().gx};
+  return {seqs * c_.seq_len / grid_.grid().sequence, c_.hidden / grid_.grid().gx};
 }
 
 at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t seqs) {
@@ -265,9 +266,23 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
   };
   const std::string pre = "block" + std::to_string(b) + ".";
   at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
-  at::Tensor ctx = causal_attention(qkv.view({seqs, qkv.size(0) / seqs, -1}), heads_local).reshape({qkv.size(0), -1});
+  at::Tensor ctx = grid_.grid().sequence > 1
+                       ? sequence_attention(qkv.view({seqs, qkv.size(0) / seqs, -1}), heads_local)
+                       : causal_attention(qkv.view({seqs, qkv.size(0) / seqs, -1}), heads_local);
+  ctx = ctx.reshape({qkv.size(0), -1});
   at::Tensor h = h_in + linear(ctx, pre + "attn_out", H, H, true);
   return h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
+}
+
+at::Tensor ParallelGpt::sequence_attention(const at::Tensor& qkv, int64_t heads) {
+  // As causal_attention, on this member's chunk of positions: heads to the batch, the
+  // keys and values of the other chunks from the ring.
+  const int64_t b = qkv.size(0), s = qkv.size(1), width = qkv.size(2) / 3, d = width / heads;
+  auto split = [&](int64_t part) {
+    return qkv.narrow(2, part * width, width).reshape({b, s, heads, d}).transpose(1, 2).reshape({b * heads, s, d});
+  };
+  at::Tensor out = runtime::ring_self_attention(grid_.sequence(), split(0), split(1), split(2), /*causal=*/true);
+  return out.view({b, heads, s, d}).transpose(1, 2).reshape({b, s, width});
 }
 
 at::Tensor ParallelGpt::blocks_forward(int64_t first, int64_t last, const at::Tensor& h_in, int64_t seqs) {
@@ -283,8 +298,9 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
   at::Tensor h = activation;
   if (first_stage_) {
     at::Tensor input = tokens.narrow(1, 0, S).reshape({-1});
+    // With sequence parallelism S is this member's chunk, at its global positions.
     h = runtime::tp_embedding(e, layer_of_.at("embedding.weight"), input, c_.vocab, H) +
-        positions_.narrow(0, 0, S).repeat({B, 1});
+        positions_.narrow(0, grid_.sequence().rank() * S, S).repeat({B, 1});
   }
   for (int64_t b = first_block_; b < first_block_ + blocks_; b += interval_) {
     const int64_t end = std::min(b + interval_, first_block_ + blocks_);

@@ -12,8 +12,15 @@ std::string not_div(const std::string& what, int64_t a, const std::string& by, i
 
 std::optional<std::string> batch_divisibility_problem(const model::ModelDescription& m, const topo::Grid& g,
                                                       int64_t batch_seqs, int64_t microbatch_seqs) {
-  if (batch_seqs % g.gdata != 0) return not_div("batch sequences", batch_seqs, "gdata", g.gdata);
-  const int64_t per_group = batch_seqs / g.gdata;
+  if (g.sequence > 1) {  // the sequence mode: a chunk of every sequence per member, no tensor axes
+    if (g.gdata % g.sequence != 0) return not_div("gdata", g.gdata, "the sequence group", g.sequence);
+    if (m.seq_len % g.sequence != 0) return not_div("sequence length", m.seq_len, "the sequence group", g.sequence);
+    if (g.gx * g.gy * g.gz != 1)
+      return "sequence parallelism (sequence=" + std::to_string(g.sequence) + ") with tensor axes " + g.to_string() +
+             ": it needs gx = gy = gz = 1";
+  }
+  if (batch_seqs % g.replicas() != 0) return not_div("batch sequences", batch_seqs, "replicas (gdata/sequence)", g.replicas());
+  const int64_t per_group = batch_seqs / g.replicas();
   if (microbatch_seqs < 1 || per_group % microbatch_seqs != 0)
     return not_div("sequences per data-parallel group", per_group, "micro-batch sequences",
                    microbatch_seqs);

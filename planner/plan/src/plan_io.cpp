@@ -227,8 +227,9 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     p.l2l.prefetch = l.boolean("prefetch");
     l.finish();
     const auto& g = p.grid;
-    if (g.gx != 1 || g.gy != 1 || g.gz != 1 || g.ginter != 1)
-      r.fail("grid", "strategy l2l on grid " + g.to_string(), "gx = gy = gz = ginter = 1 (L2L runs data parallelism only)");
+    if (g.gx != 1 || g.gy != 1 || g.gz != 1 || g.ginter != 1 || g.sequence != 1)
+      r.fail("grid", "strategy l2l on grid " + g.to_string(),
+             "gx = gy = gz = ginter = 1, no sequence group (L2L runs data parallelism only)");
     if (p.optimizer.offload || p.optimizer.zero > 0)
       r.fail("optimizer", "strategy l2l with optimizer " + optimizer_label(p.optimizer),
              "offload false and zero 0 (L2L's parameter server holds Adam's state in the host tier)");

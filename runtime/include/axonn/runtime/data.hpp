@@ -35,8 +35,9 @@ class TokenSource {
 std::unique_ptr<TokenSource> make_token_source(const std::string& text_path, int64_t vocab, int64_t seqs,
                                                int64_t seq_len, uint64_t seed);
 
-// This rank's sequences of micro-batch `micro` in a global batch: data group `coords`'s
-// share, then the micro-batch, then the Z share.
+// This rank's sequences of micro-batch `micro` in a global batch: the replica's share,
+// then the micro-batch, then the Z share; with sequence parallelism (g.sequence > 1)
+// only the member's chunk of positions, plus the next token: [seqs, seq_len/sequence + 1].
 at::Tensor local_microbatch(const at::Tensor& global_batch, const topo::Grid& g, const topo::Coords& coords,
                             int64_t microbatch_seqs, int64_t micro);
 

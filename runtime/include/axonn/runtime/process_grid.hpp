@@ -38,13 +38,16 @@ class ProcessGrid {
   Communicator& model() { return *model_; }
   // Ranks that hold different parts of one pipeline stage of a replica (X, Y, Z).
   Communicator& tensor() { return *tensor_; }
+  // The members of the data axis that split one replica's sequences (Grid::sequence; a
+  // group of one without sequence parallelism).
+  Communicator& sequence() { return *sequence_; }
 
  private:
   Communicator& world_;
   topo::RankLayout layout_;
   topo::Coords coords_{};
   std::unique_ptr<Communicator> axis_[topo::kNumAxes];
-  std::unique_ptr<Communicator> z_data_, model_, tensor_;
+  std::unique_ptr<Communicator> z_data_, model_, tensor_, sequence_;
 };
 
 }  // namespace axonn::runtime

@@ -31,12 +31,18 @@ Axis parse_axis(const std::string& name, const std::string& module, const std::s
 
 struct Grid {
   int64_t gx = 1, gy = 1, gz = 1, gdata = 1, ginter = 1;
+  // Sequence parallelism (the `sequence` tensor mode, runtime/ring_attention.hpp): the
+  // innermost `sequence` members of the data axis split each sequence of their replica
+  // into contiguous chunks instead of taking sequences of their own. 1: none. Divides gdata.
+  int64_t sequence = 1;
 
   int64_t size(Axis a) const;
   int64_t total() const { return gx * gy * gz * gdata * ginter; }
-  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1"
+  // Model replicas over the data axis, each fed its own sequences: gdata / sequence.
+  int64_t replicas() const { return gdata / sequence; }
+  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1" (+ " sequence=2")
   bool operator==(const Grid& o) const {
-    return gx == o.gx && gy == o.gy && gz == o.gz && gdata == o.gdata && ginter == o.ginter;
+    return gx == o.gx && gy == o.gy && gz == o.gz && gdata == o.gdata && ginter == o.ginter && sequence == o.sequence;
   }
 };
 

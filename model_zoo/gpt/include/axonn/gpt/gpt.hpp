@@ -119,6 +119,8 @@ class ParallelGpt final : public runtime::ParallelModel {
  private:
   const at::Tensor& p(const std::string& name) const;
   at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
+  // Sequence parallelism: causal attention over the sequence group (ring self-attention).
+  at::Tensor sequence_attention(const at::Tensor& qkv, int64_t heads);
   GptConfig c_;
   runtime::ProcessGrid& grid_;
   runtime::Engine& engine_;

@@ -201,7 +201,7 @@ struct Plan {
   L2LSettings l2l;  // read when strategy is L2L
   std::optional<Prediction> prediction;
 
-  int64_t microbatches() const { return batch.seqs / grid.gdata / batch.microbatch_seqs; }
+  int64_t microbatches() const { return batch.seqs / grid.replicas() / batch.microbatch_seqs; }
   int64_t pipeline_limit() const { return pipeline.limit > 0 ? pipeline.limit : grid.ginter; }
   std::vector<int64_t> stage_units() const {
     return stage_units_or_even(pipeline.stage_units, model.num_units, grid.ginter);
