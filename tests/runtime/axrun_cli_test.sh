@@ -131,6 +131,23 @@ trains_as_one() {
 for sched in message-driven 1f1b gpipe; do
   trains_as_one "pipeline $sched" "pipeline $sched" "$T/pipe.json" --pipeline-schedule "$sched" --measure "$T/m_$sched.json"
 done
+# Sequence parallelism through the CLI (--tensor-mode sequence, ring self-attention): the
+# sequences split over 2 ranks in each of 2 replicas, and over all 4 (with ZeRO-1), print
+# the 1-rank plan's losses; bad sequence grids are refused.
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --tensor-mode sequence \
+  --grid 2,2 --output "$T/seq.json" >/dev/null
+trains_as_one "sequence parallelism, 2 replicas of 2" "grid gx=1 gy=1 gz=1 gdata=4 ginter=1 sequence=2" "$T/seq.json"
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --tensor-mode sequence \
+  --grid 4,1 --output "$T/seq4.json" >/dev/null
+trains_as_one "sequence parallelism over 4 ranks, ZeRO-1" "sequence=4" "$T/seq4.json" --zero 1
+check "a sequence group that does not divide the sequence" 2 "sequence length=16 is not divisible by the sequence group=3" -- \
+  "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 3 --batch-seqs 6 --tensor-mode sequence --grid 3,1 \
+  --output "$T/seq_bad.json"
+check "a sequence grid of the wrong size" 2 "grid product 8 differs from the GPU count.*t,gdata,ginter whose product is 4" -- \
+  "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --tensor-mode sequence --grid 4,2 \
+  --output "$T/seq_bad.json"
+check "a plan whose sequence group does not divide gdata" 2 "sequence group of 3 does not divide gdata = 4: .*seq3.json: /grid/sequence" -- \
+  bash -c "sed 's/\"sequence\": 2/\"sequence\": 3/' '$T/seq.json' > '$T/seq3.json' && '$AXRUN' --plan '$T/seq3.json' --steps 1"
 # L2L through the CLI: 4 data-parallel replicas relaying the units through the device
 # print the 1-rank plan's losses, with the stash on the host and on the device.
 "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --strategy l2l \
@@ -343,6 +360,13 @@ losses "$T/out" >"$T/straight.losses"
 ckpt_run "3 steps, saved" 4 "$T/pipe.json" "step +3/3" --steps 3 --save "$T/ck" --save-every 3
 ckpt_run "resumed to 6" 4 "$T/pipe.json" "resumed from .*step-00000003" --steps 6 --resume "$T/ck"
 same_tail "the resumed run" 3
+# Sequence parallelism: its checkpoint resumes under another sequence group, and the
+# pipeline's under a sequence plan.
+ckpt_run "sequence 2, 3 steps, saved" 4 "$T/seq.json" "step +3/3" --steps 3 --save "$T/ck_seq"
+ckpt_run "its checkpoint resumed over a sequence group of 4" 4 "$T/seq4.json" "resumed from" --steps 6 --resume "$T/ck_seq"
+same_tail "sequence 2 resumed as sequence 4" 3
+ckpt_run "the pipeline's checkpoint resumed by sequence 2" 4 "$T/seq.json" "resumed from" --steps 6 --resume "$T/ck"
+same_tail "the pipeline resumed as sequence 2" 3
 ckpt_run "resumed on another grid with ZeRO-1" 2 "$T/dp2.json" "re-sliced" --steps 6 --resume "$T/ck" --zero 1 \
   --measure "$T/m_resliced.json"
 follows=$(python3 - "$T/m_straight.json" "$T/m_resliced.json" <<'PY'

@@ -47,6 +47,7 @@ struct CommonArgs {
   int64_t zero = 0;
   bool search_memory_options = false;
   std::string strategy = "4d";
+  std::string tensor_mode = "axonn3d";
   int64_t l2l_microbatches = 0;  // 0: searched
   std::string l2l_stash;         // empty: searched
   bool l2l_no_prefetch = false;
@@ -114,6 +115,12 @@ void add_common(CLI::App* app, CommonArgs& a) {
                   "4d: tensor x pipeline x data grids; l2l: layer-to-layer (seed 001, data parallelism, the model "
                   "relayed through the device unit by unit); all: both, ranked together")
       ->check(CLI::IsMember({"4d", "l2l", "all"}))
+      ->capture_default_str();
+  app->add_option("--tensor-mode", a.tensor_mode,
+                  "the 4D grids' tensor parallelism: axonn3d (AxoNN's 3D, gx,gy,gz), sequence (ring self-attention, "
+                  "Colossal-AI: the sequence split over a group of the data axis; --grid t,gdata,ginter), or all (both, "
+                  "ranked together). The 1d, 2d, 2.5d and 3d modes of issue #11 are not built yet")
+      ->check(CLI::IsMember({"axonn3d", "sequence", "all"}))
       ->capture_default_str();
   app->add_option("--l2l-microbatches", a.l2l_microbatches,
                   "l2l: micro-batches per unit visit, u (default: every u dividing a replica's sequences)")
@@ -190,6 +197,11 @@ Loaded load(const CommonArgs& a) {
   o.search_memory_options = a.search_memory_options;
   o.rank_4d = a.strategy != "l2l";
   o.rank_l2l = a.strategy != "4d";
+  o.rank_axonn3d = a.tensor_mode != "sequence";
+  o.rank_sequence = a.tensor_mode != "axonn3d";
+  if (o.rank_sequence && o.comm_model == planner::CommModel::Paper)
+    throw InputError("axplan", "--tensor-mode " + a.tensor_mode + " with --comm-model paper", "--tensor-mode",
+                     "axonn3d with the paper model (the 4D paper's model has no sequence parallelism)");
   o.l2l_microbatches = a.l2l_microbatches;
   if (!a.l2l_stash.empty()) o.l2l_stash = a.l2l_stash == "device" ? plan::StashTier::Device : plan::StashTier::Host;
   o.l2l_prefetch = !a.l2l_no_prefetch;
@@ -211,7 +223,7 @@ ReportContext context(const Loaded& l) {
   c.order = topo::order_to_string(l.options.order);
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
-  c.strategies_ranked = l.options.rank_l2l;
+  c.strategies_ranked = l.options.rank_l2l || l.options.rank_sequence;
   return c;
 }
 
@@ -224,12 +236,16 @@ planner::Ranking rank_or_throw(const Loaded& l) {
   return r;
 }
 
-// --grid for `gpus` GPUs (topo::parse_grid, whose product must be the GPU count).
-topo::Grid parse_grid(const std::string& text, int64_t gpus) {
-  const topo::Grid g = topo::parse_grid(text, "axplan", "--grid " + text);
+// --grid for `gpus` GPUs (topo::parse_grid, whose product must be the GPU count); with
+// --tensor-mode sequence "t,gdata,ginter" (or "t,gdata"): a sequence group of t in each
+// of gdata replicas, i.e. the grid 1,1,1,t*gdata,ginter with sequence t.
+topo::Grid parse_grid(const std::string& text, int64_t gpus, const std::string& tensor_mode) {
+  const topo::Grid g = tensor_mode == "sequence" ? topo::parse_sequence_grid(text, "axplan", "--grid " + text)
+                                                 : topo::parse_grid(text, "axplan", "--grid " + text);
   if (g.total() != gpus)
     throw InputError("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
-                     fmt::format("gx,gy,gz,gdata,ginter whose product is {}", gpus));
+                     fmt::format("{} whose product is {}", tensor_mode == "sequence" ? "t,gdata,ginter" : "gx,gy,gz,gdata,ginter",
+                                 gpus));
   return g;
 }
 
@@ -250,7 +266,10 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   planner::Ranking r = rank_or_throw(l);
   const planner::Evaluation* chosen = &r.feasible.front();
   if (!grid_text.empty()) {
-    topo::Grid g = parse_grid(grid_text, l.options.gpus);
+    if (a.tensor_mode == "all")
+      throw InputError("axplan", "--grid with --tensor-mode all", "--grid " + grid_text,
+                       "--tensor-mode axonn3d (gx,gy,gz,gdata,ginter) or sequence (t,gdata,ginter) with --grid");
+    topo::Grid g = parse_grid(grid_text, l.options.gpus, a.tensor_mode);
     auto it = std::find_if(r.feasible.begin(), r.feasible.end(),
                            [&](const auto& e) { return e.strategy == plan::Strategy::FourD && e.grid == g; });
     if (it == r.feasible.end()) {
@@ -294,7 +313,7 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
 int cmd_explain(const CommonArgs& a, const std::string& grid_text, std::ostream& out) {
   Loaded l = load(a);
   planner::check_request(l.model, l.topology, l.options);
-  const topo::Grid g = parse_grid(grid_text, l.options.gpus);
+  const topo::Grid g = parse_grid(grid_text, l.options.gpus, a.tensor_mode);
   print_explanation(out, context(l), planner::explain(l.model, l.topology, g, l.options));
   return 0;
 }
@@ -346,7 +365,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string grid, output = "plan.json";
   auto* plan = app.add_subcommand("plan", "write the plan JSON of the best (or a given) grid");
   add_common(plan, plan_args);
-  plan->add_option("--grid", grid, "gx,gy,gz,gdata,ginter (default: the best ranked)");
+  plan->add_option("--grid", grid,
+                   "gx,gy,gz,gdata,ginter, or t,gdata,ginter with --tensor-mode sequence (default: the best ranked)");
   plan->add_option("--output,-o", output, "plan file to write")->capture_default_str();
   bool any_model = false;
   plan->add_flag("--any-model", any_model, "write the plan even for a model axrun cannot run (for another runtime)");
@@ -369,7 +389,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string explain_grid;
   auto* explain = app.add_subcommand("explain", "one grid in detail: bandwidths, per-layer costs, memory, verdict");
   add_common(explain, explain_args);
-  explain->add_option("--grid", explain_grid, "gx,gy,gz,gdata,ginter")->required();
+  explain->add_option("--grid", explain_grid, "gx,gy,gz,gdata,ginter (t,gdata,ginter with --tensor-mode sequence)")
+      ->required();
 
   auto* calibrate = app.add_subcommand(
       "calibrate", "measure a cluster under mpirun and write a topology file (runs axplan-calibrate; "

@@ -18,6 +18,7 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
   const auto& c = e.comm;
   nlohmann::json j = topo::grid_to_json(e.grid);
   j["strategy"] = plan::strategy_name(e.strategy);
+  if (e.strategy == plan::Strategy::FourD) j["tensor_mode"] = e.grid.sequence > 1 ? "sequence" : "axonn3d";
   if (e.strategy == plan::Strategy::L2L)
     j["l2l"] = {{"stash", plan::stash_tier_name(e.l2l.stash)}, {"prefetch", e.l2l.prefetch}};
   if (!e.rejected_because.empty()) j["rejected_because"] = e.rejected_because;
@@ -35,8 +36,7 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
       j["compute_s"] = e.compute_s;
       j["exposed_comm_s"] = e.exposed_comm_s;
     }
-    j["comm_breakdown_s"] = {{"ag_z", c.ag_z}, {"rs_z", c.rs_z}, {"ar_x", c.ar_x},
-                             {"ar_y", c.ar_y}, {"ar_data", c.ar_data}, {"p2p_pipe", c.p2p_pipe}};
+    j["comm_breakdown_s"] = plan::breakdown_to_json(c);
     j["optimizer"] = plan::optimizer_label(e.optimizer);
     j["memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.total_bytes());
     j["memory_breakdown_bytes"] = {{"model_state", static_cast<int64_t>(e.memory.model_state_bytes)},
@@ -80,14 +80,16 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   }
   if (f == Format::Csv) {
     out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,batch_s,compute_s,exposed_comm_s,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
-           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy\n";
+           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s\n";
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
-      fmt::print(out, "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},\"{}\"\n",
+      fmt::print(out,
+                 "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},"
+                 "\"{}\",{},{:.9g}\n",
                  rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
                  e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
                  b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because,
-                 plan::optimizer_label(e.optimizer), planner::strategy_label(e));
+                 plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq);
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
     if (show_rejected)
@@ -118,7 +120,7 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
                i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs,
                full ? fmt::format("{:>9.4f}  {:>9.4f}  {:>9.4f}  ", e.batch_s, e.compute_s, e.exposed_comm_s) : "",
                e.comm_s,
-               b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes() / kBytesPerGiB,
+               b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe + b.p2p_seq, e.memory.total_bytes() / kBytesPerGiB,
                options ? fmt::format("  {:<13}", plan::optimizer_label(e.optimizer)) : "",
                strategies ? fmt::format("  {:<22}", planner::strategy_label(e)) : "");
   }

@@ -42,8 +42,11 @@ std::string Grid::to_string() const {
   return s.str();
 }
 
-Grid parse_grid(const std::string& text, const std::string& module, const std::string& where) {
-  const std::string expected = "gx,gy,gz,gdata,ginter (or gx,gy,gz,gdata with ginter = 1): positive integers";
+namespace {
+
+// Comma-separated positive integers; InputError naming the bad one otherwise.
+std::vector<int64_t> positive_list(const std::string& text, const std::string& module, const std::string& where,
+                                   const std::string& expected) {
   std::vector<int64_t> v;
   std::stringstream ss(text);
   for (std::string item; std::getline(ss, item, ',');) {
@@ -56,9 +59,29 @@ Grid parse_grid(const std::string& text, const std::string& module, const std::s
       throw InputError(module, "bad grid value \"" + item + "\"", where, expected);
     }
   }
+  return v;
+}
+
+}  // namespace
+
+Grid parse_grid(const std::string& text, const std::string& module, const std::string& where) {
+  const std::string expected = "gx,gy,gz,gdata,ginter (or gx,gy,gz,gdata with ginter = 1): positive integers";
+  std::vector<int64_t> v = positive_list(text, module, where, expected);
   if (v.size() == 4) v.push_back(1);
   if (v.size() != 5) throw InputError(module, "grid needs 4 or 5 values", where, expected);
   return Grid{v[0], v[1], v[2], v[3], v[4]};
+}
+
+Grid parse_sequence_grid(const std::string& text, const std::string& module, const std::string& where) {
+  const std::string expected = "t,gdata,ginter (or t,gdata with ginter = 1; t = the sequence group): positive integers";
+  std::vector<int64_t> v = positive_list(text, module, where, expected);
+  if (v.size() == 2) v.push_back(1);
+  if (v.size() != 3) throw InputError(module, "sequence grid needs 2 or 3 values", where, expected);
+  Grid g;
+  g.sequence = v[0];
+  g.gdata = v[0] * v[1];
+  g.ginter = v[2];
+  return g;
 }
 
 PlacementOrder default_order() { return {Axis::X, Axis::Y, Axis::Z, Axis::Pipe, Axis::Data}; }

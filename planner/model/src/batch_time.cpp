@@ -42,9 +42,15 @@ struct PassClock {
         if (in.source == Source::Gather) t += l.comm.all_gather_s;
         if (in.source == Source::Prefetched) t = std::max(t, prefetch_done[in.layer]);
         break;
-      case LayerOp::Forward: compute_for(l.forward_s); break;
+      case LayerOp::Forward:  // with sequence parallelism, attention waits for its ring
+        compute_for(l.forward_s);
+        t += l.comm.ring_forward_s;
+        break;
       case LayerOp::ForwardAllReduce: t += l.comm.forward_all_reduce_s; break;
-      case LayerOp::BackwardInput: compute_for(l.backward_input_s); break;
+      case LayerOp::BackwardInput:
+        compute_for(l.backward_input_s);
+        t += l.comm.ring_backward_s;
+        break;
       case LayerOp::InputGradAllReduce: input_grad_done = t + l.comm.input_grad_all_reduce_s; break;
       case LayerOp::InputGradWait: t = std::max(t, input_grad_done); break;
       case LayerOp::BackwardWeight: compute_for(l.backward_weight_s); break;

@@ -13,8 +13,11 @@ struct LocalLinear {
 LocalLinear local_linear(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t seq_len) {
   const Axis a = l.transposed ? Axis::Y : Axis::X;  // splits W's rows
   const Axis b = l.transposed ? Axis::X : Axis::Y;  // splits W's columns
-  return {microbatch_seqs / g.gz * seq_len, l.k / g.size(a), l.n / g.size(b)};
+  return {microbatch_seqs / g.gz * (seq_len / g.sequence), l.k / g.size(a), l.n / g.size(b)};
 }
+
+// With sequence parallelism a member's queries are its chunk; the keys are all seq_len.
+int64_t queries(const topo::Grid& g, int64_t seq_len) { return seq_len / g.sequence; }
 
 // Attention heads are split over the group that splits QKV's output columns (Y).
 MatmulShape attention_shape(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t m,
@@ -49,11 +52,11 @@ std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const to
 
 MatmulList forward_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                int64_t seq_len) {
-  const int64_t s = seq_len, d = l.head_dim;
+  const int64_t s = seq_len, q = queries(g, seq_len), d = l.head_dim;
   switch (l.kind) {
     case model::LayerKind::Embedding: return {};
-    case model::LayerKind::Attention:
-      return list({attention_shape(l, g, microbatch_seqs, s, d, s), attention_shape(l, g, microbatch_seqs, s, s, d)});
+    case model::LayerKind::Attention:  // S = Q K^T, C = P V
+      return list({attention_shape(l, g, microbatch_seqs, q, d, s), attention_shape(l, g, microbatch_seqs, q, s, d)});
     case model::LayerKind::Linear: break;
   }
   const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
@@ -62,12 +65,12 @@ MatmulList forward_matmul_list(const model::Layer& l, const topo::Grid& g, int64
 
 MatmulList backward_input_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                       int64_t seq_len) {
-  const int64_t s = seq_len, d = l.head_dim;
+  const int64_t s = seq_len, q = queries(g, seq_len), d = l.head_dim;
   switch (l.kind) {
     case model::LayerKind::Embedding: return {};
     case model::LayerKind::Attention:  // dP = dC V^T, dQ = dS K, dK = dS^T Q
-      return list({attention_shape(l, g, microbatch_seqs, s, d, s), attention_shape(l, g, microbatch_seqs, s, s, d),
-                   attention_shape(l, g, microbatch_seqs, s, s, d)});
+      return list({attention_shape(l, g, microbatch_seqs, q, d, s), attention_shape(l, g, microbatch_seqs, q, s, d),
+                   attention_shape(l, g, microbatch_seqs, s, q, d)});
     case model::LayerKind::Linear: break;
   }
   const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
@@ -76,11 +79,11 @@ MatmulList backward_input_matmul_list(const model::Layer& l, const topo::Grid& g
 
 MatmulList backward_weight_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
                                        int64_t seq_len) {
-  const int64_t s = seq_len;
+  const int64_t s = seq_len, q = queries(g, seq_len);
   switch (l.kind) {
     case model::LayerKind::Embedding: return {};
     case model::LayerKind::Attention:  // dV = P^T dC (attention has no weights; this is its last input gradient)
-      return list({attention_shape(l, g, microbatch_seqs, s, s, l.head_dim)});
+      return list({attention_shape(l, g, microbatch_seqs, s, q, l.head_dim)});
     case model::LayerKind::Linear: break;
   }
   const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
@@ -114,8 +117,8 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
   if (r.count == 0) return out;
   double in = 0, outputs = 0, scores = 0;
   if (l.kind == model::LayerKind::Attention) {
-    const double s = static_cast<double>(seq_len);
-    scores = static_cast<double>(microbatch_seqs / g.gz * (l.heads / g.gy)) * s * s;
+    const double s = static_cast<double>(seq_len), q = static_cast<double>(queries(g, seq_len));
+    scores = static_cast<double>(microbatch_seqs / g.gz * (l.heads / g.gy)) * q * s;
   } else {
     const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
     const double rows = static_cast<double>(x.rows);

@@ -112,10 +112,13 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   e.grid = g;
   e.optimizer = o.optimizer;
   const bool paper = o.comm_model == CommModel::Paper;
-  if (o.batch_seqs % g.gdata != 0)
+  if (o.batch_seqs % g.replicas() != 0)
     return reject(e, Rejection::Divisibility,
-                  fmt::format("batch sequences={} is not divisible by gdata={}", o.batch_seqs, g.gdata));
-  const int64_t per_group = o.batch_seqs / g.gdata;
+                  g.sequence > 1 ? fmt::format("batch sequences={} is not divisible by replicas={} (gdata={} / sequence={})",
+                                               o.batch_seqs, g.replicas(), g.gdata, g.sequence)
+                                 : fmt::format("batch sequences={} is not divisible by gdata={}", o.batch_seqs, g.gdata));
+  // Sequences per replica; with sequence parallelism each member runs its chunk of each.
+  const int64_t per_group = o.batch_seqs / g.replicas();
   const int64_t mb =
       paper ? per_group : (o.microbatch_seqs > 0 ? o.microbatch_seqs : default_microbatch_seqs(per_group, g.gz, g.ginter));
   if (mb == 0)
@@ -149,11 +152,16 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
           : placement_agnostic_bandwidths(t, g);
 
   LayerCommSettings ls;
-  ls.tokens = mb * m.seq_len;
+  ls.tokens = mb * m.seq_len / g.sequence;
   ls.microbatches = paper ? 1 : e.microbatches;
   ls.element_bytes = paper ? 2 : o.precision.compute_bytes;
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
   ls.latency_s = paper ? 0.0 : t.collective_latency_s;
+  if (g.sequence > 1) {  // the data axis's innermost members: eq. 10 with the data axis's ip
+    const int64_t ip = topo::RankLayout(g, o.order).inner_size(topo::Axis::Data);
+    ls.sequence_bw = o.placement_aware ? group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle)
+                                       : bw[static_cast<int>(topo::Axis::Data)];
+  }
 
   // Each distinct layer once.
   const size_t nc = classes_.size();
@@ -219,7 +227,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   // shard of the activation (forward) or of its gradient (backward).
   double p2p_s = 0;
   if (g.ginter > 1)
-    p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(mb * m.seq_len) *
+    p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
                                  static_cast<double>(m.hidden) / static_cast<double>(g.gx * g.gz),
                              pipeline_p2p_bandwidth(t, g, o.order, o.placement_aware && !paper,
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
@@ -264,8 +272,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       const bool embedding = l.kind == model::LayerKind::Embedding;
       const int64_t all_gathers = paper ? 2 : ((pl.cached || embedding) ? 1 : 2);
       const int64_t forward_all_reduces = paper ? 2 : ((o.activation_checkpointing && l.recomputed) ? 2 : 1);
-      if (l.kind != model::LayerKind::Attention)
-        c += comm_per_step(sc.costs[static_cast<size_t>(k)].comm, ls.microbatches, all_gathers, forward_all_reduces);
+      c += comm_per_step(sc.costs[static_cast<size_t>(k)].comm, ls.microbatches, all_gathers, forward_all_reduces);
       if (o.optimizer.zero >= 3)
         zero3_gathers += static_cast<double>(ls.microbatches * zero3_fetches(l, pl, g)) *
                          zero3_gather_s(sc.costs[static_cast<size_t>(k)].comm.data_all_reduce_s, ls);

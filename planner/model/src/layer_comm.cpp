@@ -8,7 +8,15 @@ namespace axonn::planner {
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s) {
   LayerCollectives c;
-  if (l.kind == model::LayerKind::Attention) return c;
+  if (l.kind == model::LayerKind::Attention) {
+    if (g.sequence > 1) {  // one member's chunk of K: its tokens x the heads' widths on it
+      const double chunk_bytes = static_cast<double>(s.element_bytes) * static_cast<double>(s.tokens) *
+                                 static_cast<double>(l.heads * l.head_dim) / static_cast<double>(g.gy * g.gz);
+      c.ring_forward_s = ring_self_attention_forward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
+      c.ring_backward_s = ring_self_attention_backward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
+    }
+    return c;
+  }
   using topo::Axis;
   // "a" splits W's rows (and reduces the forward output), "b" splits W's columns
   // (and reduces the backward input gradient). Normal: a = X, b = Y; transposed: swapped.
@@ -33,7 +41,6 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
 
 plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                const LayerCommSettings& s) {
-  if (l.kind == model::LayerKind::Attention) return {};
   return comm_per_step(layer_collectives(l, g, bw, s), s.microbatches, s.all_gathers, s.forward_all_reduces);
 }
 

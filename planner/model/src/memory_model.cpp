@@ -133,7 +133,8 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
                      const topo::Grid& g, const MemorySettings& s, double sink_bytes, double owned, double gathered) {
   const double w = static_cast<double>(s.precision.compute_bytes);
   const double gxy = static_cast<double>(g.gx * g.gy);
-  const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / static_cast<double>(g.gz);
+  // Tokens of a micro-batch on this GPU (a chunk of each sequence with sequence parallelism).
+  const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / static_cast<double>(g.gz * g.sequence);
   const double hx = static_cast<double>(hidden) / static_cast<double>(g.gx);
   const bool checkpointing = s.activation_checkpointing;
   auto segmented = [&](const MemoryLayer& l) { return checkpointing && l.recomputed; };

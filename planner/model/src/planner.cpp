@@ -63,6 +63,19 @@ std::vector<topo::Grid> enumerate_grids(int64_t gpus) {
   return out;
 }
 
+std::vector<topo::Grid> enumerate_sequence_grids(int64_t gpus) {
+  std::vector<topo::Grid> out;
+  for (topo::Grid g : enumerate_grids(gpus)) {
+    if (g.gx * g.gy * g.gz != 1) continue;
+    for (int64_t n = 2; n <= g.gdata; ++n)
+      if (g.gdata % n == 0) {
+        g.sequence = n;
+        out.push_back(g);
+      }
+  }
+  return out;
+}
+
 void check_request(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   (void)m;
   if (o.gpus < 1) throw InputError("planner", "GPU count " + std::to_string(o.gpus) + " out of range", "--gpus", "an integer >= 1");
@@ -155,9 +168,11 @@ Evaluation evaluate_layer_by_layer(const model::ModelDescription& m, const topo:
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   check_request(m, t, o);
   std::vector<topo::Grid> grids;
-  if (o.rank_4d)
+  if (o.rank_4d && o.rank_axonn3d)
     for (const auto& g : enumerate_grids(o.gpus))
       if (o.comm_model != CommModel::Paper || g.ginter == 1) grids.push_back(g);
+  if (o.rank_4d && o.rank_sequence && o.comm_model != CommModel::Paper)
+    for (const auto& g : enumerate_sequence_grids(o.gpus)) grids.push_back(g);
   const OptionSearch search(m, t, o);
   std::vector<Evaluation> results(grids.size());
   // Threads take chunks of candidates in turn; each result lands at its grid's index,
@@ -196,13 +211,14 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
   // Best first: least batch time (paper: communication), then memory, then the
   // strategy (4D first), the grid and L2L's settings.
   const bool by_batch = o.comm_model == CommModel::Full;
-  using Key = std::tuple<double, double, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
+  using Key = std::tuple<double, double, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
   std::vector<std::pair<Key, size_t>> order;
   for (size_t i = 0; i < results.size(); ++i) {
     const Evaluation& e = results[i];
     if (!e.feasible) continue;
     order.push_back({Key{by_batch ? e.batch_s : e.comm_s, e.memory.total_bytes(), static_cast<int>(e.strategy), e.grid.gx,
-                         e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatches, static_cast<int>(e.l2l.stash)},
+                         e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.grid.sequence, e.microbatches,
+                         static_cast<int>(e.l2l.stash)},
                      i});
   }
   std::sort(order.begin(), order.end());
@@ -217,7 +233,8 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
 }
 
 std::string strategy_label(const Evaluation& e) {
-  if (e.strategy != plan::Strategy::L2L) return plan::strategy_name(e.strategy);
+  if (e.strategy != plan::Strategy::L2L)
+    return e.grid.sequence > 1 ? fmt::format("sequence {}", e.grid.sequence) : plan::strategy_name(e.strategy);
   return fmt::format("l2l u={} {}{}", e.microbatches, plan::stash_tier_name(e.l2l.stash), e.l2l.prefetch ? "" : " no-prefetch");
 }
 

@@ -59,11 +59,6 @@ std::string rank_formula(const topo::PlacementOrder& order) {
   return "rank = " + s;
 }
 
-nlohmann::json breakdown_to_json(const CommBreakdown& b) {
-  return {{"ag_z", b.ag_z}, {"rs_z", b.rs_z}, {"ar_x", b.ar_x},
-          {"ar_y", b.ar_y}, {"ar_data", b.ar_data}, {"p2p_pipe", b.p2p_pipe}};
-}
-
 CommBreakdown breakdown_from(ObjectReader r) {
   CommBreakdown b;
   b.ag_z = r.non_negative_number("ag_z");
@@ -72,11 +67,19 @@ CommBreakdown breakdown_from(ObjectReader r) {
   b.ar_y = r.non_negative_number("ar_y");
   b.ar_data = r.non_negative_number("ar_data");
   b.p2p_pipe = r.non_negative_number("p2p_pipe");
+  if (r.has("p2p_seq")) b.p2p_seq = r.non_negative_number("p2p_seq");
   r.finish();
   return b;
 }
 
 }  // namespace
+
+nlohmann::json breakdown_to_json(const CommBreakdown& b) {
+  nlohmann::json j = {{"ag_z", b.ag_z},       {"rs_z", b.rs_z},         {"ar_x", b.ar_x},
+                      {"ar_y", b.ar_y},       {"ar_data", b.ar_data},   {"p2p_pipe", b.p2p_pipe}};
+  if (b.p2p_seq > 0) j["p2p_seq"] = b.p2p_seq;  // sequence parallelism only
+  return j;
+}
 
 std::optional<std::string> runtime_problem(const model::ModelDescription& m) {
   if (m.family != "gpt")

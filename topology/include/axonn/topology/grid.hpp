@@ -57,6 +57,9 @@ PlacementOrder parse_order(const std::string& text, const std::string& module,
 // integers), or "gx,gy,gz,gdata" with ginter = 1. Throws InputError (module `module`,
 // location `where`, e.g. "--grid 2,2") otherwise.
 Grid parse_grid(const std::string& text, const std::string& module, const std::string& where);
+// The sequence mode's grid: "t,gdata,ginter" (or "t,gdata"): gdata replicas, each
+// splitting its sequences over t ranks; the grid 1,1,1,t*gdata,ginter with sequence t.
+Grid parse_sequence_grid(const std::string& text, const std::string& module, const std::string& where);
 
 using Coords = std::array<int64_t, kNumAxes>;  // indexed by Axis
 

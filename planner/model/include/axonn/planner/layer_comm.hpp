@@ -36,6 +36,7 @@ struct LayerCommSettings {
   int64_t element_bytes = 2;        // w
   int64_t grad_reduce_bytes = 4;    // wg
   double latency_s = 0;             // alpha per ring step
+  double sequence_bw = 0;           // bytes/s of the sequence group's ring (Grid::sequence > 1)
 };
 
 // One occurrence of each collective of a layer for one micro-batch, seconds (the
@@ -47,6 +48,9 @@ struct LayerCollectives {
   double input_grad_all_reduce_s = 0;  // over b (Y for normal layers); 0 without input gradient
   double data_all_reduce_s = 0;        // over data, per step
   double data_bytes = 0;
+  // Attention with sequence parallelism (collectives.hpp's ring self-attention): the
+  // shifts of one forward and of one backward, blocking (not overlapped in the model).
+  double ring_forward_s = 0, ring_backward_s = 0;
   topo::Axis a = topo::Axis::X, b = topo::Axis::Y;
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
@@ -66,11 +70,12 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
   (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
   (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
   c.ar_data = one.data_all_reduce_s;
+  c.p2p_seq = mb * (static_cast<double>(forward_all_reduces) * one.ring_forward_s + one.ring_backward_s);
   return c;
 }
 
 // Seconds per step, by collective (comm_per_step of layer_collectives). Attention
-// layers cost nothing.
+// layers cost nothing but their ring with sequence parallelism.
 plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                const LayerCommSettings& s);
 

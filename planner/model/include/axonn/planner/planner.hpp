@@ -58,6 +58,11 @@ struct PlannerOptions {
   // (or `l2l_microbatches`) and each stash tier (or `l2l_stash`).
   bool rank_4d = true;
   bool rank_l2l = false;
+  // Tensor modes of the 4D grids (--tensor-mode): AxoNN's 3D tensor parallelism (every
+  // (gx, gy, gz, gdata, ginter)), and sequence parallelism (grids 1,1,1,gdata,ginter
+  // with each sequence group of 2 or more dividing gdata; Grid::sequence).
+  bool rank_axonn3d = true;
+  bool rank_sequence = false;
   int64_t l2l_microbatches = 0;  // 0: every divisor
   std::optional<plan::StashTier> l2l_stash;  // unset: host and device
   bool l2l_prefetch = true;
@@ -88,7 +93,8 @@ struct Evaluation {
   double bubble_fraction = 0;        // pipelines: the slowest stage's idle share before its tail
 };
 
-// "4d", or "l2l u=4 host" (the micro-batches, the stash tier, "no-prefetch" when off).
+// "4d", "sequence 4" (the sequence group), or "l2l u=4 host" (the micro-batches, the
+// stash tier, "no-prefetch" when off).
 std::string strategy_label(const Evaluation& e);
 
 // docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
@@ -97,6 +103,9 @@ int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter);
 
 // Every ordered (gx, gy, gz, gdata, ginter) with product `gpus`, all divisors.
 std::vector<topo::Grid> enumerate_grids(int64_t gpus);
+// The sequence-parallel grids for `gpus`: (1, 1, 1, gdata, ginter) with each sequence
+// group of 2 or more that divides gdata, in enumerate_grids' order.
+std::vector<topo::Grid> enumerate_sequence_grids(int64_t gpus);
 
 // Throws axonn::Error for requests that no grid can satisfy whatever its shape:
 // GPU count vs topology, batch size.

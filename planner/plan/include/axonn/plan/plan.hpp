@@ -37,8 +37,9 @@ struct CommBreakdown {
   double ar_y = 0;      // all-reduces over Y
   double ar_data = 0;   // data-parallel gradient all-reduce
   double p2p_pipe = 0;  // pipeline point-to-point activations and gradients
+  double p2p_seq = 0;   // ring self-attention's shifts of K, V (and dK, dV) in the sequence group
 
-  double total() const { return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe; }
+  double total() const { return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq; }
   CommBreakdown& operator+=(const CommBreakdown& o) {
     ag_z += o.ag_z;
     rs_z += o.rs_z;
@@ -46,9 +47,12 @@ struct CommBreakdown {
     ar_y += o.ar_y;
     ar_data += o.ar_data;
     p2p_pipe += o.p2p_pipe;
+    p2p_seq += o.p2p_seq;
     return *this;
   }
-  CommBreakdown scaled(double f) const { return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f}; }
+  CommBreakdown scaled(double f) const {
+    return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f, p2p_seq * f};
+  }
 };
 
 // The four overlap optimizations of the 4D paper (section IV) plus bucketing.
@@ -213,6 +217,9 @@ struct Plan {
 std::optional<std::string> runtime_problem(const model::ModelDescription& m);
 
 nlohmann::json plan_to_json(const Plan& p);
+// {"ag_z": ..., "p2p_pipe": ...} (and "p2p_seq" when not 0), seconds: the plan's
+// prediction and axplan's reports write the breakdown alike.
+nlohmann::json breakdown_to_json(const CommBreakdown& b);
 // Validates every field and the consistency of the whole (grid product = gpus, grid
 // divides the model and batch); throws axonn::Error naming `origin` and the field.
 Plan plan_from_json(const nlohmann::json& j, const std::string& origin);
