@@ -351,6 +351,22 @@ WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_
   return w;
 }
 
+WorkHandle MpiCommunicator::broadcast(at::Tensor t, int root) {
+  require_contiguous_cpu(t, "broadcast");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "broadcast", described_);
+  AXONN_CHECK(MPI_Ibcast(t.data_ptr(), static_cast<int>(t.numel()), mpi_type(t), root, comm_, w->request()));
+  return w;
+}
+
+WorkHandle MpiCommunicator::reduce(at::Tensor t, int root) {
+  require_contiguous_cpu(t, "reduce");
+  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "reduce", described_);
+  const bool at_root = rank_ == root;
+  AXONN_CHECK(MPI_Ireduce(at_root ? MPI_IN_PLACE : t.data_ptr(), at_root ? t.data_ptr() : nullptr,
+                          static_cast<int>(t.numel()), mpi_type(t), mpi_op(ReduceOp::Sum, t), root, comm_, w->request()));
+  return w;
+}
+
 WorkHandle MpiCommunicator::send(at::Tensor t, int peer, int tag) {
   require_contiguous_cpu(t, "send");
   auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{t}, "send", described_);

@@ -196,6 +196,20 @@ WorkHandle NcclCommunicator::all_gather_v(at::Tensor in, const std::vector<int64
   return record({in, out});
 }
 
+WorkHandle NcclCommunicator::broadcast(at::Tensor t, int root) {
+  void* p = device_pointer(t, "broadcast");
+  after_default_stream();
+  AXONN_CHECK(ncclBroadcast(p, p, static_cast<size_t>(t.numel()), nccl_type(t), root, comm_, stream_));
+  return record({t});
+}
+
+WorkHandle NcclCommunicator::reduce(at::Tensor t, int root) {
+  void* p = device_pointer(t, "reduce");
+  after_default_stream();
+  AXONN_CHECK(ncclReduce(p, p, static_cast<size_t>(t.numel()), nccl_type(t), ncclSum, root, comm_, stream_));
+  return record({t});
+}
+
 WorkHandle NcclCommunicator::send(at::Tensor t, int peer, int /*tag: NCCL orders messages per peer*/) {
   after_default_stream();
   AXONN_CHECK(ncclSend(device_pointer(t, "send"), static_cast<size_t>(t.numel()), nccl_type(t), peer, comm_, stream_));

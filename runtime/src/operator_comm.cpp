@@ -3,14 +3,31 @@
 
 namespace axonn::runtime {
 
-OperatorComm::InFlight OperatorComm::issue_all_reduce(Communicator& c, const at::Tensor& t, const char* kind,
-                                                      ReduceOp op) {
+template <class Issue>
+OperatorComm::InFlight OperatorComm::issue(Communicator& c, const char* kind, Issue&& start) {
   InFlight f;
   f.kind = kind;
   if (c.size() == 1) return f;
   f.issued_at = tracer_ ? tracer_->now() : 0;
-  f.work = c.all_reduce(t, op);
+  f.work = start();
   return f;
+}
+
+OperatorComm::InFlight OperatorComm::issue_all_reduce(Communicator& c, const at::Tensor& t, const char* kind,
+                                                      ReduceOp op) {
+  return issue(c, kind, [&] { return c.all_reduce(t, op); });
+}
+
+OperatorComm::InFlight OperatorComm::issue_all_gather(Communicator& c, const at::Tensor& in, const at::Tensor& out,
+                                                      const char* kind) {
+  if (c.size() == 1) out.view(in.sizes()).copy_(in);
+  return issue(c, kind, [&] { return c.all_gather(in, out); });
+}
+
+OperatorComm::InFlight OperatorComm::issue_reduce_scatter(Communicator& c, const at::Tensor& in,
+                                                          const at::Tensor& out, const char* kind) {
+  if (c.size() == 1) out.view(in.sizes()).copy_(in);
+  return issue(c, kind, [&] { return c.reduce_scatter(in, out); });
 }
 
 void OperatorComm::wait(InFlight& f) {

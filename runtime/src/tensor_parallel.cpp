@@ -42,7 +42,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     ProcessGrid& g = e.grid;
     at::Tensor w = e.weights.weight(layer).view({k_local, n_local});
     at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(input, w); });
-    record(e, LayerOp::ForwardAllReduce, layer);
+    record(e, LayerOp::ForwardCollective, layer);
     e.ops.all_reduce(transposed ? g.y() : g.x(), out, transposed ? "ar_y" : "ar_x");  // partial over W's rows
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["layer"] = layer;
@@ -70,7 +70,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     // Optimization 1: the dI all-reduce (partial over W's columns) runs under the dW matmul.
     Communicator& c = transposed ? g.x() : g.y();
     const char* kind = transposed ? "ar_x" : "ar_y";
-    record(e, LayerOp::InputGradAllReduce, layer);
+    record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f = e.ops.issue_all_reduce(c, dinput, kind);
     const bool async = e.overlap.async_input_grad_all_reduce;
     if (!async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
@@ -98,7 +98,7 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
       return e.grid.y().size() == 1 ? at::embedding(table, tokens)
                                     : table.index_select(0, index) * mask.unsqueeze(1).to(table.scalar_type());
     });
-    record(e, LayerOp::ForwardAllReduce, layer);
+    record(e, LayerOp::ForwardCollective, layer);
     e.ops.all_reduce(e.grid.y(), out, "ar_y");
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["layer"] = layer;
@@ -123,17 +123,105 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
   }
 };
 
+// The 2d layout's input all-gather over Y: [rows, k/q] -> [rows, k] (member i's block
+// the i-th column block), and the dI reduce-scatter back.
+at::Tensor gather_columns(Engine& e, const at::Tensor& block) {
+  Communicator& y = e.grid.y();
+  const int64_t q = y.size(), rows = block.size(0), width = block.size(1);
+  at::Tensor out = at::empty({q, rows, width}, block.options());
+  OperatorComm::InFlight f = e.ops.issue_all_gather(y, block.contiguous(), out, "ag_y");
+  e.ops.wait(f);
+  return out.permute({1, 0, 2}).reshape({rows, q * width});
+}
+
+struct Linear2dFn : public torch::autograd::Function<Linear2dFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor input, at::Tensor weight_shard, int64_t engine,
+                            int64_t layer, int64_t k, int64_t n_local) {
+    (void)weight_shard;  // as LinearFn
+    Engine& e = engine_of(engine);
+    at::Tensor w = e.weights.weight(layer).view({k, n_local});
+    record(e, LayerOp::ForwardCollective, layer);
+    at::Tensor full = gather_columns(e, input);
+    at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(full, w); });
+    ctx->saved_data["engine"] = engine;
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["k"] = k;
+    ctx->saved_data["n"] = n_local;
+    if (e.weights.in_backward()) ctx->saved_data["weight"] = w;
+    ctx->save_for_backward({full});
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    Engine& e = engine_of(ctx);
+    Communicator& y = e.grid.y();
+    const int64_t layer = ctx->saved_data["layer"].toInt();
+    const auto k = ctx->saved_data["k"].toInt(), n = ctx->saved_data["n"].toInt();
+    const at::Tensor full = ctx->get_saved_variables()[0];
+    const at::Tensor dout = grads[0].contiguous();
+    at::Tensor w = ctx->saved_data.count("weight") ? ctx->saved_data["weight"].toTensor()
+                                                   : e.weights.weight(layer).view({k, n});
+    const int64_t q = y.size(), rows = dout.size(0);
+    // dI partial over Y, laid out as q column blocks for the reduce-scatter.
+    at::Tensor dfull = compute(e, LayerOp::BackwardInput, layer, [&] {
+      return at::matmul(dout, w.t()).view({rows, q, k / q}).transpose(0, 1).contiguous();
+    });
+    at::Tensor dinput = at::empty({rows, k / q}, dout.options());
+    record(e, LayerOp::InputGradCollective, layer);
+    OperatorComm::InFlight f = e.ops.issue_reduce_scatter(y, dfull, dinput, "rs_y");
+    const bool async = e.overlap.async_input_grad_all_reduce;  // optimization 1, as LinearFn
+    if (!async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
+    at::Tensor dw = compute(e, LayerOp::BackwardWeight, layer, [&] { return at::matmul(full.t(), dout); });
+    e.grads.reduce_scatter(layer, dw);
+    if (async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
+    e.poll();
+    return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+struct Embedding2dFn : public torch::autograd::Function<Embedding2dFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor tokens, at::Tensor weight_shard, int64_t engine,
+                            int64_t layer, int64_t vocab, int64_t hidden_local) {
+    (void)weight_shard;
+    Engine& e = engine_of(engine);
+    at::Tensor table = e.weights.weight(layer).view({vocab, hidden_local});
+    at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::embedding(table, tokens); });
+    ctx->saved_data["engine"] = engine;
+    ctx->saved_data["layer"] = layer;
+    ctx->saved_data["vocab"] = vocab;
+    ctx->save_for_backward({tokens});
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    Engine& e = engine_of(ctx);
+    const int64_t layer = ctx->saved_data["layer"].toInt(), vocab = ctx->saved_data["vocab"].toInt();
+    const at::Tensor tokens = ctx->get_saved_variables()[0];
+    at::Tensor dtable = compute(e, LayerOp::BackwardWeight, layer, [&] {
+      return at::zeros({vocab, grads[0].size(1)}, grads[0].options()).index_add_(0, tokens, grads[0]);
+    });
+    e.grads.reduce_scatter(layer, dtable);
+    e.poll();
+    return {at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// The group over which the hidden columns are split: X (AxoNN 3D), Y (2d).
+Communicator& hidden_group(Engine& e) { return e.grid.grid().summa ? e.grid.y() : e.grid.x(); }
+const char* norm_kind(Engine& e) { return e.grid.grid().summa ? "ar_y_norm" : "ar_x_norm"; }
+
 struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor gamma, at::Tensor beta, int64_t engine,
                             int64_t hidden, double eps) {
     Engine& e = engine_of(engine);
+    Communicator& group = hidden_group(e);
     const double H = static_cast<double>(hidden);
     at::Tensor mean = x.sum(-1, true).contiguous();
-    e.ops.all_reduce(e.grid.x(), mean, "ar_x_norm");
+    e.ops.all_reduce(group, mean, norm_kind(e));
     mean.div_(H);
     at::Tensor xc = x - mean;
     at::Tensor var = (xc * xc).sum(-1, true).contiguous();
-    e.ops.all_reduce(e.grid.x(), var, "ar_x_norm");
+    e.ops.all_reduce(group, var, norm_kind(e));
     var.div_(H);
     at::Tensor rstd = (var + eps).rsqrt();
     at::Tensor xhat = xc * rstd;
@@ -152,7 +240,7 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
     at::Tensor gy = dy * gamma;
     // dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)), means over the full hidden width
     at::Tensor sums = at::cat({gy.sum(-1, true), (gy * xhat).sum(-1, true)}, -1).contiguous();
-    e.ops.all_reduce(e.grid.x(), sums, "ar_x_norm");
+    e.ops.all_reduce(hidden_group(e), sums, norm_kind(e));
     sums.div_(H);
     at::Tensor dx = rstd * (gy - sums.narrow(-1, 0, 1) - xhat * sums.narrow(-1, 1, 1));
     const auto rows = dy.numel() / dy.size(-1);
@@ -206,9 +294,18 @@ at::Tensor tp_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int6
   return EmbeddingFn::apply(tokens, *e.weights.shard(layer), to_handle(&e), layer, vocab / g.gy, hidden / g.gx);
 }
 
+at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n) {
+  at::Tensor out = Linear2dFn::apply(input, *e.weights.shard(layer), to_handle(&e), layer, k, n / e.grid.grid().gy);
+  return bias.defined() ? out + bias : out;
+}
+
+at::Tensor tp2d_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden) {
+  return Embedding2dFn::apply(tokens, *e.weights.shard(layer), to_handle(&e), layer, vocab, hidden / e.grid.grid().gy);
+}
+
 at::Tensor tp_layer_norm(Engine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps) {
-  if (e.grid.grid().gx == 1) return at::layer_norm(x, {hidden}, gamma, beta, eps);
+  if (hidden_group(e).size() == 1) return at::layer_norm(x, {hidden}, gamma, beta, eps);
   return LayerNormFn::apply(x, gamma, beta, to_handle(&e), hidden, eps);
 }
 

@@ -48,14 +48,14 @@ PassSettings settings(int level, bool checkpointing) {
 TEST(SchedulePass, ForwardPrefetchesTheNextWeightedLayer) {
   const auto layers = small_stage(false);
   EXPECT_EQ(listing(pass_program(layers.data(), layers.size(), settings(4, false), PassKind::Forward)),
-            "Prefetch(0) Fetch(0, prefetched) Prefetch(1) Forward(0) ForwardAllReduce(0) "
-            "Fetch(1, prefetched) Prefetch(3) Forward(1) ForwardAllReduce(1) Forward(2) "
-            "Fetch(3, prefetched) Prefetch(4) Forward(3) ForwardAllReduce(3) "
-            "Fetch(4, prefetched) Forward(4) ForwardAllReduce(4)");
+            "Prefetch(0) Fetch(0, prefetched) Prefetch(1) Forward(0) ForwardCollective(0) "
+            "Fetch(1, prefetched) Prefetch(3) Forward(1) ForwardCollective(1) Forward(2) "
+            "Fetch(3, prefetched) Prefetch(4) Forward(3) ForwardCollective(3) "
+            "Fetch(4, prefetched) Forward(4) ForwardCollective(4)");
   EXPECT_EQ(listing(pass_program(layers.data(), layers.size(), settings(0, false), PassKind::Forward)),
-            "Fetch(0, gather) Forward(0) ForwardAllReduce(0) Fetch(1, gather) Forward(1) ForwardAllReduce(1) "
-            "Forward(2) Fetch(3, gather) Forward(3) ForwardAllReduce(3) Fetch(4, gather) Forward(4) "
-            "ForwardAllReduce(4)");
+            "Fetch(0, gather) Forward(0) ForwardCollective(0) Fetch(1, gather) Forward(1) ForwardCollective(1) "
+            "Forward(2) Fetch(3, gather) Forward(3) ForwardCollective(3) Fetch(4, gather) Forward(4) "
+            "ForwardCollective(4)");
 }
 
 TEST(SchedulePass, BackwardWithoutCheckpointingReGathersAndBucketsTheLastMicroBatch) {
@@ -63,19 +63,19 @@ TEST(SchedulePass, BackwardWithoutCheckpointingReGathersAndBucketsTheLastMicroBa
   // Level 4: prefetch the previous weight; dI all-reduce waited for after dW and the
   // reduce-scatter; buckets of 20 bytes = two layers (the embedding reads no weight).
   EXPECT_EQ(listing(pass_program(layers.data(), layers.size(), settings(4, false), PassKind::LastBackward)),
-            "Prefetch(4) Fetch(4, prefetched) Prefetch(3) BackwardInput(4) InputGradAllReduce(4) BackwardWeight(4) "
+            "Prefetch(4) Fetch(4, prefetched) Prefetch(3) BackwardInput(4) InputGradCollective(4) BackwardWeight(4) "
             "ReduceScatter(4) InputGradWait(4) "
-            "Fetch(3, prefetched) Prefetch(1) BackwardInput(3) InputGradAllReduce(3) BackwardWeight(3) "
+            "Fetch(3, prefetched) Prefetch(1) BackwardInput(3) InputGradCollective(3) BackwardWeight(3) "
             "ReduceScatter(3) InputGradWait(3) BucketAllReduce(3, 2 layers) "
             "BackwardInput(2) BackwardWeight(2) "
-            "Fetch(1, prefetched) BackwardInput(1) InputGradAllReduce(1) BackwardWeight(1) ReduceScatter(1) "
+            "Fetch(1, prefetched) BackwardInput(1) InputGradCollective(1) BackwardWeight(1) ReduceScatter(1) "
             "InputGradWait(1) BackwardWeight(0) ReduceScatter(0) BucketAllReduce(0, 2 layers) WaitReduceScatters(-1)");
   // Not the last micro-batch: no buckets. Level 0: the dI all-reduce waited for at once.
   EXPECT_EQ(listing(pass_program(layers.data(), layers.size(), settings(0, false), PassKind::Backward)),
-            "Fetch(4, gather) BackwardInput(4) InputGradAllReduce(4) InputGradWait(4) BackwardWeight(4) "
-            "ReduceScatter(4) Fetch(3, gather) BackwardInput(3) InputGradAllReduce(3) InputGradWait(3) "
+            "Fetch(4, gather) BackwardInput(4) InputGradCollective(4) InputGradWait(4) BackwardWeight(4) "
+            "ReduceScatter(4) Fetch(3, gather) BackwardInput(3) InputGradCollective(3) InputGradWait(3) "
             "BackwardWeight(3) ReduceScatter(3) BackwardInput(2) BackwardWeight(2) Fetch(1, gather) "
-            "BackwardInput(1) InputGradAllReduce(1) InputGradWait(1) BackwardWeight(1) ReduceScatter(1) "
+            "BackwardInput(1) InputGradCollective(1) InputGradWait(1) BackwardWeight(1) ReduceScatter(1) "
             "BackwardWeight(0) ReduceScatter(0) WaitReduceScatters(-1)");
 }
 
@@ -92,13 +92,13 @@ TEST(SchedulePass, CheckpointingRecomputesTheBlockAfterTheHeadsBackward) {
   // the cache and prefetches layer 3; then the block's backward with the recompute's
   // weights (no fetch), then the embedding.
   EXPECT_EQ(listing(pass_program(layers.data(), layers.size(), s, PassKind::Backward)),
-            "Prefetch(4) Fetch(4, prefetched) BackwardInput(4) InputGradAllReduce(4) BackwardWeight(4) "
+            "Prefetch(4) Fetch(4, prefetched) BackwardInput(4) InputGradCollective(4) BackwardWeight(4) "
             "ReduceScatter(4) InputGradWait(4) "
-            "Fetch(1, cached) Prefetch(3) Forward(1) ForwardAllReduce(1) Forward(2) Fetch(3, prefetched) Forward(3) "
-            "ForwardAllReduce(3) "
-            "BackwardInput(3) InputGradAllReduce(3) BackwardWeight(3) ReduceScatter(3) InputGradWait(3) "
+            "Fetch(1, cached) Prefetch(3) Forward(1) ForwardCollective(1) Forward(2) Fetch(3, prefetched) Forward(3) "
+            "ForwardCollective(3) "
+            "BackwardInput(3) InputGradCollective(3) BackwardWeight(3) ReduceScatter(3) InputGradWait(3) "
             "BackwardInput(2) BackwardWeight(2) "
-            "BackwardInput(1) InputGradAllReduce(1) BackwardWeight(1) ReduceScatter(1) InputGradWait(1) "
+            "BackwardInput(1) InputGradCollective(1) BackwardWeight(1) ReduceScatter(1) InputGradWait(1) "
             "BackwardWeight(0) ReduceScatter(0) WaitReduceScatters(-1)");
 }
 

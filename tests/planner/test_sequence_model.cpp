@@ -156,3 +156,31 @@ TEST(SequenceModel, TensorModesRankAloneOrTogether) {
   ASSERT_FALSE(seq.feasible.empty());
   EXPECT_EQ(strategy_label(seq.feasible.front()), "sequence " + std::to_string(seq.feasible.front().grid.sequence));
 }
+
+// Megatron's 1D is AxoNN's 3D on 1,t,1: the same grids, costs and label "1d".
+TEST(OneDModel, IsAxonn3dOnTheYAxisAlone) {
+  const auto m = model::load_model("gpt-20b");
+  const auto t = topo::load_topology("perlmutter");
+  PlannerOptions o = options(32, 16);
+  const Ranking axonn = rank_candidates(m, t, o);
+  o.rank_axonn3d = false;
+  o.rank_1d = true;
+  const Ranking one_d = rank_candidates(m, t, o);
+  EXPECT_EQ(one_d.feasible.size() + one_d.rejected.size(), enumerate_1d_grids(32).size());
+  ASSERT_FALSE(one_d.feasible.empty());
+  for (const auto& e : one_d.feasible) {
+    EXPECT_EQ(e.grid.gx * e.grid.gz, 1);
+    EXPECT_GT(e.grid.gy, 1);
+    EXPECT_EQ(strategy_label(e), "1d");
+    auto it = std::find_if(axonn.feasible.begin(), axonn.feasible.end(), [&](const Evaluation& x) { return x.grid == e.grid; });
+    ASSERT_NE(it, axonn.feasible.end()) << e.grid.to_string();
+    EXPECT_EQ(it->batch_s, e.batch_s);
+    EXPECT_EQ(strategy_label(*it), "1d");  // labeled so in every ranking
+  }
+  // Column-parallel, then row-parallel: a pair's forward all-reduce is over Y, its
+  // backward's too, and nothing goes over X or Z.
+  const Evaluation& best = one_d.feasible.front();
+  EXPECT_EQ(best.comm.ar_x + best.comm.ag_z + best.comm.rs_z, 0.0);
+  EXPECT_GT(best.comm.ar_y, 0.0);
+  EXPECT_EQ(strategy_label(evaluate(m, t, topo::Grid{2, 2, 1, 8, 1}, options(32, 16))), "4d");
+}

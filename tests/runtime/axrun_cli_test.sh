@@ -140,6 +140,23 @@ trains_as_one "sequence parallelism, 2 replicas of 2" "grid gx=1 gy=1 gz=1 gdata
 "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --tensor-mode sequence \
   --grid 4,1 --output "$T/seq4.json" >/dev/null
 trains_as_one "sequence parallelism over 4 ranks, ZeRO-1" "sequence=4" "$T/seq4.json" --zero 1
+# Megatron's 1D (AxoNN's 3D on 1,t,1) over 4 ranks, and every mode ranked together.
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --tensor-mode 1d \
+  --grid 4,1 --output "$T/oned.json" >/dev/null
+trains_as_one "1d over 4 ranks" "grid gx=1 gy=4 gz=1 gdata=1 ginter=1," "$T/oned.json"
+# Colossal-AI's 2D (SUMMA's layout) on a 2 x 2 grid.
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 --tensor-mode 2d \
+  --grid 4,1 --output "$T/twod.json" >/dev/null
+trains_as_one "2d over a 2 x 2 grid" "grid gx=1 gy=2 gz=2 gdata=1 ginter=1 2d" "$T/twod.json"
+check "a 2d group that is not a square" 2 "the 2d tensor group of 8 ranks is not a square.*--grid 8,1" -- \
+  "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 8 --batch-seqs 8 --tensor-mode 2d --grid 8,1 \
+  --output "$T/twod_bad.json"
+check "a 2d plan on a grid with an X axis" 2 "the 2d layout on gx=2 gy=2 gz=2.*twod_x.json: /grid/layout" -- \
+  bash -c "sed 's/\"gx\": 1/\"gx\": 2/' '$T/twod.json' > '$T/twod_x.json' && '$AXRUN' --plan '$T/twod_x.json' --steps 1"
+for mode in 1d sequence 2d axonn3d; do
+  check "--tensor-mode all ranks the $mode grids" 0 "\"tensor_mode\": \"$mode\"" -- "$AXPLAN" rank --model gpt-20b \
+    --topology perlmutter --gpus 32 --batch-seqs 16 --tensor-mode all --top 0 --format json
+done
 check "a sequence group that does not divide the sequence" 2 "sequence length=16 is not divisible by the sequence group=3" -- \
   "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 3 --batch-seqs 6 --tensor-mode sequence --grid 3,1 \
   --output "$T/seq_bad.json"
@@ -367,6 +384,8 @@ ckpt_run "its checkpoint resumed over a sequence group of 4" 4 "$T/seq4.json" "r
 same_tail "sequence 2 resumed as sequence 4" 3
 ckpt_run "the pipeline's checkpoint resumed by sequence 2" 4 "$T/seq.json" "resumed from" --steps 6 --resume "$T/ck"
 same_tail "the pipeline resumed as sequence 2" 3
+ckpt_run "the pipeline's checkpoint resumed by 2d" 4 "$T/twod.json" "resumed from" --steps 6 --resume "$T/ck"
+same_tail "the pipeline resumed as 2d" 3
 ckpt_run "resumed on another grid with ZeRO-1" 2 "$T/dp2.json" "re-sliced" --steps 6 --resume "$T/ck" --zero 1 \
   --measure "$T/m_resliced.json"
 follows=$(python3 - "$T/m_straight.json" "$T/m_resliced.json" <<'PY'

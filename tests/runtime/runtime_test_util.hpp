@@ -6,8 +6,12 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/divisibility.hpp"
@@ -51,6 +55,29 @@ inline std::vector<plan::Plan> world_plans(const model::ModelDescription& desc, 
     out.push_back(test_plan(desc, g, seqs, mb));
   }
   return out;
+}
+
+// A test plan on each of `grids` (tensor modes: sequence groups, the 2d layout), with the
+// default micro-batch over its replicas (two or more where the batch allows); the grids
+// that do not divide `desc` and `seqs` go to `skipped` with the reason.
+inline std::vector<plan::Plan> plans_on(const std::vector<topo::Grid>& grids, const model::ModelDescription& desc,
+                                        int64_t seqs, std::vector<std::string>* skipped) {
+  std::vector<plan::Plan> out;
+  for (const auto& g : grids) {
+    const int64_t mb = seqs % g.replicas() ? 0
+                                           : planner::default_microbatch_seqs(seqs / g.replicas(), g.gz,
+                                                                              std::max<int64_t>(g.ginter, 2));
+    std::optional<std::string> why = mb > 0 ? plan::divisibility_problem(desc, g, seqs, mb)
+                                            : std::optional<std::string>("no micro-batch size");
+    if (why) skipped->push_back(g.to_string() + ": " + *why);
+    else out.push_back(test_plan(desc, g, seqs, mb));
+  }
+  return out;
+}
+
+inline std::string describe_plan(const plan::Plan& p) {
+  return p.grid.to_string() + ", " + std::to_string(p.microbatches()) + " micro-batch(es)" +
+         (p.activation_checkpointing ? ", checkpointing" : "");
 }
 
 // The forward and backward of every micro-batch with the gradients synchronised (the
@@ -120,10 +147,38 @@ inline std::vector<double> serial_accumulation_curve(gpt::SerialGpt& serial, run
   return losses;
 }
 
+// Trains `run` on source.batch(0), source.batch(1), ... for serial_losses.size() steps;
+// returns the largest |loss - serial_losses[step]|.
+inline double worst_loss_deviation(gpt::GptStage& run, runtime::TokenSource& source,
+                                   const std::vector<double>& serial_losses) {
+  double worst = 0;
+  for (size_t s = 0; s < serial_losses.size(); ++s)
+    worst = std::max(worst, std::abs(run.trainer.step(source.batch(static_cast<int64_t>(s))).loss - serial_losses[s]));
+  return worst;
+}
+
 // The same on whole batches.
 inline std::vector<double> serial_loss_curve(gpt::SerialGpt& serial, runtime::TokenSource& source, int steps, double lr,
                                              double clip) {
   return serial_accumulation_curve(serial, source, steps, lr, clip, 1, 1);
 }
+
+// The serial reference of the 20-step runs: Adam (lr 3e-3) with a small clip (0.5, so
+// that clipping is active) on the synthetic tokens of `data_seed` from the weights of
+// `weight_seed`; `initial` keeps those weights for the parallel runs, `serial` is trained.
+struct SerialRun {
+  static constexpr int kSteps = 20;
+  static constexpr double kLr = 3e-3, kClip = 0.5;
+  std::unique_ptr<runtime::TokenSource> source;
+  gpt::SerialGpt serial, initial;
+  std::vector<double> losses;
+  SerialRun(const gpt::GptConfig& cfg, int64_t seqs, uint64_t data_seed, uint64_t weight_seed)
+      : source(runtime::make_token_source("", cfg.vocab, seqs, cfg.seq_len, data_seed)),
+        serial(cfg, weight_seed),
+        initial(cfg, weight_seed),
+        losses(serial_loss_curve(serial, *source, kSteps, kLr, kClip)) {}
+  static runtime::TrainerOptions options() { return runtime::TrainerOptions{kLr, kClip}; }
+  bool trained() const { return std::abs(losses.front() - losses.back()) > 1e-3; }
+};
 
 }  // namespace axonn::test

@@ -118,51 +118,28 @@ struct SequenceCase {
 };
 
 std::vector<plan::Plan> sequence_plans(const SequenceCase& c, std::vector<std::string>* skipped) {
-  std::vector<plan::Plan> out;
-  for (auto g : planner::enumerate_grids(g_world->size())) {
-    if (g.gx * g.gy * g.gz != 1) continue;
-    for (int64_t n = 2; n <= g.gdata; ++n) {
-      if (g.gdata % n != 0) continue;
-      g.sequence = n;
-      const int64_t mb =
-          c.seqs % g.replicas() ? 0 : planner::default_microbatch_seqs(c.seqs / g.replicas(), 1, std::max<int64_t>(g.ginter, 2));
-      std::optional<std::string> why = mb > 0 ? plan::divisibility_problem(c.desc, g, c.seqs, mb)
-                                              : std::optional<std::string>("no micro-batch size");
-      if (why) skipped->push_back(g.to_string() + ": " + *why);
-      else out.push_back(test_plan(c.desc, g, c.seqs, mb));
-    }
-  }
-  return out;
-}
-
-std::string describe_plan(const plan::Plan& p) {
-  return p.grid.to_string() + ", " + std::to_string(p.microbatches()) + " micro-batch(es)" +
-         (p.activation_checkpointing ? ", checkpointing" : "");
+  return plans_on(planner::enumerate_sequence_grids(g_world->size()), c.desc, c.seqs, skipped);
 }
 
 }  // namespace
 
 TEST(Sequence, LossAndEveryGradientMatchSerialOnEveryLayout) {
   SequenceCase c;
-  SerialStep ref(c.cfg, c.seqs, 5, 3);
-  auto& [serial, batch, serial_loss] = ref;
   std::vector<std::string> skipped;
   const auto plans = sequence_plans(c, &skipped);
   if (g_world->size() > 1) {
     EXPECT_FALSE(plans.empty());
   }
+  SerialStep ref(c.cfg, c.seqs, 5, 3);
   for (auto p : plans)
     for (bool checkpointing : {false, true}) {  // the recompute runs the ring again
       p.activation_checkpointing = checkpointing;
       if (checkpointing) p.overlap = plan::OverlapSettings{};
       ProcessGrid pg(*g_world, p.grid, p.placement_order);
-      gpt::GptStage run(p, pg, c.cfg, serial.named_parameters(), nullptr);
-      at::Tensor total = loss_and_gradients(run, batch);
-      EXPECT_LT(relative_error(total, serial_loss.detach().view({1})), 1e-5) << describe_plan(p);
-      const auto grads = run.model.gather(true);
-      for (const auto& [name, grad] : grads)
-        EXPECT_LT(relative_error(grad, serial_parameter(serial, name).grad()), 1e-5)
-            << describe_plan(p) << " gradient of " << name;
+      gpt::GptStage run(p, pg, c.cfg, ref.serial.named_parameters(), nullptr);
+      EXPECT_LT(relative_error(loss_and_gradients(run, ref.batch), ref.loss.detach().view({1})), 1e-5)
+          << describe_plan(p);
+      EXPECT_LT(worst_gradient_error(run.model, ref.serial), 1e-5) << describe_plan(p) << ": the worst gradient";
     }
   if (g_world->rank() == 0) {
     for (const auto& p : plans) std::printf("  [sequence] %s: equal to serial\n", describe_plan(p).c_str());
@@ -172,19 +149,12 @@ TEST(Sequence, LossAndEveryGradientMatchSerialOnEveryLayout) {
 
 TEST(Sequence, TwentyTrainingStepsFollowTheSerialLossCurve) {
   SequenceCase c;
-  const int steps = 20;
-  const double lr = 3e-3, clip = 0.5;
-  auto source = runtime::make_token_source("", c.cfg.vocab, c.seqs, c.cfg.seq_len, 25);
-  gpt::SerialGpt serial(c.cfg, 26), initial(c.cfg, 26);
-  const std::vector<double> serial_losses = serial_loss_curve(serial, *source, steps, lr, clip);
+  SerialRun ref(c.cfg, c.seqs, 25, 26);
   std::vector<std::string> skipped;
   for (const auto& p : sequence_plans(c, &skipped)) {
     ProcessGrid pg(*g_world, p.grid, p.placement_order);
-    gpt::GptStage run(p, pg, c.cfg, initial.named_parameters(), nullptr, runtime::TrainerOptions{lr, clip});
-    double worst = 0;
-    for (int i = 0; i < steps; ++i)
-      worst = std::max(worst, std::abs(run.trainer.step(source->batch(i)).loss - serial_losses[static_cast<size_t>(i)]));
-    EXPECT_LT(worst, 1e-4) << describe_plan(p);
+    gpt::GptStage run(p, pg, c.cfg, ref.initial.named_parameters(), nullptr, SerialRun::options());
+    EXPECT_LT(worst_loss_deviation(run, *ref.source, ref.losses), 1e-4) << describe_plan(p);
   }
-  EXPECT_GT(std::abs(serial_losses.front() - serial_losses.back()), 1e-3);  // it trained
+  EXPECT_TRUE(ref.trained());
 }

@@ -117,10 +117,12 @@ void add_common(CLI::App* app, CommonArgs& a) {
       ->check(CLI::IsMember({"4d", "l2l", "all"}))
       ->capture_default_str();
   app->add_option("--tensor-mode", a.tensor_mode,
-                  "the 4D grids' tensor parallelism: axonn3d (AxoNN's 3D, gx,gy,gz), sequence (ring self-attention, "
-                  "Colossal-AI: the sequence split over a group of the data axis; --grid t,gdata,ginter), or all (both, "
-                  "ranked together). The 1d, 2d, 2.5d and 3d modes of issue #11 are not built yet")
-      ->check(CLI::IsMember({"axonn3d", "sequence", "all"}))
+                  "the 4D grids' tensor parallelism: axonn3d (AxoNN's 3D, gx,gy,gz), 1d (Megatron's column/row pairs: "
+                  "AxoNN's 3D on 1,t,1; --grid t,gdata,ginter), sequence (ring self-attention, Colossal-AI: the sequence "
+                  "split over a group of the data axis; --grid t,gdata,ginter), 2d (Colossal-AI's 2D, SUMMA on a q x q "
+                  "grid: --grid t,gdata,ginter with t = q^2), or all (every mode, ranked together). The 2.5d and 3d "
+                  "modes of issue #11 are not built yet")
+      ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "all"}))
       ->capture_default_str();
   app->add_option("--l2l-microbatches", a.l2l_microbatches,
                   "l2l: micro-batches per unit visit, u (default: every u dividing a replica's sequences)")
@@ -197,11 +199,13 @@ Loaded load(const CommonArgs& a) {
   o.search_memory_options = a.search_memory_options;
   o.rank_4d = a.strategy != "l2l";
   o.rank_l2l = a.strategy != "4d";
-  o.rank_axonn3d = a.tensor_mode != "sequence";
-  o.rank_sequence = a.tensor_mode != "axonn3d";
-  if (o.rank_sequence && o.comm_model == planner::CommModel::Paper)
+  o.rank_axonn3d = a.tensor_mode == "axonn3d" || a.tensor_mode == "all";
+  o.rank_1d = a.tensor_mode == "1d";
+  o.rank_sequence = a.tensor_mode == "sequence" || a.tensor_mode == "all";
+  o.rank_2d = a.tensor_mode == "2d" || a.tensor_mode == "all";
+  if ((o.rank_sequence || o.rank_2d) && o.comm_model == planner::CommModel::Paper)
     throw InputError("axplan", "--tensor-mode " + a.tensor_mode + " with --comm-model paper", "--tensor-mode",
-                     "axonn3d with the paper model (the 4D paper's model has no sequence parallelism)");
+                     "axonn3d or 1d with the paper model (the 4D paper's model has neither sequence parallelism nor 2d)");
   o.l2l_microbatches = a.l2l_microbatches;
   if (!a.l2l_stash.empty()) o.l2l_stash = a.l2l_stash == "device" ? plan::StashTier::Device : plan::StashTier::Host;
   o.l2l_prefetch = !a.l2l_no_prefetch;
@@ -223,7 +227,7 @@ ReportContext context(const Loaded& l) {
   c.order = topo::order_to_string(l.options.order);
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
-  c.strategies_ranked = l.options.rank_l2l || l.options.rank_sequence;
+  c.strategies_ranked = l.options.rank_l2l || l.options.rank_sequence || l.options.rank_2d;
   return c;
 }
 
@@ -237,15 +241,17 @@ planner::Ranking rank_or_throw(const Loaded& l) {
 }
 
 // --grid for `gpus` GPUs (topo::parse_grid, whose product must be the GPU count); with
-// --tensor-mode sequence "t,gdata,ginter" (or "t,gdata"): a sequence group of t in each
-// of gdata replicas, i.e. the grid 1,1,1,t*gdata,ginter with sequence t.
+// --tensor-mode sequence, 1d or 2d "t,gdata,ginter" (or "t,gdata"; topo::parse_group_grid).
 topo::Grid parse_grid(const std::string& text, int64_t gpus, const std::string& tensor_mode) {
-  const topo::Grid g = tensor_mode == "sequence" ? topo::parse_sequence_grid(text, "axplan", "--grid " + text)
-                                                 : topo::parse_grid(text, "axplan", "--grid " + text);
+  const std::string where = "--grid " + text;
+  const bool group = tensor_mode == "sequence" || tensor_mode == "1d" || tensor_mode == "2d";
+  const topo::GroupMode mode = tensor_mode == "sequence" ? topo::GroupMode::Sequence
+                               : tensor_mode == "2d"     ? topo::GroupMode::TwoD
+                                                         : topo::GroupMode::OneD;
+  const topo::Grid g = group ? topo::parse_group_grid(mode, text, "axplan", where) : topo::parse_grid(text, "axplan", where);
   if (g.total() != gpus)
     throw InputError("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
-                     fmt::format("{} whose product is {}", tensor_mode == "sequence" ? "t,gdata,ginter" : "gx,gy,gz,gdata,ginter",
-                                 gpus));
+                     fmt::format("{} whose product is {}", group ? "t,gdata,ginter" : "gx,gy,gz,gdata,ginter", gpus));
   return g;
 }
 
@@ -268,7 +274,7 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   if (!grid_text.empty()) {
     if (a.tensor_mode == "all")
       throw InputError("axplan", "--grid with --tensor-mode all", "--grid " + grid_text,
-                       "--tensor-mode axonn3d (gx,gy,gz,gdata,ginter) or sequence (t,gdata,ginter) with --grid");
+                       "--tensor-mode axonn3d (gx,gy,gz,gdata,ginter), 1d or sequence (t,gdata,ginter) with --grid");
     topo::Grid g = parse_grid(grid_text, l.options.gpus, a.tensor_mode);
     auto it = std::find_if(r.feasible.begin(), r.feasible.end(),
                            [&](const auto& e) { return e.strategy == plan::Strategy::FourD && e.grid == g; });

@@ -18,7 +18,11 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
   const auto& c = e.comm;
   nlohmann::json j = topo::grid_to_json(e.grid);
   j["strategy"] = plan::strategy_name(e.strategy);
-  if (e.strategy == plan::Strategy::FourD) j["tensor_mode"] = e.grid.sequence > 1 ? "sequence" : "axonn3d";
+  if (e.strategy == plan::Strategy::FourD)
+    j["tensor_mode"] = e.grid.sequence > 1                    ? "sequence"
+                       : e.grid.summa                         ? "2d"
+                       : planner::strategy_label(e) == "1d" ? "1d"
+                                                              : "axonn3d";
   if (e.strategy == plan::Strategy::L2L)
     j["l2l"] = {{"stash", plan::stash_tier_name(e.l2l.stash)}, {"prefetch", e.l2l.prefetch}};
   if (!e.rejected_because.empty()) j["rejected_because"] = e.rejected_because;
@@ -80,16 +84,16 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   }
   if (f == Format::Csv) {
     out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,batch_s,compute_s,exposed_comm_s,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
-           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s\n";
+           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s,act_y_s\n";
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
       fmt::print(out,
                  "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},"
-                 "\"{}\",{},{:.9g}\n",
+                 "\"{}\",{},{:.9g},{:.9g}\n",
                  rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
                  e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
                  b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because,
-                 plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq);
+                 plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq, b.act_y);
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
     if (show_rejected)
@@ -103,7 +107,11 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   const bool full = c.comm_model == planner::CommModel::Full;
   if (full)
     out << "batch = predicted batch time = compute + exposed communication (and pipeline bubble); comm = all\n"
-           "communication, hidden or not, split by collective (seconds per step)\n\n";
+           "communication, hidden or not, split by collective (seconds per step)"
+        << (c.strategies_ranked ? "; 2d's all-gathers and reduce-scatters\nof activations over Y are in ar_y, sequence "
+                                  "parallelism's ring in p2p"
+                                : "")
+        << "\n\n";
   const bool options = c.memory_options_searched;
   const bool strategies = c.strategies_ranked;
   const std::string header = fmt::format(
@@ -120,7 +128,7 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
                i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs,
                full ? fmt::format("{:>9.4f}  {:>9.4f}  {:>9.4f}  ", e.batch_s, e.compute_s, e.exposed_comm_s) : "",
                e.comm_s,
-               b.ag_z, b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe + b.p2p_seq, e.memory.total_bytes() / kBytesPerGiB,
+               b.ag_z, b.rs_z, b.ar_x, b.ar_y + b.act_y, b.ar_data, b.p2p_pipe + b.p2p_seq, e.memory.total_bytes() / kBytesPerGiB,
                options ? fmt::format("  {:<13}", plan::optimizer_label(e.optimizer)) : "",
                strategies ? fmt::format("  {:<22}", planner::strategy_label(e)) : "");
   }

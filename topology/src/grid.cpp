@@ -39,6 +39,7 @@ std::string Grid::to_string() const {
   std::ostringstream s;
   s << "gx=" << gx << " gy=" << gy << " gz=" << gz << " gdata=" << gdata << " ginter=" << ginter;
   if (sequence != 1) s << " sequence=" << sequence;
+  if (summa) s << " 2d";
   return s.str();
 }
 
@@ -72,15 +73,30 @@ Grid parse_grid(const std::string& text, const std::string& module, const std::s
   return Grid{v[0], v[1], v[2], v[3], v[4]};
 }
 
-Grid parse_sequence_grid(const std::string& text, const std::string& module, const std::string& where) {
-  const std::string expected = "t,gdata,ginter (or t,gdata with ginter = 1; t = the sequence group): positive integers";
+Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where) {
+  const char* group = mode == GroupMode::Sequence ? "the sequence group" : "the tensor group";
+  const std::string expected = std::string("t,gdata,ginter (or t,gdata with ginter = 1; t = ") + group + "): positive integers";
   std::vector<int64_t> v = positive_list(text, module, where, expected);
   if (v.size() == 2) v.push_back(1);
-  if (v.size() != 3) throw InputError(module, "sequence grid needs 2 or 3 values", where, expected);
+  if (v.size() != 3) throw InputError(module, "grid of t,gdata,ginter needs 2 or 3 values", where, expected);
   Grid g;
-  g.sequence = v[0];
-  g.gdata = v[0] * v[1];
   g.ginter = v[2];
+  if (mode == GroupMode::Sequence) {
+    g.sequence = v[0];
+    g.gdata = v[0] * v[1];
+  } else if (mode == GroupMode::TwoD) {
+    int64_t q = 1;
+    while (q * q < v[0]) ++q;
+    if (q * q != v[0])
+      throw InputError(module, "the 2d tensor group of " + std::to_string(v[0]) + " ranks is not a square", where,
+                       "t = q^2 ranks (a q x q grid: 1, 4, 9, 16, ...)");
+    g.gy = g.gz = q;
+    g.summa = true;
+    g.gdata = v[1];
+  } else {
+    g.gy = v[0];
+    g.gdata = v[1];
+  }
   return g;
 }
 

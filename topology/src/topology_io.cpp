@@ -126,6 +126,7 @@ Topology load_topology(const std::string& name_or_path) {
 nlohmann::json grid_to_json(const Grid& g) {
   nlohmann::json j = {{"gx", g.gx}, {"gy", g.gy}, {"gz", g.gz}, {"gdata", g.gdata}, {"ginter", g.ginter}};
   if (g.sequence != 1) j["sequence"] = g.sequence;  // absent: 1 (grids written before it)
+  if (g.summa) j["layout"] = "2d";                    // absent: AxoNN's 3D
   return j;
 }
 
@@ -152,6 +153,15 @@ Grid grid_from_json(ObjectReader r) {
       r.fail("sequence", "sequence group of " + std::to_string(g.sequence) + " does not divide gdata = " +
                              std::to_string(g.gdata),
              "a divisor of gdata (the sequence group is the data axis's innermost members)");
+  }
+  if (r.has("layout")) {
+    r.one_of("layout", {"2d"});  // absent: AxoNN's 3D
+    g.summa = true;
+    if (g.gx != 1 || g.gy != g.gz)
+      r.fail("layout", "the 2d layout on gx=" + std::to_string(g.gx) + " gy=" + std::to_string(g.gy) +
+                           " gz=" + std::to_string(g.gz),
+             "gx = 1 and gy = gz (a q x q grid on Y x Z)");
+    if (g.sequence != 1) r.fail("layout", "the 2d layout with a sequence group", "no sequence group with 2d");
   }
   r.finish();
   return g;

@@ -51,29 +51,34 @@ at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dty
   return at::where(i.remainder(2).eq(0).unsqueeze(0), angle.sin(), angle.cos()).to(dtype);
 }
 
-std::vector<ParameterLayout> parameter_layout(const GptConfig& c) {
+std::vector<ParameterLayout> parameter_layout(const GptConfig& c, bool summa) {
   const int64_t H = c.hidden, F = c.ffn, V = c.vocab;
+  // AxoNN's 3D alternates normal and transposed layers and splits vectors like the
+  // activations they meet (over X after a transposed layer, over Y after a normal one);
+  // the 2d layout has normal layers only and every vector over Y.
+  auto matrix = [&](bool transposed, int64_t heads = 0) { return ShardSpec::matrix(transposed && !summa, heads); };
+  auto vector = [&](Axis axis, int64_t heads = 0) { return ShardSpec::vector(summa ? Axis::Y : axis, heads); };
   std::vector<ParameterLayout> out;
-  out.push_back({"embedding.weight", {V, H}, ShardSpec::matrix(true)});
+  out.push_back({"embedding.weight", {V, H}, matrix(true)});
   auto norm = [&](const std::string& n) {
-    out.push_back({n + ".weight", {H}, ShardSpec::vector(Axis::X)});
-    out.push_back({n + ".bias", {H}, ShardSpec::vector(Axis::X)});
+    out.push_back({n + ".weight", {H}, vector(Axis::X)});
+    out.push_back({n + ".bias", {H}, vector(Axis::X)});
   };
   for (int64_t b = 0; b < c.layers; ++b) {
     const std::string p = "block" + std::to_string(b) + ".";
     norm(p + "ln1");
-    out.push_back({p + "qkv.weight", {H, 3 * H}, ShardSpec::matrix(false, c.heads)});
-    out.push_back({p + "qkv.bias", {3 * H}, ShardSpec::vector(Axis::Y, c.heads)});
-    out.push_back({p + "attn_out.weight", {H, H}, ShardSpec::matrix(true)});
-    out.push_back({p + "attn_out.bias", {H}, ShardSpec::vector(Axis::X)});
+    out.push_back({p + "qkv.weight", {H, 3 * H}, matrix(false, c.heads)});
+    out.push_back({p + "qkv.bias", {3 * H}, vector(Axis::Y, c.heads)});
+    out.push_back({p + "attn_out.weight", {H, H}, matrix(true)});
+    out.push_back({p + "attn_out.bias", {H}, vector(Axis::X)});
     norm(p + "ln2");
-    out.push_back({p + "fc1.weight", {H, F}, ShardSpec::matrix(false)});
-    out.push_back({p + "fc1.bias", {F}, ShardSpec::vector(Axis::Y)});
-    out.push_back({p + "fc2.weight", {F, H}, ShardSpec::matrix(true)});
-    out.push_back({p + "fc2.bias", {H}, ShardSpec::vector(Axis::X)});
+    out.push_back({p + "fc1.weight", {H, F}, matrix(false)});
+    out.push_back({p + "fc1.bias", {F}, vector(Axis::Y)});
+    out.push_back({p + "fc2.weight", {F, H}, matrix(true)});
+    out.push_back({p + "fc2.bias", {H}, vector(Axis::X)});
   }
   norm("ln_f");
-  out.push_back({"lm_head.weight", {H, V}, ShardSpec::matrix(false)});
+  out.push_back({"lm_head.weight", {H, V}, matrix(false)});
   return out;
 }
 
@@ -218,7 +223,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const I
       blocks_(stage.layout.units),
       interval_(std::max<int64_t>(stage.checkpoint_interval, 1)) {
   const auto coords = grid.layout().coords_of(grid.world().rank());
-  for (const auto& l : parameter_layout(c)) {
+  for (const auto& l : parameter_layout(c, grid.grid().summa)) {
     const int64_t b = block_of(l.name);
     const bool mine = b >= 0 ? (b >= first_block_ && b < first_block_ + blocks_)
                              : (l.name == "embedding.weight" ? first_stage_ : last_stage_);
@@ -239,8 +244,9 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const I
     engine_.add_layer(index, &prm.tensor);
   }
   if (first_stage_) {  // the embedding's stage only: other stages never read it
-    const int64_t hx = c.hidden / grid.grid().gx;
-    positions_ = position_encoding(c.seq_len, c.hidden, c.dtype).narrow(1, grid.coord(Axis::X) * hx, hx).contiguous();
+    const Axis split = hidden_axis();
+    const int64_t width = c.hidden / grid.grid().size(split);
+    positions_ = position_encoding(c.seq_len, c.hidden, c.dtype).narrow(1, grid.coord(split) * width, width).contiguous();
   }
 }
 
@@ -251,8 +257,10 @@ const at::Tensor& ParallelGpt::p(const std::string& name) const {
 }
 
 std::vector<int64_t> ParallelGpt::activation_shape(int64_t seqs) const {
-  return {seqs * c_.seq_len / grid_.grid().sequence, c_.hidden / grid_.grid().gx};
+  return {seqs * c_.seq_len / grid_.grid().sequence, c_.hidden / grid_.grid().size(hidden_axis())};
 }
+
+topo::Axis ParallelGpt::hidden_axis() const { return grid_.grid().hidden_axis(); }
 
 at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t seqs) {
   auto& e = engine_;
@@ -262,7 +270,9 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
     return runtime::tp_layer_norm(e, x, p(n + ".weight"), p(n + ".bias"), H, c_.layer_norm_eps);
   };
   auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed) {
-    return runtime::tp_linear(e, layer_of_.at(n + ".weight"), x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
+    const int64_t layer = layer_of_.at(n + ".weight");
+    if (grid_.grid().summa) return runtime::tp2d_linear(e, layer, x, p(n + ".bias"), k, nn);
+    return runtime::tp_linear(e, layer, x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
   };
   const std::string pre = "block" + std::to_string(b) + ".";
   at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
@@ -299,7 +309,9 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
   if (first_stage_) {
     at::Tensor input = tokens.narrow(1, 0, S).reshape({-1});
     // With sequence parallelism S is this member's chunk, at its global positions.
-    h = runtime::tp_embedding(e, layer_of_.at("embedding.weight"), input, c_.vocab, H) +
+    const int64_t table = layer_of_.at("embedding.weight");
+    h = (grid_.grid().summa ? runtime::tp2d_embedding(e, table, input, c_.vocab, H)
+                            : runtime::tp_embedding(e, table, input, c_.vocab, H)) +
         positions_.narrow(0, grid_.sequence().rank() * S, S).repeat({B, 1});
   }
   for (int64_t b = first_block_; b < first_block_ + blocks_; b += interval_) {
@@ -310,8 +322,10 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
   if (!last_stage_) return h;
   at::Tensor target = tokens.narrow(1, 1, S).reshape({-1});
   at::Tensor hf = runtime::tp_layer_norm(e, h, p("ln_f.weight"), p("ln_f.bias"), H, c_.layer_norm_eps);
-  at::Tensor logits = runtime::tp_linear(e, layer_of_.at("lm_head.weight"), hf, at::Tensor(),
-                                         runtime::LinearShape{H, c_.vocab, false});  // [B*S, V/Gy]
+  const int64_t head = layer_of_.at("lm_head.weight");
+  at::Tensor logits = grid_.grid().summa  // [B*S, V/Gy]
+                          ? runtime::tp2d_linear(e, head, hf, at::Tensor(), H, c_.vocab)
+                          : runtime::tp_linear(e, head, hf, at::Tensor(), runtime::LinearShape{H, c_.vocab, false});
   return runtime::tp_cross_entropy(e, loss_precision(logits), target, c_.vocab).sum() / global_tokens;
 }
 

@@ -46,12 +46,12 @@ struct PassClock {
         compute_for(l.forward_s);
         t += l.comm.ring_forward_s;
         break;
-      case LayerOp::ForwardAllReduce: t += l.comm.forward_all_reduce_s; break;
+      case LayerOp::ForwardCollective: t += l.comm.forward_all_reduce_s; break;
       case LayerOp::BackwardInput:
         compute_for(l.backward_input_s);
         t += l.comm.ring_backward_s;
         break;
-      case LayerOp::InputGradAllReduce: input_grad_done = t + l.comm.input_grad_all_reduce_s; break;
+      case LayerOp::InputGradCollective: input_grad_done = t + l.comm.input_grad_all_reduce_s; break;
       case LayerOp::InputGradWait: t = std::max(t, input_grad_done); break;
       case LayerOp::BackwardWeight: compute_for(l.backward_weight_s); break;
       case LayerOp::ReduceScatter:

@@ -228,7 +228,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   double p2p_s = 0;
   if (g.ginter > 1)
     p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
-                                 static_cast<double>(m.hidden) / static_cast<double>(g.gx * g.gz),
+                                 static_cast<double>(m.hidden) / static_cast<double>(g.size(g.hidden_axis()) * g.gz),
                              pipeline_p2p_bandwidth(t, g, o.order, o.placement_aware && !paper,
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
                              ls.latency_s);
@@ -257,7 +257,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     double zero3_gathers = 0;  // ZeRO-3: the data all-gathers of the weights, per step
     for (size_t i = first; i < last; ++i) {
       const model::Layer& l = m.layers[i];
-      sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit);
+      sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit, g.summa);
       sc.pass[i].grad_bytes = schedule::gradient_shard_bytes(l, g, ls.grad_reduce_bytes);
     }
     schedule::mark_cached(sc.pass.data() + first, n, paper ? 0 : o.overlap.cache_all_gather_layers);

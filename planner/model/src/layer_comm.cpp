@@ -28,6 +28,21 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
   const double m = static_cast<double>(s.tokens), w = static_cast<double>(s.element_bytes);
   const auto bw_of = [&](Axis x) { return bw[static_cast<int>(x)]; };
 
+  if (g.summa) {  // 2d: W's k x n/q block gathered over Z; the input [m/q, k] gathered over Y
+    c.a = c.b = Axis::Y;
+    c.gathers_input = true;
+    const double q = static_cast<double>(g.gy), block_bytes = w * k * n / q;
+    c.all_gather_s = ring_all_gather_s(g.gz, block_bytes, bw_of(Axis::Z), s.latency_s);
+    c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, block_bytes, bw_of(Axis::Z), s.latency_s);
+    const double input_bytes = w * m * k / gz;
+    if (l.kind != model::LayerKind::Embedding) {
+      c.forward_all_reduce_s = ring_all_gather_s(g.gy, input_bytes, bw_of(Axis::Y), s.latency_s);
+      c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.gy, input_bytes, bw_of(Axis::Y), s.latency_s);
+    }
+    c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * k * n / (q * gz);
+    c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, bw_of(Axis::Data), s.latency_s);
+    return c;
+  }
   const double weight_block_bytes = w * k * n / (ga * gb);
   c.all_gather_s = ring_all_gather_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);
   c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);

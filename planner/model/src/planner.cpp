@@ -63,6 +63,27 @@ std::vector<topo::Grid> enumerate_grids(int64_t gpus) {
   return out;
 }
 
+namespace {
+bool is_1d(const topo::Grid& g) { return g.gx == 1 && g.gz == 1 && g.gy > 1 && g.sequence == 1 && !g.summa; }
+}  // namespace
+
+std::vector<topo::Grid> enumerate_1d_grids(int64_t gpus) {
+  std::vector<topo::Grid> out;
+  for (const auto& g : enumerate_grids(gpus))
+    if (is_1d(g)) out.push_back(g);
+  return out;
+}
+
+std::vector<topo::Grid> enumerate_2d_grids(int64_t gpus) {
+  std::vector<topo::Grid> out;
+  for (topo::Grid g : enumerate_grids(gpus))
+    if (g.gx == 1 && g.gy == g.gz && g.gy >= 2) {
+      g.summa = true;
+      out.push_back(g);
+    }
+  return out;
+}
+
 std::vector<topo::Grid> enumerate_sequence_grids(int64_t gpus) {
   std::vector<topo::Grid> out;
   for (topo::Grid g : enumerate_grids(gpus)) {
@@ -168,11 +189,13 @@ Evaluation evaluate_layer_by_layer(const model::ModelDescription& m, const topo:
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   check_request(m, t, o);
   std::vector<topo::Grid> grids;
-  if (o.rank_4d && o.rank_axonn3d)
+  if (o.rank_4d && (o.rank_axonn3d || o.rank_1d))  // 1d alone: its subset of the grids
     for (const auto& g : enumerate_grids(o.gpus))
-      if (o.comm_model != CommModel::Paper || g.ginter == 1) grids.push_back(g);
+      if ((o.comm_model != CommModel::Paper || g.ginter == 1) && (o.rank_axonn3d || is_1d(g))) grids.push_back(g);
   if (o.rank_4d && o.rank_sequence && o.comm_model != CommModel::Paper)
     for (const auto& g : enumerate_sequence_grids(o.gpus)) grids.push_back(g);
+  if (o.rank_4d && o.rank_2d && o.comm_model != CommModel::Paper)
+    for (const auto& g : enumerate_2d_grids(o.gpus)) grids.push_back(g);
   const OptionSearch search(m, t, o);
   std::vector<Evaluation> results(grids.size());
   // Threads take chunks of candidates in turn; each result lands at its grid's index,
@@ -234,7 +257,10 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
 
 std::string strategy_label(const Evaluation& e) {
   if (e.strategy != plan::Strategy::L2L)
-    return e.grid.sequence > 1 ? fmt::format("sequence {}", e.grid.sequence) : plan::strategy_name(e.strategy);
+    return e.grid.sequence > 1 ? fmt::format("sequence {}", e.grid.sequence)
+           : e.grid.summa      ? "2d"
+           : is_1d(e.grid)     ? "1d"
+                               : plan::strategy_name(e.strategy);
   return fmt::format("l2l u={} {}{}", e.microbatches, plan::stash_tier_name(e.l2l.stash), e.l2l.prefetch ? "" : " no-prefetch");
 }
 

@@ -15,9 +15,9 @@ const char* layer_op_name(LayerOp op) {
     case LayerOp::Prefetch: return "Prefetch";
     case LayerOp::Fetch: return "Fetch";
     case LayerOp::Forward: return "Forward";
-    case LayerOp::ForwardAllReduce: return "ForwardAllReduce";
+    case LayerOp::ForwardCollective: return "ForwardCollective";
     case LayerOp::BackwardInput: return "BackwardInput";
-    case LayerOp::InputGradAllReduce: return "InputGradAllReduce";
+    case LayerOp::InputGradCollective: return "InputGradCollective";
     case LayerOp::InputGradWait: return "InputGradWait";
     case LayerOp::BackwardWeight: return "BackwardWeight";
     case LayerOp::ReduceScatter: return "ReduceScatter";
@@ -141,8 +141,10 @@ int64_t axonn_checkpoint_interval(int64_t blocks_per_stage, int64_t total_blocks
   return best;
 }
 
-PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit) {
+PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit, bool summa) {
   PassLayer p;
+  p.gathers_input = summa && l.kind != model::LayerKind::Embedding;
+  p.forward_collective = !summa || l.kind != model::LayerKind::Embedding;
   p.weighted = l.weight_elements() > 0;
   p.input_gradient = l.kind != model::LayerKind::Embedding;
   p.weight_in_backward = l.kind != model::LayerKind::Embedding;
@@ -168,7 +170,7 @@ std::vector<PassLayer> pass_layers(const plan::Plan& p, const StageLayout& s) {
   std::vector<PassLayer> out;
   for (size_t i = s.first_layer; i < s.last_layer; ++i) {
     const model::Layer& l = p.model.layers[i];
-    PassLayer pl = pass_layer(l, p.activation_checkpointing, p.checkpoint_interval, s.first_unit);
+    PassLayer pl = pass_layer(l, p.activation_checkpointing, p.checkpoint_interval, s.first_unit, p.grid.summa);
     pl.grad_bytes = gradient_shard_bytes(l, p.grid, p.precision.grad_reduce_bytes);
     out.push_back(pl);
   }

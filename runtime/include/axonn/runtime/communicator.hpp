@@ -49,6 +49,11 @@ class Communicator {
   // member i's input lands after the first i members' (ZeRO-3's gather of one layer's
   // weights from the ranks that own its elements).
   virtual WorkHandle all_gather_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) = 0;
+  // In place: `root`'s t lands in every member's t (SUMMA's row and column broadcasts).
+  virtual WorkHandle broadcast(at::Tensor t, int root) = 0;
+  // In place: `root`'s t becomes the sum of every member's t; the others' t is left
+  // unspecified (SUMMA's backward).
+  virtual WorkHandle reduce(at::Tensor t, int root) = 0;
   virtual WorkHandle send(at::Tensor t, int peer, int tag) = 0;
   virtual WorkHandle recv(at::Tensor t, int peer, int tag) = 0;
   virtual void barrier() = 0;

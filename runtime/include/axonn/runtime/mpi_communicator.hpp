@@ -88,6 +88,8 @@ class MpiCommunicator final : public Communicator {
   WorkHandle reduce_scatter(at::Tensor in, at::Tensor out) override;
   WorkHandle reduce_scatter_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) override;
   WorkHandle all_gather_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) override;
+  WorkHandle broadcast(at::Tensor t, int root) override;
+  WorkHandle reduce(at::Tensor t, int root) override;
   WorkHandle send(at::Tensor t, int peer, int tag) override;
   WorkHandle recv(at::Tensor t, int peer, int tag) override;
   void barrier() override;

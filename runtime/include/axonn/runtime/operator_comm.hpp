@@ -1,5 +1,6 @@
 // The collectives of the tensor-parallel operators themselves: all-reduces of partial
-// outputs, of input gradients, of layer-norm and loss statistics. Issued and waited
+// outputs, of input gradients, of layer-norm and loss statistics; in the 2d layout the
+// all-gathers of inputs and reduce-scatters of input gradients. Issued and waited
 // for where the operators say; timed into the Tracer (the span, and the time blocked
 // as exposed). One of the three seams of the runtime (with the weight source and the
 // gradient reducer, docs/architecture.md).
@@ -28,10 +29,15 @@ class OperatorComm {
     double issued_at = 0;
   };
   InFlight issue_all_reduce(Communicator& c, const at::Tensor& t, const char* kind, ReduceOp op = ReduceOp::Sum);
+  // Communicator::all_gather / reduce_scatter, as an InFlight (with one member: a copy).
+  InFlight issue_all_gather(Communicator& c, const at::Tensor& in, const at::Tensor& out, const char* kind);
+  InFlight issue_reduce_scatter(Communicator& c, const at::Tensor& in, const at::Tensor& out, const char* kind);
   void wait(InFlight& f);
   void all_reduce(Communicator& c, const at::Tensor& t, const char* kind, ReduceOp op = ReduceOp::Sum);
 
  private:
+  template <class Issue>
+  InFlight issue(Communicator& c, const char* kind, Issue&& start);
   Tracer* tracer_;
 };
 

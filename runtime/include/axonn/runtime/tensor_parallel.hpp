@@ -9,6 +9,18 @@
 //   layer norm         [rows, hidden/Gx], statistics all-reduced over X (exact)
 //   vocab-parallel CE  logits [rows, vocab/Gy] -> per-row loss, reductions over Y (exact)
 //
+// The 2d layout (topo::Grid::summa, Colossal-AI's 2D on gx = 1, gy = gz = q), where
+// every activation is block (z, y) of its matrix and nothing is replicated:
+//   2d linear          in [rows, k/Gy] -> out [rows, n/Gy]. SUMMA in its collective form:
+//                      the input's row broadcasts are one all-gather over Y (to
+//                      [rows, k]), the weight's column broadcasts the weight source's
+//                      gather over Z (the block k x n/Gy); backward, dI = dO W^T is
+//                      reduce-scattered over Y (the row reduces) and dW = I^T dO over Z
+//                      (the column reduces). The gathered input is kept for dW.
+//   2d embedding       tokens [rows] -> [rows, hidden/Gy]; table vocab x hidden/Gy (gathered over Z)
+//   layer norm         [rows, hidden/Gy], statistics all-reduced over Y
+//   vocab-parallel CE  as above (logits [rows, vocab/Gy])
+//
 // Where every group an operator uses has one member, it calls LibTorch's own kernel
 // (matmul, embedding, layer_norm, cross_entropy): the same function, fused.
 //
@@ -46,7 +58,12 @@ at::Tensor tp_linear(Engine& e, int64_t layer, const at::Tensor& input, const at
 // Rows of the vocab x hidden table (engine layer `layer`) for `tokens` (int64, [rows]).
 at::Tensor tp_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden);
 
-// Layer norm over the full hidden width when each rank holds hidden/Gx columns.
+// The 2d layout's linear (no transposed roles) and embedding.
+at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n);
+at::Tensor tp2d_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden);
+
+// Layer norm over the full hidden width when each rank holds hidden/Gx columns (2d:
+// hidden/Gy).
 at::Tensor tp_layer_norm(Engine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps);
 

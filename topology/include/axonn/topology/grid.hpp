@@ -35,14 +35,23 @@ struct Grid {
   // innermost `sequence` members of the data axis split each sequence of their replica
   // into contiguous chunks instead of taking sequences of their own. 1: none. Divides gdata.
   int64_t sequence = 1;
+  // Colossal-AI's 2D tensor parallelism (the `2d` tensor mode, SUMMA's layout) on the
+  // Y x Z plane of a q x q tensor group: gx = 1, gy = gz = q. Every weight is block
+  // (z, y) of its matrix (k block z, n block y), every activation block (z, y) of its
+  // matrix (the rows of Z-rank z's sequences, hidden block y): nothing is replicated in
+  // the tensor group, and every layer is a normal (non-transposed) one. false: AxoNN's 3D.
+  bool summa = false;
 
   int64_t size(Axis a) const;
+  // The axis that splits the activations' hidden columns: X (AxoNN's 3D), Y (2d).
+  Axis hidden_axis() const { return summa ? Axis::Y : Axis::X; }
   int64_t total() const { return gx * gy * gz * gdata * ginter; }
   // Model replicas over the data axis, each fed its own sequences: gdata / sequence.
   int64_t replicas() const { return gdata / sequence; }
-  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1" (+ " sequence=2")
+  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1" (+ " sequence=2", " 2d")
   bool operator==(const Grid& o) const {
-    return gx == o.gx && gy == o.gy && gz == o.gz && gdata == o.gdata && ginter == o.ginter && sequence == o.sequence;
+    return gx == o.gx && gy == o.gy && gz == o.gz && gdata == o.gdata && ginter == o.ginter && sequence == o.sequence &&
+           summa == o.summa;
   }
 };
 
@@ -57,9 +66,15 @@ PlacementOrder parse_order(const std::string& text, const std::string& module,
 // integers), or "gx,gy,gz,gdata" with ginter = 1. Throws InputError (module `module`,
 // location `where`, e.g. "--grid 2,2") otherwise.
 Grid parse_grid(const std::string& text, const std::string& module, const std::string& where);
-// The sequence mode's grid: "t,gdata,ginter" (or "t,gdata"): gdata replicas, each
-// splitting its sequences over t ranks; the grid 1,1,1,t*gdata,ginter with sequence t.
-Grid parse_sequence_grid(const std::string& text, const std::string& module, const std::string& where);
+// The grid of a mode with one group, "t,gdata,ginter" (or "t,gdata"):
+//  - Sequence: gdata replicas, each splitting its sequences over t ranks: the grid
+//    1,1,1,t*gdata,ginter with sequence t;
+//  - OneD: Megatron's 1D tensor parallelism over t ranks: the grid 1,t,1,gdata,ginter
+//    (column-parallel normal layers, row-parallel transposed ones);
+//  - TwoD: Colossal-AI's 2D over t = q^2 ranks (t a square): the grid 1,q,q,gdata,ginter
+//    with summa set.
+enum class GroupMode { Sequence, OneD, TwoD };
+Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where);
 
 using Coords = std::array<int64_t, kNumAxes>;  // indexed by Axis
 

@@ -60,7 +60,8 @@ struct ParameterLayout {
   std::vector<int64_t> shape;
   runtime::ShardSpec spec;
 };
-std::vector<ParameterLayout> parameter_layout(const GptConfig& c);
+// `summa`: the 2d layout's sharding (topo::Grid::summa), else AxoNN's 3D.
+std::vector<ParameterLayout> parameter_layout(const GptConfig& c, bool summa = false);
 
 // The initial values of a parameter at `positions` (row-major indices into its full
 // tensor; any shape, kept): weights ~ N(0, 0.02), each element a function of (seed,
@@ -110,7 +111,7 @@ class ParallelGpt final : public runtime::ParallelModel {
   std::vector<runtime::Parameter>& parameters() override { return params_; }
   at::Tensor forward(const at::Tensor& activation, const at::Tensor& tokens, double global_tokens) override;
   std::vector<int64_t> activation_shape(int64_t seqs) const override;
-  // Blocks [first, last) on h [rows, hidden/Gx] (the forward pass, and the recompute
+  // Blocks [first, last) on h [rows, hidden/Gx] (2d: hidden/Gy) (the forward pass, and the recompute
   // of activation checkpointing, which runs a checkpointed segment again).
   at::Tensor blocks_forward(int64_t first, int64_t last, const at::Tensor& h, int64_t seqs);
   // The stage's full-shape parameters (or their gradients) gathered from every rank of it.
@@ -118,6 +119,7 @@ class ParallelGpt final : public runtime::ParallelModel {
 
  private:
   const at::Tensor& p(const std::string& name) const;
+  topo::Axis hidden_axis() const;  // the activations' hidden columns are split over it: X, or Y in 2d
   at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
   // Sequence parallelism: causal attention over the sequence group (ring self-attention).
   at::Tensor sequence_attention(const at::Tensor& qkv, int64_t heads);

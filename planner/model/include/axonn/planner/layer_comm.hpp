@@ -52,6 +52,9 @@ struct LayerCollectives {
   // shifts of one forward and of one backward, blocking (not overlapped in the model).
   double ring_forward_s = 0, ring_backward_s = 0;
   topo::Axis a = topo::Axis::X, b = topo::Axis::Y;
+  // The 2d layout: forward_all_reduce_s is the input's all-gather over Y and
+  // input_grad_all_reduce_s the dI reduce-scatter over Y (CommBreakdown::act_y).
+  bool gathers_input = false;
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s);
@@ -67,8 +70,12 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
   c.rs_z = mb * one.reduce_scatter_s;
   const double fwd = mb * static_cast<double>(forward_all_reduces) * one.forward_all_reduce_s;
   const double bwd = mb * one.input_grad_all_reduce_s;
-  (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
-  (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
+  if (one.gathers_input) {
+    c.act_y = fwd + bwd;
+  } else {
+    (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
+    (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
+  }
   c.ar_data = one.data_all_reduce_s;
   c.p2p_seq = mb * (static_cast<double>(forward_all_reduces) * one.ring_forward_s + one.ring_backward_s);
   return c;

@@ -59,10 +59,14 @@ struct PlannerOptions {
   bool rank_4d = true;
   bool rank_l2l = false;
   // Tensor modes of the 4D grids (--tensor-mode): AxoNN's 3D tensor parallelism (every
-  // (gx, gy, gz, gdata, ginter)), and sequence parallelism (grids 1,1,1,gdata,ginter
-  // with each sequence group of 2 or more dividing gdata; Grid::sequence).
+  // (gx, gy, gz, gdata, ginter)); Megatron's 1D alone (its grids 1,t,1,gdata,ginter with
+  // t >= 2, a subset of the former); and sequence parallelism (grids 1,1,1,gdata,ginter
+  // with each sequence group of 2 or more dividing gdata; Grid::sequence); and
+  // Colossal-AI's 2D (grids 1,q,q,gdata,ginter with q >= 2 in the SUMMA layout; Grid::summa).
   bool rank_axonn3d = true;
+  bool rank_1d = false;
   bool rank_sequence = false;
+  bool rank_2d = false;
   int64_t l2l_microbatches = 0;  // 0: every divisor
   std::optional<plan::StashTier> l2l_stash;  // unset: host and device
   bool l2l_prefetch = true;
@@ -93,8 +97,9 @@ struct Evaluation {
   double bubble_fraction = 0;        // pipelines: the slowest stage's idle share before its tail
 };
 
-// "4d", "sequence 4" (the sequence group), or "l2l u=4 host" (the micro-batches, the
-// stash tier, "no-prefetch" when off).
+// "4d"; "1d" for a 4D grid 1,t,1,gdata,ginter (t >= 2: the same operators as
+// Megatron's 1D, column-parallel then row-parallel); "sequence 4" (the sequence group);
+// or "l2l u=4 host" (the micro-batches, the stash tier, "no-prefetch" when off).
 std::string strategy_label(const Evaluation& e);
 
 // docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
@@ -103,9 +108,15 @@ int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter);
 
 // Every ordered (gx, gy, gz, gdata, ginter) with product `gpus`, all divisors.
 std::vector<topo::Grid> enumerate_grids(int64_t gpus);
+// Megatron's 1D grids for `gpus`: (1, t, 1, gdata, ginter) with t >= 2, in
+// enumerate_grids' order.
+std::vector<topo::Grid> enumerate_1d_grids(int64_t gpus);
 // The sequence-parallel grids for `gpus`: (1, 1, 1, gdata, ginter) with each sequence
 // group of 2 or more that divides gdata, in enumerate_grids' order.
 std::vector<topo::Grid> enumerate_sequence_grids(int64_t gpus);
+// Colossal-AI's 2D grids for `gpus`: (1, q, q, gdata, ginter) with q >= 2 and summa set,
+// in enumerate_grids' order.
+std::vector<topo::Grid> enumerate_2d_grids(int64_t gpus);
 
 // Throws axonn::Error for requests that no grid can satisfy whatever its shape:
 // GPU count vs topology, batch size.

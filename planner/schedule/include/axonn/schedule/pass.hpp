@@ -10,13 +10,15 @@
 //
 // Forward pass (optimization 3, prefetch, on):
 //   Prefetch(w0); then per layer: Fetch(i) [weighted] -> Prefetch(next weighted) ->
-//   Forward(i) -> ForwardAllReduce(i) [weighted]
+//   Forward(i) -> ForwardCollective(i) [weighted, with a forward collective]
+//   (in the 2d layout, gathers_input: ForwardCollective(i) -> Forward(i), the input's
+//   all-gather first)
 // Backward pass: checkpointed segments in reverse; a segment of recomputed layers first
 //   runs their forward again (its first fetch gathers, later ones are prefetched within
 //   the segment, a cached layer (optimization 4) comes from the forward); then each
 //   layer in reverse:
 //   Fetch(i) + Prefetch(previous) [weighted, not recomputed, reads its weight]
-//   BackwardInput(i) [computes dI] -> InputGradAllReduce(i) [weighted]
+//   BackwardInput(i) [computes dI] -> InputGradCollective(i) [weighted]
 //   -> InputGradWait(i) here without optimization 1 -> BackwardWeight(i)
 //   -> ReduceScatter(i) [weighted] -> InputGradWait(i) here with optimization 1
 //   -> BucketAllReduce when a data-parallel bucket fills (last micro-batch only)
@@ -44,9 +46,10 @@ enum class LayerOp : uint8_t {
   Prefetch,            // issue the Z all-gather of the layer's weight (optimization 3)
   Fetch,               // take the layer's weight (`source`), keep it for the recompute if `keep`
   Forward,             // forward compute (inside a backward pass: the recompute)
-  ForwardAllReduce,    // blocking all-reduce of the partial output
+  ForwardCollective,    // blocking: all-reduce of the partial output (AxoNN 3D), or the
+                       // input's all-gather over Y before the compute (2d, gathers_input)
   BackwardInput,       // dI compute (attention: dP, dQ, dK)
-  InputGradAllReduce,  // issue the dI all-reduce
+  InputGradCollective,  // issue the dI all-reduce (2d: its reduce-scatter over Y)
   InputGradWait,       // wait for it
   BackwardWeight,      // dW compute (attention: dV; embedding: the table gradient)
   ReduceScatter,       // the dW block over Z: queued with optimization 2, else waited for at once
@@ -79,9 +82,15 @@ struct PassLayer {
   bool cached = false;             // optimization 4: the recompute reuses the forward's block
   int64_t segment = 0;             // layers recomputed together share one; consecutive
   double grad_bytes = 0;           // its data-parallel gradient shard, bytes (bucket sizes)
+  // The 2d layout (topo::Grid::summa): the layer's input is all-gathered over Y before
+  // its compute (ForwardCollective first) and dI reduce-scattered over Y; the
+  // embedding has no forward collective at all.
+  bool gathers_input = false;
+  bool forward_collective = true;  // weighted layers: a ForwardCollective
   bool operator==(const PassLayer& o) const {
     return weighted == o.weighted && input_gradient == o.input_gradient && weight_in_backward == o.weight_in_backward &&
-           recomputed == o.recomputed && cached == o.cached && segment == o.segment && grad_bytes == o.grad_bytes;
+           recomputed == o.recomputed && cached == o.cached && segment == o.segment && grad_bytes == o.grad_bytes &&
+           gathers_input == o.gathers_input && forward_collective == o.forward_collective;
   }
 };
 
@@ -140,6 +149,14 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
   auto emit = [&](LayerOp op, int64_t layer, Source source = Source::None, bool keep = false, int32_t n = 0) {
     v(LayerInstruction{op, static_cast<int32_t>(layer), source, keep, n});
   };
+  // A layer's forward compute with its collective before (2d) or after it.
+  auto forward = [&](int64_t i) {
+    const PassLayer& l = layers[i];
+    const bool collective = l.weighted && l.forward_collective;
+    if (collective && l.gathers_input) emit(LayerOp::ForwardCollective, i);
+    emit(LayerOp::Forward, i);
+    if (collective && !l.gathers_input) emit(LayerOp::ForwardCollective, i);
+  };
   const int64_t n = static_cast<int64_t>(count);
 
   if (kind == PassKind::Forward) {
@@ -154,8 +171,7 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
         const int64_t next = next_weighted(layers, count, i);
         if (prefetch && next >= 0) emit(LayerOp::Prefetch, next);
       }
-      emit(LayerOp::Forward, i);
-      if (l.weighted) emit(LayerOp::ForwardAllReduce, i);
+      forward(i);
     }
     return;
   }
@@ -190,8 +206,7 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
           gathered_ahead = prefetch && next >= 0 && next < end && !layers[next].cached;
           if (gathered_ahead) emit(LayerOp::Prefetch, next);
         }
-        emit(LayerOp::Forward, i);
-        if (l.weighted) emit(LayerOp::ForwardAllReduce, i);
+        forward(i);
       }
     }
     for (int64_t i = end - 1; i >= begin; --i) {
@@ -204,7 +219,7 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
       }
       const bool reduce_input = l.weighted && l.input_gradient;
       if (l.input_gradient) emit(LayerOp::BackwardInput, i);
-      if (reduce_input) emit(LayerOp::InputGradAllReduce, i);
+      if (reduce_input) emit(LayerOp::InputGradCollective, i);
       if (reduce_input && !s.overlap.async_input_grad_all_reduce) emit(LayerOp::InputGradWait, i);
       emit(LayerOp::BackwardWeight, i);
       if (l.weighted) {

@@ -42,8 +42,10 @@ int64_t axonn_checkpoint_interval(int64_t blocks_per_stage, int64_t total_blocks
 // How a layer takes part in passes, without its bytes and cache flag (pass_layers
 // sets those): weighted, dI, weight in backward, recomputed (with checkpointing), and
 // its segment: layers of `interval` consecutive units recomputed together, counted
-// from the stage's first unit.
-PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit);
+// from the stage's first unit; in the 2d layout (`summa`) the input gathered first
+// (PassLayer::gathers_input) and no forward collective for the embedding.
+PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit,
+                     bool summa = false);
 
 // Optimization 4 as the runtime applies it: the first `cache_layers` weighted,
 // recomputed layers of the stage keep their gathered block for the recompute.

@@ -1,0 +1,35 @@
+// SUMMA matrix multiplication: the linear operator of Colossal-AI's 2D tensor
+// parallelism ("Optimus"; seed 004; ../shared/reference/seed-spec.md C2), for the `2d`
+// tensor mode of issue #11 (and, one per depth layer, 2.5D's).
+//
+// On a q x q grid of ranks, rank (i, j) (row i, column j) holds block (i, j) of each of
+// X [rows, k], W [k, n] and Y = X W [rows, n]: X_ij is row block i and k block j, W_ij
+// is k block i and n block j. Nothing is replicated.
+//   Forward, q steps: at step t, X_it is broadcast along row i (from (i, t)) and W_tj
+//   along column j (from (t, j)); Y_ij += X_it W_tj. The next step's broadcasts are in
+//   flight while this step multiplies.
+//   Backward: dX_it = sum_j dY_ij W_tj^T: W_tj broadcast along column j again, the
+//   products reduced along row i to (i, t); dW_tj = sum_i X_it^T dY_ij: X_it broadcast
+//   along row i again, the products reduced along column j to (t, j).
+// Y has X's layout, so SUMMA layers chain without the transposed roles of AxoNN's 3D.
+// Per rank and step: forward q broadcasts of an X block and q of a W block (each
+// O(1/q^2) of the matrix); backward q broadcasts and q reduces of each.
+//
+// Example (4 ranks as a 2 x 2 grid; row = the members of this rank's row ordered by
+// column, column = those of its column ordered by row):
+//   at::Tensor y = summa_linear(row, column, x_block, w_block);  // [rows/2, n/2]
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "axonn/runtime/communicator.hpp"
+
+namespace axonn::runtime {
+
+// Differentiable in x_block [rows/q, k/q] and w_block [k/q, n/q]; `row` and `column`
+// have q members each and must outlive the autograd graph. Throws InputError for
+// groups of different sizes or blocks whose inner dimensions differ.
+at::Tensor summa_linear(Communicator& row, Communicator& column, const at::Tensor& x_block,
+                        const at::Tensor& w_block);
+
+}  // namespace axonn::runtime
