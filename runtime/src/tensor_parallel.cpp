@@ -34,6 +34,68 @@ at::Tensor compute(Engine& e, LayerOp op, int64_t layer, F&& f) {
   return out;
 }
 
+// The 3d layout's row collectives over `c` (member i holds row block i): the rows'
+// all-gather, and the reduce-scatter of a full-row partial sum to this member's block.
+at::Tensor gather_rows(Engine& e, Communicator& c, const at::Tensor& block, const char* kind) {
+  at::Tensor out = at::empty({c.size() * block.size(0), block.size(1)}, block.options());
+  OperatorComm::InFlight f = e.ops.issue_all_gather(c, block.contiguous(), out, kind);
+  e.ops.wait(f);
+  return out;
+}
+OperatorComm::InFlight issue_scatter_rows(Engine& e, Communicator& c, const at::Tensor& full, at::Tensor& out,
+                                          const char* kind) {
+  out = at::empty({full.size(0) / c.size(), full.size(1)}, full.options());
+  return e.ops.issue_reduce_scatter(c, full.contiguous(), out, kind);
+}
+at::Tensor scatter_rows(Engine& e, Communicator& c, const at::Tensor& full, const char* kind) {
+  at::Tensor out;
+  OperatorComm::InFlight f = issue_scatter_rows(e, c, full, out, kind);
+  e.ops.wait(f);
+  return out;
+}
+
+// The end of a linear layer's backward once its dI collective `f` is issued: dW =
+// input^T dout to the gradient reducer, with the dI collective waited for before it, or
+// under it with optimization 1.
+void weight_gradient(Engine& e, int64_t layer, OperatorComm::InFlight& f, const at::Tensor& input,
+                     const at::Tensor& dout) {
+  const bool async = e.overlap.async_input_grad_all_reduce;
+  if (!async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
+  at::Tensor dw = compute(e, LayerOp::BackwardWeight, layer, [&] { return at::matmul(input.t(), dout); });
+  e.grads.reduce_scatter(layer, dw);
+  if (async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
+  e.poll();
+}
+
+// What a linear layer's backward needs, kept by its forward: the layer, its local
+// block's shape, the input it multiplied, and the weight when the recompute gathered
+// it (it serves the backward pass that follows at once).
+struct SavedLinear {
+  int64_t layer = 0, k = 0, n = 0;
+  bool transposed = false;
+  at::Tensor input, weight;
+};
+void save_linear(AutogradContext* ctx, Engine& e, int64_t engine, const SavedLinear& s) {
+  ctx->saved_data["engine"] = engine;
+  ctx->saved_data["layer"] = s.layer;
+  ctx->saved_data["k"] = s.k;
+  ctx->saved_data["n"] = s.n;
+  ctx->saved_data["transposed"] = s.transposed;
+  if (e.weights.in_backward()) ctx->saved_data["weight"] = s.weight;
+  ctx->save_for_backward({s.input});
+}
+SavedLinear load_linear(AutogradContext* ctx, Engine& e) {
+  SavedLinear s;
+  s.layer = ctx->saved_data["layer"].toInt();
+  s.k = ctx->saved_data["k"].toInt();
+  s.n = ctx->saved_data["n"].toInt();
+  s.transposed = ctx->saved_data["transposed"].toBool();
+  s.input = ctx->get_saved_variables()[0];
+  s.weight = ctx->saved_data.count("weight") ? ctx->saved_data["weight"].toTensor()
+                                             : e.weights.weight(s.layer).view({s.k, s.n});
+  return s;
+}
+
 struct LinearFn : public torch::autograd::Function<LinearFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor input, at::Tensor weight_shard, int64_t engine,
                             int64_t layer, int64_t k_local, int64_t n_local, bool transposed) {
@@ -44,27 +106,19 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(input, w); });
     record(e, LayerOp::ForwardCollective, layer);
     e.ops.all_reduce(transposed ? g.y() : g.x(), out, transposed ? "ar_y" : "ar_x");  // partial over W's rows
-    ctx->saved_data["engine"] = engine;
-    ctx->saved_data["layer"] = layer;
-    ctx->saved_data["k"] = k_local;
-    ctx->saved_data["n"] = n_local;
-    ctx->saved_data["transposed"] = transposed;
-    // The recompute's gathered weight serves the backward pass that follows it at once.
-    if (e.weights.in_backward()) ctx->saved_data["weight"] = w;
-    ctx->save_for_backward({input});
+    save_linear(ctx, e, engine, {layer, k_local, n_local, transposed, input, w});
     return out;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     Engine& e = engine_of(ctx);
     ProcessGrid& g = e.grid;
-    const int64_t layer = ctx->saved_data["layer"].toInt();
-    const auto k = ctx->saved_data["k"].toInt(), n = ctx->saved_data["n"].toInt();
-    const bool transposed = ctx->saved_data["transposed"].toBool();
-    const at::Tensor input = ctx->get_saved_variables()[0];
+    const SavedLinear sv = load_linear(ctx, e);
+    const int64_t layer = sv.layer, k = sv.k, n = sv.n;
+    const bool transposed = sv.transposed;
+    const at::Tensor& input = sv.input;
+    const at::Tensor& w = sv.weight;
     at::Tensor dout = grads[0].contiguous();
-    at::Tensor w = ctx->saved_data.count("weight") ? ctx->saved_data["weight"].toTensor()
-                                                   : e.weights.weight(layer).view({k, n});
     at::Tensor dinput =
         compute(e, LayerOp::BackwardInput, layer, [&] { return at::matmul(dout, w.t()).contiguous(); });
     // Optimization 1: the dI all-reduce (partial over W's columns) runs under the dW matmul.
@@ -72,13 +126,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     const char* kind = transposed ? "ar_x" : "ar_y";
     record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f = e.ops.issue_all_reduce(c, dinput, kind);
-    const bool async = e.overlap.async_input_grad_all_reduce;
-    if (!async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
-    at::Tensor dw = compute(e, LayerOp::BackwardWeight, layer,
-                            [&] { return at::matmul(input.reshape({-1, k}).t(), dout.reshape({-1, n})); });
-    e.grads.reduce_scatter(layer, dw);
-    if (async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
-    e.poll();
+    weight_gradient(e, layer, f, input.reshape({-1, k}), dout.reshape({-1, n}));
     return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -99,7 +147,8 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
                                     : table.index_select(0, index) * mask.unsqueeze(1).to(table.scalar_type());
     });
     record(e, LayerOp::ForwardCollective, layer);
-    e.ops.all_reduce(e.grid.y(), out, "ar_y");
+    if (e.grid.grid().threed()) out = scatter_rows(e, e.grid.y(), out, "rs_y");  // this rank's rows
+    else e.ops.all_reduce(e.grid.y(), out, "ar_y");
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["vocab"] = vocab_local;
@@ -113,8 +162,10 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
     auto saved = ctx->get_saved_variables();
     const auto vocab = ctx->saved_data["vocab"].toInt(), hidden = ctx->saved_data["hidden"].toInt();
     const int64_t layer = ctx->saved_data["layer"].toInt();
+    at::Tensor grad = grads[0];
+    if (e.grid.grid().threed()) record(e, LayerOp::OutputGradGather, layer), grad = gather_rows(e, e.grid.y(), grad, "ag_y");
     at::Tensor dtable = compute(e, LayerOp::BackwardWeight, layer, [&] {
-      at::Tensor dout = grads[0] * saved[1].unsqueeze(1).to(grads[0].scalar_type());
+      at::Tensor dout = grad * saved[1].unsqueeze(1).to(grad.scalar_type());
       return at::zeros({vocab, hidden}, dout.options()).index_add_(0, saved[0], dout);
     });
     e.grads.reduce_scatter(layer, dtable);
@@ -140,27 +191,21 @@ struct Linear2dFn : public torch::autograd::Function<Linear2dFn> {
     (void)weight_shard;  // as LinearFn
     Engine& e = engine_of(engine);
     at::Tensor w = e.weights.weight(layer).view({k, n_local});
-    record(e, LayerOp::ForwardCollective, layer);
+    record(e, LayerOp::InputGather, layer);
     at::Tensor full = gather_columns(e, input);
     at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(full, w); });
-    ctx->saved_data["engine"] = engine;
-    ctx->saved_data["layer"] = layer;
-    ctx->saved_data["k"] = k;
-    ctx->saved_data["n"] = n_local;
-    if (e.weights.in_backward()) ctx->saved_data["weight"] = w;
-    ctx->save_for_backward({full});
+    save_linear(ctx, e, engine, {layer, k, n_local, false, full, w});
     return out;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     Engine& e = engine_of(ctx);
     Communicator& y = e.grid.y();
-    const int64_t layer = ctx->saved_data["layer"].toInt();
-    const auto k = ctx->saved_data["k"].toInt(), n = ctx->saved_data["n"].toInt();
-    const at::Tensor full = ctx->get_saved_variables()[0];
+    const SavedLinear sv = load_linear(ctx, e);
+    const int64_t layer = sv.layer, k = sv.k;
+    const at::Tensor& full = sv.input;
+    const at::Tensor& w = sv.weight;
     const at::Tensor dout = grads[0].contiguous();
-    at::Tensor w = ctx->saved_data.count("weight") ? ctx->saved_data["weight"].toTensor()
-                                                   : e.weights.weight(layer).view({k, n});
     const int64_t q = y.size(), rows = dout.size(0);
     // dI partial over Y, laid out as q column blocks for the reduce-scatter.
     at::Tensor dfull = compute(e, LayerOp::BackwardInput, layer, [&] {
@@ -169,13 +214,64 @@ struct Linear2dFn : public torch::autograd::Function<Linear2dFn> {
     at::Tensor dinput = at::empty({rows, k / q}, dout.options());
     record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f = e.ops.issue_reduce_scatter(y, dfull, dinput, "rs_y");
-    const bool async = e.overlap.async_input_grad_all_reduce;  // optimization 1, as LinearFn
-    if (!async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
-    at::Tensor dw = compute(e, LayerOp::BackwardWeight, layer, [&] { return at::matmul(full.t(), dout); });
-    e.grads.reduce_scatter(layer, dw);
-    if (async) record(e, LayerOp::InputGradWait, layer), e.ops.wait(f);
-    e.poll();
+    weight_gradient(e, layer, f, full, dout);
     return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// The 3d layout's linear: AxoNN's blocks and matmuls, with the input's rows split over
+// b (gathered first) and the output's over a (reduce-scattered instead of all-reduced).
+struct Linear3dFn : public torch::autograd::Function<Linear3dFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor input, at::Tensor weight_shard, int64_t engine,
+                            int64_t layer, int64_t k_local, int64_t n_local, bool transposed) {
+    (void)weight_shard;  // as LinearFn
+    Engine& e = engine_of(engine);
+    ProcessGrid& g = e.grid;
+    at::Tensor w = e.weights.weight(layer).view({k_local, n_local});
+    record(e, LayerOp::InputGather, layer);
+    at::Tensor full = gather_rows(e, transposed ? g.x() : g.y(), input, transposed ? "ag_x" : "ag_y");
+    at::Tensor partial = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(full, w); });
+    record(e, LayerOp::ForwardCollective, layer);
+    at::Tensor out = scatter_rows(e, transposed ? g.y() : g.x(), partial, transposed ? "rs_y" : "rs_x");
+    save_linear(ctx, e, engine, {layer, k_local, n_local, transposed, full, w});
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    Engine& e = engine_of(ctx);
+    ProcessGrid& g = e.grid;
+    const SavedLinear sv = load_linear(ctx, e);  // fetches the weight first, as the pass program says
+    const int64_t layer = sv.layer;
+    const bool transposed = sv.transposed;
+    const at::Tensor& full = sv.input;
+    const at::Tensor& w = sv.weight;
+    record(e, LayerOp::OutputGradGather, layer);
+    const at::Tensor dout = gather_rows(e, transposed ? g.y() : g.x(), grads[0], transposed ? "ag_y" : "ag_x");
+    at::Tensor dfull = compute(e, LayerOp::BackwardInput, layer, [&] { return at::matmul(dout, w.t()); });
+    at::Tensor dinput;
+    record(e, LayerOp::InputGradCollective, layer);
+    OperatorComm::InFlight f =
+        issue_scatter_rows(e, transposed ? g.x() : g.y(), dfull, dinput, transposed ? "rs_x" : "rs_y");
+    weight_gradient(e, layer, f, full, dout);
+    return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// A vector added to (or scaling) rows split over `axis` in the 3d layout: its gradient
+// is summed over the local rows, then over the group holding the other rows.
+struct RowsSumFn : public torch::autograd::Function<RowsSumFn> {
+  // Identity forward on `v`; its gradient all-reduced over `axis` (0 = X, 1 = Y).
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor v, int64_t engine, int64_t axis) {
+    ctx->saved_data["engine"] = engine;
+    ctx->saved_data["axis"] = axis;
+    return v.view_as(v);
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    Engine& e = engine_of(ctx);
+    const bool x = ctx->saved_data["axis"].toInt() == 0;
+    at::Tensor d = grads[0].contiguous().clone();
+    e.ops.all_reduce(x ? e.grid.x() : e.grid.y(), d, x ? "ar_x_vector" : "ar_y_vector");
+    return {d, at::Tensor(), at::Tensor()};
   }
 };
 
@@ -207,8 +303,8 @@ struct Embedding2dFn : public torch::autograd::Function<Embedding2dFn> {
 };
 
 // The group over which the hidden columns are split: X (AxoNN 3D), Y (2d).
-Communicator& hidden_group(Engine& e) { return e.grid.grid().summa ? e.grid.y() : e.grid.x(); }
-const char* norm_kind(Engine& e) { return e.grid.grid().summa ? "ar_y_norm" : "ar_x_norm"; }
+Communicator& hidden_group(Engine& e) { return e.grid.grid().summa() ? e.grid.y() : e.grid.x(); }
+const char* norm_kind(Engine& e) { return e.grid.grid().summa() ? "ar_y_norm" : "ar_x_norm"; }
 
 struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor gamma, at::Tensor beta, int64_t engine,
@@ -294,6 +390,20 @@ at::Tensor tp_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int6
   return EmbeddingFn::apply(tokens, *e.weights.shard(layer), to_handle(&e), layer, vocab / g.gy, hidden / g.gx);
 }
 
+at::Tensor tp3d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
+                       const LinearShape& s) {
+  const topo::Grid& g = e.grid.grid();
+  const int64_t ga = s.transposed ? g.gy : g.gx, gb = s.transposed ? g.gx : g.gy;
+  at::Tensor out = Linear3dFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, s.k / ga,
+                                     s.n / gb, s.transposed);
+  return bias.defined() ? out + rows_split_vector(e, bias, s.transposed ? topo::Axis::Y : topo::Axis::X) : out;
+}
+
+at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows) {
+  if (!e.grid.grid().threed() || e.grid.grid().size(rows) == 1) return v;
+  return RowsSumFn::apply(v, to_handle(&e), rows == topo::Axis::X ? 0 : 1);
+}
+
 at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n) {
   at::Tensor out = Linear2dFn::apply(input, *e.weights.shard(layer), to_handle(&e), layer, k, n / e.grid.grid().gy);
   return bias.defined() ? out + bias : out;
@@ -305,8 +415,10 @@ at::Tensor tp2d_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, in
 
 at::Tensor tp_layer_norm(Engine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps) {
-  if (hidden_group(e).size() == 1) return at::layer_norm(x, {hidden}, gamma, beta, eps);
-  return LayerNormFn::apply(x, gamma, beta, to_handle(&e), hidden, eps);
+  // 3d: the rows are split over Y, so are the contributions to gamma's and beta's gradients.
+  const at::Tensor g = rows_split_vector(e, gamma, topo::Axis::Y), b = rows_split_vector(e, beta, topo::Axis::Y);
+  if (hidden_group(e).size() == 1) return at::layer_norm(x, {hidden}, g, b, eps);
+  return LayerNormFn::apply(x, g, b, to_handle(&e), hidden, eps);
 }
 
 at::Tensor tp_cross_entropy(Engine& e, const at::Tensor& logits, const at::Tensor& targets, int64_t vocab) {

@@ -255,6 +255,7 @@ struct Trainer::Impl {
       for (const auto& in : sched.steps) run(in);
     // The losses of the other sequences (Z, data) and, with a pipeline, from the last stage.
     se.engine().ops.all_reduce(grid.z_data(), loss_sum, "ar_z_data");
+    if (grid.grid().threed()) se.engine().ops.all_reduce(grid.x(), loss_sum, "ar_x_loss");  // 3d: rows split over X
     se.engine().ops.all_reduce(grid.pipe(), loss_sum, "ar_pipe_loss");
     s.loss = loss_sum.item<double>();
   }

@@ -22,7 +22,7 @@ namespace {
 
 topo::Grid two_d(int64_t q, int64_t gdata, int64_t ginter) {
   topo::Grid g{1, q, q, gdata, ginter};
-  g.summa = true;
+  g.layout = topo::TensorLayout::TwoD;
   return g;
 }
 
@@ -47,6 +47,11 @@ TEST(TwoDModel, GridsAreTheSquareTensorGroupsOnYAndZ) {
   EXPECT_EQ(got.size(), 4u);
   EXPECT_EQ(topo::parse_group_grid(topo::GroupMode::TwoD, "4,2", "test", "--grid"), two_d(2, 2, 1));
   EXPECT_THROW(topo::parse_group_grid(topo::GroupMode::TwoD, "8,1", "test", "--grid"), InputError);
+  // Tesseract's 2.5D at depth d: t = d q^2, the depth a factor of the data axis.
+  EXPECT_EQ(topo::parse_group_grid(topo::GroupMode::TwoD, "8,1", "test", "--grid", 2), two_d(2, 2, 1));
+  EXPECT_EQ(topo::parse_group_grid(topo::GroupMode::TwoD, "8,3,2", "test", "--grid", 2), two_d(2, 6, 2));
+  EXPECT_THROW(topo::parse_group_grid(topo::GroupMode::TwoD, "8,1", "test", "--grid", 4), InputError);
+  EXPECT_THROW(topo::parse_group_grid(topo::GroupMode::TwoD, "8,1", "test", "--grid", 3), InputError);
 }
 
 // A linear layer, normal or transposed alike: W's k x n/q block over Z, the input
@@ -65,24 +70,25 @@ TEST(TwoDModel, ALayerGathersItsInputOverYAndItsWeightOverZ) {
     const double block = 2.0 * k * n / q, input = 2.0 * 4096 * k / q;
     EXPECT_DOUBLE_EQ(c.all_gather_s, ring_all_gather_s(q, block, 20e9, 1e-5));
     EXPECT_DOUBLE_EQ(c.reduce_scatter_s, ring_reduce_scatter_s(q, block, 20e9, 1e-5));
-    EXPECT_DOUBLE_EQ(c.forward_all_reduce_s, ring_all_gather_s(q, input, 50e9, 1e-5));
+    EXPECT_DOUBLE_EQ(c.input_gather_s, ring_all_gather_s(q, input, 50e9, 1e-5));
+    EXPECT_EQ(c.forward_all_reduce_s + c.output_grad_gather_s, 0.0);
     EXPECT_DOUBLE_EQ(c.input_grad_all_reduce_s, ring_reduce_scatter_s(q, input, 50e9, 1e-5));
     EXPECT_DOUBLE_EQ(c.data_bytes, 4.0 * k * n / (q * q));
     EXPECT_TRUE(c.gathers_input);
     const plan::CommBreakdown step = comm_per_step(c, 3, 2, 1);
-    EXPECT_DOUBLE_EQ(step.act_y, 3 * (c.forward_all_reduce_s + c.input_grad_all_reduce_s));
-    EXPECT_EQ(step.ar_x + step.ar_y, 0.0);
+    EXPECT_DOUBLE_EQ(step.act_y, 3 * (c.input_gather_s + c.input_grad_all_reduce_s));
+    EXPECT_EQ(step.ar_x + step.ar_y + step.act_x, 0.0);
   }
   model::Layer embedding = linear(50000, k, true);
   embedding.kind = model::LayerKind::Embedding;
   s.input_gradient = false;
   const LayerCollectives e = layer_collectives(embedding, two_d(q, 2, 1), bw, s);
-  EXPECT_EQ(e.forward_all_reduce_s + e.input_grad_all_reduce_s, 0.0);
+  EXPECT_EQ(e.input_gather_s + e.forward_all_reduce_s + e.input_grad_all_reduce_s, 0.0);
   EXPECT_GT(e.all_gather_s, 0.0);
 }
 
-// The schedule IR: in the 2d layout a layer's ForwardCollective (the input's
-// all-gather) precedes its Forward; the embedding has none; AxoNN's order is unchanged.
+// The schedule IR: in the 2d layout a layer's InputGather precedes its Forward and no
+// collective follows it; AxoNN's order is unchanged.
 TEST(TwoDModel, ThePassGathersTheInputBeforeTheCompute) {
   model::Layer emb = linear(64, 32, true), fc = linear(32, 64, false);
   emb.kind = model::LayerKind::Embedding;
@@ -90,15 +96,16 @@ TEST(TwoDModel, ThePassGathersTheInputBeforeTheCompute) {
   s.overlap = plan::OverlapSettings::synchronous();
   using schedule::LayerOp;
   auto ops = [&](bool summa) {
-    std::vector<schedule::PassLayer> layers{schedule::pass_layer(emb, false, 1, 0, summa),
-                                            schedule::pass_layer(fc, false, 1, 0, summa)};
+    const auto layout = summa ? topo::TensorLayout::TwoD : topo::TensorLayout::Axonn3d;
+    std::vector<schedule::PassLayer> layers{schedule::pass_layer(emb, false, 1, 0, layout),
+                                            schedule::pass_layer(fc, false, 1, 0, layout)};
     std::vector<LayerOp> out;
     for (const auto& i : schedule::pass_program(layers.data(), layers.size(), s, schedule::PassKind::Forward))
       out.push_back(i.op);
     return out;
   };
-  EXPECT_EQ(ops(true), (std::vector<LayerOp>{LayerOp::Fetch, LayerOp::Forward, LayerOp::Fetch,
-                                             LayerOp::ForwardCollective, LayerOp::Forward}));
+  EXPECT_EQ(ops(true), (std::vector<LayerOp>{LayerOp::Fetch, LayerOp::Forward, LayerOp::Fetch, LayerOp::InputGather,
+                                             LayerOp::Forward}));
   EXPECT_EQ(ops(false), (std::vector<LayerOp>{LayerOp::Fetch, LayerOp::Forward, LayerOp::ForwardCollective,
                                               LayerOp::Fetch, LayerOp::Forward, LayerOp::ForwardCollective}));
 }
@@ -125,7 +132,7 @@ TEST(TwoDModel, RejectsWhatItCannotSplit) {
   ASSERT_TRUE(heads);
   EXPECT_NE(heads->find("heads=4 is not divisible by gy=8"), std::string::npos) << *heads;
   topo::Grid bad{2, 2, 2, 1, 1};
-  bad.summa = true;
+  bad.layout = topo::TensorLayout::TwoD;
   const auto shape = plan::divisibility_problem(m, bad, 8, 8);
   ASSERT_TRUE(shape);
   EXPECT_NE(shape->find("the 2d layout"), std::string::npos) << *shape;
@@ -145,7 +152,7 @@ TEST(TwoDModel, RanksAloneOrWithEveryMode) {
   EXPECT_EQ(two.feasible.size() + two.rejected.size(), enumerate_2d_grids(32).size());
   ASSERT_FALSE(two.feasible.empty());
   for (const auto& e : two.feasible) {
-    EXPECT_TRUE(e.grid.summa);
+    EXPECT_TRUE(e.grid.summa());
     EXPECT_EQ(strategy_label(e), "2d");
     EXPECT_GT(e.comm.act_y, 0.0);
     EXPECT_EQ(e.comm.ar_x + e.comm.ar_y, 0.0);
@@ -155,7 +162,9 @@ TEST(TwoDModel, RanksAloneOrWithEveryMode) {
   // The same 1,q,q grid in AxoNN's layout is another candidate with another cost.
   const topo::Grid g = two.feasible.front().grid;
   topo::Grid axonn_g = g;
-  axonn_g.summa = false;
+  axonn_g.layout = topo::TensorLayout::Axonn3d;
   auto it = std::find_if(axonn.feasible.begin(), axonn.feasible.end(), [&](const Evaluation& x) { return x.grid == axonn_g; });
-  if (it != axonn.feasible.end()) EXPECT_NE(it->batch_s, two.feasible.front().batch_s);
+  if (it != axonn.feasible.end()) {
+    EXPECT_NE(it->batch_s, two.feasible.front().batch_s);
+  }
 }

@@ -153,9 +153,26 @@ check "a 2d group that is not a square" 2 "the 2d tensor group of 8 ranks is not
   --output "$T/twod_bad.json"
 check "a 2d plan on a grid with an X axis" 2 "the 2d layout on gx=2 gy=2 gz=2.*twod_x.json: /grid/layout" -- \
   bash -c "sed 's/\"gx\": 1/\"gx\": 2/' '$T/twod.json' > '$T/twod_x.json' && '$AXRUN' --plan '$T/twod_x.json' --steps 1"
-for mode in 1d sequence 2d axonn3d; do
+# Tesseract's 2.5D at depth 2 on 8 ranks is the 2d grid 1,2,2,2,1 (its depth is data
+# parallelism of the 2d layers).
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 8 --batch-seqs 8 --precision fp32 --tensor-mode 2.5d \
+  --tensor-depth 2 --grid 8,1 --output "$T/tess.json" >/dev/null
+check "2.5d (q=2, d=2) over 8 ranks" 0 "grid gx=1 gy=2 gz=2 gdata=2 ginter=1 2d" -- "${MPIRUN[@]}" -np 8 "$AXRUN" \
+  --plan "$T/tess.json" --steps 4 --seed 5 --log-every 1
+same_as_one "2.5d_over_8_ranks"
+check "--tensor-depth without 2.5d" 2 "--tensor-depth 2 with --tensor-mode 2d" -- "$AXPLAN" plan --model gpt-tiny \
+  --topology perlmutter --gpus 8 --batch-seqs 8 --tensor-mode 2d --tensor-depth 2 --grid 8,1 --output "$T/tess_bad.json"
+# Colossal-AI's 3D on the 2 x 2 x 2 cube.
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 8 --batch-seqs 8 --microbatch-seqs 8 --precision fp32 \
+  --tensor-mode 3d --grid 8,1 --output "$T/cube.json" >/dev/null
+check "3d over a 2 x 2 x 2 cube" 0 "grid gx=2 gy=2 gz=2 gdata=1 ginter=1 3d" -- "${MPIRUN[@]}" -np 8 "$AXRUN" \
+  --plan "$T/cube.json" --steps 4 --seed 5 --log-every 1
+same_as_one "3d_over_8_ranks"
+check "a 3d group that is not a cube" 2 "the 3d tensor group of 4 ranks is not a cube" -- "$AXPLAN" plan \
+  --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --tensor-mode 3d --grid 4,1 --output "$T/cube_bad.json"
+for mode in 1d sequence 2d 3d axonn3d; do
   check "--tensor-mode all ranks the $mode grids" 0 "\"tensor_mode\": \"$mode\"" -- "$AXPLAN" rank --model gpt-20b \
-    --topology perlmutter --gpus 32 --batch-seqs 16 --tensor-mode all --top 0 --format json
+    --topology perlmutter --gpus 64 --batch-seqs 64 --tensor-mode all --top 0 --format json
 done
 check "a sequence group that does not divide the sequence" 2 "sequence length=16 is not divisible by the sequence group=3" -- \
   "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 3 --batch-seqs 6 --tensor-mode sequence --grid 3,1 \

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -114,6 +115,35 @@ struct SerialStep {
     loss.backward();
   }
 };
+
+// A tensor mode's plans against `ref`, each twice: synchronous, and with every overlap,
+// a cache of 2 layers, small buckets and activation checkpointing. Loss and every
+// gradient within 1e-5; `check(plan, run)` adds the mode's own expectations. Rank 0
+// prints the plans run and those skipped, under `label`.
+inline void expect_plans_equal_serial(const std::vector<plan::Plan>& plans, const std::vector<std::string>& skipped,
+                                      const gpt::GptConfig& cfg, SerialStep& ref, const char* label,
+                                      const std::function<void(const plan::Plan&, gpt::GptStage&)>& check) {
+  for (auto p : plans)
+    for (bool everything : {false, true}) {
+      p.activation_checkpointing = everything;
+      if (everything) {
+        p.overlap = plan::OverlapSettings{};
+        p.overlap.cache_all_gather_layers = 2;
+        p.overlap.bucket_bytes = 8000;  // several buckets
+      }
+      runtime::ProcessGrid pg(*g_world, p.grid, p.placement_order);
+      gpt::GptStage run(p, pg, cfg, ref.serial.named_parameters(), nullptr);
+      check(p, run);
+      const std::string what = describe_plan(p) + (everything ? ", every overlap" : ", synchronous");
+      EXPECT_LT(relative_error(loss_and_gradients(run, ref.batch), ref.loss.detach().view({1})), 1e-5) << what;
+      EXPECT_LT(worst_gradient_error(run.model, ref.serial), 1e-5) << what << ": the worst gradient";
+    }
+  if (g_world->rank() == 0) {
+    for (const auto& p : plans)
+      std::printf("  [%s] %s: equal to serial, synchronous and with every overlap\n", label, p.grid.to_string().c_str());
+    for (const auto& s : skipped) std::printf("  [%s] skipped %s\n", label, s.c_str());
+  }
+}
 
 // The serial reference of a training run: `steps` steps of plain LibTorch Adam with
 // gradient-norm clipping on `serial`, batch s = source.batch(s); the loss of each step.

@@ -131,20 +131,8 @@ TEST(Sequence, LossAndEveryGradientMatchSerialOnEveryLayout) {
     EXPECT_FALSE(plans.empty());
   }
   SerialStep ref(c.cfg, c.seqs, 5, 3);
-  for (auto p : plans)
-    for (bool checkpointing : {false, true}) {  // the recompute runs the ring again
-      p.activation_checkpointing = checkpointing;
-      if (checkpointing) p.overlap = plan::OverlapSettings{};
-      ProcessGrid pg(*g_world, p.grid, p.placement_order);
-      gpt::GptStage run(p, pg, c.cfg, ref.serial.named_parameters(), nullptr);
-      EXPECT_LT(relative_error(loss_and_gradients(run, ref.batch), ref.loss.detach().view({1})), 1e-5)
-          << describe_plan(p);
-      EXPECT_LT(worst_gradient_error(run.model, ref.serial), 1e-5) << describe_plan(p) << ": the worst gradient";
-    }
-  if (g_world->rank() == 0) {
-    for (const auto& p : plans) std::printf("  [sequence] %s: equal to serial\n", describe_plan(p).c_str());
-    for (const auto& s : skipped) std::printf("  [sequence] skipped %s\n", s.c_str());
-  }
+  // With checkpointing the recompute runs the ring again.
+  expect_plans_equal_serial(plans, skipped, c.cfg, ref, "sequence", [](const plan::Plan&, gpt::GptStage&) {});
 }
 
 TEST(Sequence, TwentyTrainingStepsFollowTheSerialLossCurve) {

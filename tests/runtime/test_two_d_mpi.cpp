@@ -31,9 +31,6 @@ std::vector<plan::Plan> two_d_plans(const TwoDCase& c, std::vector<std::string>*
   return plans_on(planner::enumerate_2d_grids(g_world->size()), c.desc, c.seqs, skipped);
 }
 
-std::string describe(const plan::Plan& p) {
-  return describe_plan(p) + (p.activation_checkpointing ? ", every overlap" : ", synchronous");
-}
 
 }  // namespace
 
@@ -45,25 +42,10 @@ TEST(TwoD, LossAndEveryGradientMatchSerialOnEveryLayout) {
     EXPECT_FALSE(plans.empty());
   }
   SerialStep ref(c.cfg, c.seqs, 31, 32);
-  for (auto p : plans)
-    for (bool everything : {false, true}) {  // synchronous; every overlap with checkpointing
-      p.activation_checkpointing = everything;
-      if (everything) {
-        p.overlap = plan::OverlapSettings{};
-        p.overlap.cache_all_gather_layers = 2;
-        p.overlap.bucket_bytes = 8000;  // several buckets
-      }
-      ProcessGrid pg(*g_world, p.grid, p.placement_order);
-      gpt::GptStage run(p, pg, c.cfg, ref.serial.named_parameters(), nullptr);
-      // The activations between blocks are hidden blocks (2d), not AxoNN's full width at gx = 1.
-      EXPECT_EQ(run.model.activation_shape(2), (std::vector<int64_t>{2 * c.cfg.seq_len, c.cfg.hidden / p.grid.gy}));
-      EXPECT_LT(relative_error(loss_and_gradients(run, ref.batch), ref.loss.detach().view({1})), 1e-5) << describe(p);
-      EXPECT_LT(worst_gradient_error(run.model, ref.serial), 1e-5) << describe(p) << ": the worst gradient";
-    }
-  if (g_world->rank() == 0) {
-    for (const auto& p : plans) std::printf("  [2d] %s: equal to serial, synchronous and with every overlap\n", p.grid.to_string().c_str());
-    for (const auto& s : skipped) std::printf("  [2d] skipped %s\n", s.c_str());
-  }
+  expect_plans_equal_serial(plans, skipped, c.cfg, ref, "2d", [&](const plan::Plan& p, gpt::GptStage& run) {
+    // The activations between blocks are hidden blocks (2d), not AxoNN's full width at gx = 1.
+    EXPECT_EQ(run.model.activation_shape(2), (std::vector<int64_t>{2 * c.cfg.seq_len, c.cfg.hidden / p.grid.gy}));
+  });
 }
 
 // Sharded initialization in the 2d layout: each rank's shards, computed from the seed
@@ -90,7 +72,7 @@ TEST(TwoD, TwentyTrainingStepsFollowTheSerialLossCurve) {
   for (const auto& p : two_d_plans(c, &skipped)) {
     ProcessGrid pg(*g_world, p.grid, p.placement_order);
     gpt::GptStage run(p, pg, c.cfg, ref.initial.named_parameters(), nullptr, SerialRun::options());
-    EXPECT_LT(worst_loss_deviation(run, *ref.source, ref.losses), 1e-4) << describe(p);
+    EXPECT_LT(worst_loss_deviation(run, *ref.source, ref.losses), 1e-4) << describe_plan(p);
   }
   EXPECT_TRUE(ref.trained());
 }

@@ -2,6 +2,7 @@
 #include "axplan_cli.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
@@ -48,6 +49,7 @@ struct CommonArgs {
   bool search_memory_options = false;
   std::string strategy = "4d";
   std::string tensor_mode = "axonn3d";
+  int64_t tensor_depth = 1;  // 2.5d
   int64_t l2l_microbatches = 0;  // 0: searched
   std::string l2l_stash;         // empty: searched
   bool l2l_no_prefetch = false;
@@ -120,9 +122,14 @@ void add_common(CLI::App* app, CommonArgs& a) {
                   "the 4D grids' tensor parallelism: axonn3d (AxoNN's 3D, gx,gy,gz), 1d (Megatron's column/row pairs: "
                   "AxoNN's 3D on 1,t,1; --grid t,gdata,ginter), sequence (ring self-attention, Colossal-AI: the sequence "
                   "split over a group of the data axis; --grid t,gdata,ginter), 2d (Colossal-AI's 2D, SUMMA on a q x q "
-                  "grid: --grid t,gdata,ginter with t = q^2), or all (every mode, ranked together). The 2.5d and 3d "
-                  "modes of issue #11 are not built yet")
-      ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "all"}))
+                  "grid: --grid t,gdata,ginter with t = q^2), 2.5d (Tesseract: 2d on each of --tensor-depth d layers, "
+                  "which is 2d with d-way data parallelism; --grid t,gdata,ginter with t = d q^2), 3d (Colossal-AI's 3D: "
+                  "AxoNN's 3D with no activation replicated; --grid t,gdata,ginter with t = l^3), or all (every mode, "
+                  "ranked together)")
+      ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"}))
+      ->capture_default_str();
+  app->add_option("--tensor-depth", a.tensor_depth, "2.5d: the depth d (layers of the q x q grid)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app->add_option("--l2l-microbatches", a.l2l_microbatches,
                   "l2l: micro-batches per unit visit, u (default: every u dividing a replica's sequences)")
@@ -202,10 +209,14 @@ Loaded load(const CommonArgs& a) {
   o.rank_axonn3d = a.tensor_mode == "axonn3d" || a.tensor_mode == "all";
   o.rank_1d = a.tensor_mode == "1d";
   o.rank_sequence = a.tensor_mode == "sequence" || a.tensor_mode == "all";
-  o.rank_2d = a.tensor_mode == "2d" || a.tensor_mode == "all";
-  if ((o.rank_sequence || o.rank_2d) && o.comm_model == planner::CommModel::Paper)
+  o.rank_2d = a.tensor_mode == "2d" || a.tensor_mode == "2.5d" || a.tensor_mode == "all";
+  o.rank_3d = a.tensor_mode == "3d" || a.tensor_mode == "all";
+  if (a.tensor_depth > 1 && a.tensor_mode != "2.5d")
+    throw InputError("axplan", "--tensor-depth " + std::to_string(a.tensor_depth) + " with --tensor-mode " + a.tensor_mode,
+                     "--tensor-depth", "--tensor-mode 2.5d (the depth of Tesseract's layers)");
+  if ((o.rank_sequence || o.rank_2d || o.rank_3d) && o.comm_model == planner::CommModel::Paper)
     throw InputError("axplan", "--tensor-mode " + a.tensor_mode + " with --comm-model paper", "--tensor-mode",
-                     "axonn3d or 1d with the paper model (the 4D paper's model has neither sequence parallelism nor 2d)");
+                     "axonn3d or 1d with the paper model (the 4D paper's model has no sequence parallelism, 2d or 3d)");
   o.l2l_microbatches = a.l2l_microbatches;
   if (!a.l2l_stash.empty()) o.l2l_stash = a.l2l_stash == "device" ? plan::StashTier::Device : plan::StashTier::Host;
   o.l2l_prefetch = !a.l2l_no_prefetch;
@@ -227,7 +238,7 @@ ReportContext context(const Loaded& l) {
   c.order = topo::order_to_string(l.options.order);
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
-  c.strategies_ranked = l.options.rank_l2l || l.options.rank_sequence || l.options.rank_2d;
+  c.strategies_ranked = l.options.rank_l2l || l.options.rank_sequence || l.options.rank_2d || l.options.rank_3d;
   return c;
 }
 
@@ -241,14 +252,18 @@ planner::Ranking rank_or_throw(const Loaded& l) {
 }
 
 // --grid for `gpus` GPUs (topo::parse_grid, whose product must be the GPU count); with
-// --tensor-mode sequence, 1d or 2d "t,gdata,ginter" (or "t,gdata"; topo::parse_group_grid).
-topo::Grid parse_grid(const std::string& text, int64_t gpus, const std::string& tensor_mode) {
+// --tensor-mode sequence, 1d, 2d or 2.5d "t,gdata,ginter" (or "t,gdata"; topo::parse_group_grid,
+// with the 2.5d depth).
+topo::Grid parse_grid(const std::string& text, int64_t gpus, const std::string& tensor_mode, int64_t depth) {
   const std::string where = "--grid " + text;
-  const bool group = tensor_mode == "sequence" || tensor_mode == "1d" || tensor_mode == "2d";
+  const bool two_d = tensor_mode == "2d" || tensor_mode == "2.5d";
+  const bool group = tensor_mode == "sequence" || tensor_mode == "1d" || two_d || tensor_mode == "3d";
   const topo::GroupMode mode = tensor_mode == "sequence" ? topo::GroupMode::Sequence
-                               : tensor_mode == "2d"     ? topo::GroupMode::TwoD
+                               : two_d                   ? topo::GroupMode::TwoD
+                               : tensor_mode == "3d"     ? topo::GroupMode::ThreeD
                                                          : topo::GroupMode::OneD;
-  const topo::Grid g = group ? topo::parse_group_grid(mode, text, "axplan", where) : topo::parse_grid(text, "axplan", where);
+  const topo::Grid g =
+      group ? topo::parse_group_grid(mode, text, "axplan", where, depth) : topo::parse_grid(text, "axplan", where);
   if (g.total() != gpus)
     throw InputError("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
                      fmt::format("{} whose product is {}", group ? "t,gdata,ginter" : "gx,gy,gz,gdata,ginter", gpus));
@@ -269,13 +284,18 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   if (!grid_text.empty() && a.strategy == "l2l")
     throw InputError("axplan", "--grid with --strategy l2l", "--grid " + grid_text,
                      "no --grid: L2L runs data parallelism over every GPU (1,1,1,gpus,1)");
-  planner::Ranking r = rank_or_throw(l);
-  const planner::Evaluation* chosen = &r.feasible.front();
+  std::optional<topo::Grid> wanted;  // parsed first: a bad --grid is named before the ranking
   if (!grid_text.empty()) {
     if (a.tensor_mode == "all")
       throw InputError("axplan", "--grid with --tensor-mode all", "--grid " + grid_text,
-                       "--tensor-mode axonn3d (gx,gy,gz,gdata,ginter), 1d or sequence (t,gdata,ginter) with --grid");
-    topo::Grid g = parse_grid(grid_text, l.options.gpus, a.tensor_mode);
+                       "--tensor-mode axonn3d (gx,gy,gz,gdata,ginter), 1d, sequence, 2d, 2.5d or 3d (t,gdata,ginter) with --grid");
+    wanted = parse_grid(grid_text, l.options.gpus, a.tensor_mode, a.tensor_depth);
+  }
+  // With --grid, a ranking without feasible candidates still names the grid's rejection.
+  planner::Ranking r = wanted ? planner::rank_candidates(l.model, l.topology, l.options) : rank_or_throw(l);
+  const planner::Evaluation* chosen = r.feasible.empty() ? nullptr : &r.feasible.front();
+  if (wanted) {
+    const topo::Grid& g = *wanted;
     auto it = std::find_if(r.feasible.begin(), r.feasible.end(),
                            [&](const auto& e) { return e.strategy == plan::Strategy::FourD && e.grid == g; });
     if (it == r.feasible.end()) {
@@ -319,7 +339,7 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
 int cmd_explain(const CommonArgs& a, const std::string& grid_text, std::ostream& out) {
   Loaded l = load(a);
   planner::check_request(l.model, l.topology, l.options);
-  const topo::Grid g = parse_grid(grid_text, l.options.gpus, a.tensor_mode);
+  const topo::Grid g = parse_grid(grid_text, l.options.gpus, a.tensor_mode, a.tensor_depth);
   print_explanation(out, context(l), planner::explain(l.model, l.topology, g, l.options));
   return 0;
 }
@@ -372,7 +392,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   auto* plan = app.add_subcommand("plan", "write the plan JSON of the best (or a given) grid");
   add_common(plan, plan_args);
   plan->add_option("--grid", grid,
-                   "gx,gy,gz,gdata,ginter, or t,gdata,ginter with --tensor-mode sequence (default: the best ranked)");
+                   "gx,gy,gz,gdata,ginter, or t,gdata,ginter with --tensor-mode 1d, sequence, 2d, 2.5d or 3d (default: the best ranked)");
   plan->add_option("--output,-o", output, "plan file to write")->capture_default_str();
   bool any_model = false;
   plan->add_flag("--any-model", any_model, "write the plan even for a model axrun cannot run (for another runtime)");
@@ -395,7 +415,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   std::string explain_grid;
   auto* explain = app.add_subcommand("explain", "one grid in detail: bandwidths, per-layer costs, memory, verdict");
   add_common(explain, explain_args);
-  explain->add_option("--grid", explain_grid, "gx,gy,gz,gdata,ginter (t,gdata,ginter with --tensor-mode sequence)")
+  explain->add_option("--grid", explain_grid, "gx,gy,gz,gdata,ginter (t,gdata,ginter with --tensor-mode 1d, sequence, 2d, 2.5d or 3d)")
       ->required();
 
   auto* calibrate = app.add_subcommand(

@@ -20,7 +20,8 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
   j["strategy"] = plan::strategy_name(e.strategy);
   if (e.strategy == plan::Strategy::FourD)
     j["tensor_mode"] = e.grid.sequence > 1                    ? "sequence"
-                       : e.grid.summa                         ? "2d"
+                       : e.grid.summa()                       ? "2d"
+                       : e.grid.threed()                      ? "3d"
                        : planner::strategy_label(e) == "1d" ? "1d"
                                                               : "axonn3d";
   if (e.strategy == plan::Strategy::L2L)

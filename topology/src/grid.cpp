@@ -39,7 +39,8 @@ std::string Grid::to_string() const {
   std::ostringstream s;
   s << "gx=" << gx << " gy=" << gy << " gz=" << gz << " gdata=" << gdata << " ginter=" << ginter;
   if (sequence != 1) s << " sequence=" << sequence;
-  if (summa) s << " 2d";
+  if (summa()) s << " 2d";
+  if (threed()) s << " 3d";
   return s.str();
 }
 
@@ -73,7 +74,8 @@ Grid parse_grid(const std::string& text, const std::string& module, const std::s
   return Grid{v[0], v[1], v[2], v[3], v[4]};
 }
 
-Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where) {
+Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where,
+                      int64_t depth) {
   const char* group = mode == GroupMode::Sequence ? "the sequence group" : "the tensor group";
   const std::string expected = std::string("t,gdata,ginter (or t,gdata with ginter = 1; t = ") + group + "): positive integers";
   std::vector<int64_t> v = positive_list(text, module, where, expected);
@@ -84,15 +86,29 @@ Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string
   if (mode == GroupMode::Sequence) {
     g.sequence = v[0];
     g.gdata = v[0] * v[1];
-  } else if (mode == GroupMode::TwoD) {
-    int64_t q = 1;
-    while (q * q < v[0]) ++q;
-    if (q * q != v[0])
-      throw InputError(module, "the 2d tensor group of " + std::to_string(v[0]) + " ranks is not a square", where,
-                       "t = q^2 ranks (a q x q grid: 1, 4, 9, 16, ...)");
-    g.gy = g.gz = q;
-    g.summa = true;
+  } else if (mode == GroupMode::ThreeD) {
+    int64_t l = 1;
+    while (l * l * l < v[0]) ++l;
+    if (l * l * l != v[0])
+      throw InputError(module, "the 3d tensor group of " + std::to_string(v[0]) + " ranks is not a cube", where,
+                       "t = l^3 ranks (an l x l x l grid: 1, 8, 27, 64, ...)");
+    g.gx = g.gy = g.gz = l;
+    g.layout = TensorLayout::ThreeD;
     g.gdata = v[1];
+  } else if (mode == GroupMode::TwoD) {
+    if (depth < 1 || v[0] % depth != 0)
+      throw InputError(module, "the tensor group of " + std::to_string(v[0]) + " ranks at depth " + std::to_string(depth),
+                       where, "t = depth x q^2 ranks");
+    const int64_t layer = v[0] / depth;
+    int64_t q = 1;
+    while (q * q < layer) ++q;
+    if (q * q != layer)
+      throw InputError(module, "the 2d tensor group of " + std::to_string(layer) + " ranks" +
+                                   (depth > 1 ? " per depth layer" : "") + " is not a square",
+                       where, "t = depth x q^2 ranks (a q x q grid per layer: q^2 = 1, 4, 9, 16, ...)");
+    g.gy = g.gz = q;
+    g.layout = topo::TensorLayout::TwoD;
+    g.gdata = depth * v[1];
   } else {
     g.gy = v[0];
     g.gdata = v[1];

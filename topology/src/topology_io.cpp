@@ -126,7 +126,8 @@ Topology load_topology(const std::string& name_or_path) {
 nlohmann::json grid_to_json(const Grid& g) {
   nlohmann::json j = {{"gx", g.gx}, {"gy", g.gy}, {"gz", g.gz}, {"gdata", g.gdata}, {"ginter", g.ginter}};
   if (g.sequence != 1) j["sequence"] = g.sequence;  // absent: 1 (grids written before it)
-  if (g.summa) j["layout"] = "2d";                    // absent: AxoNN's 3D
+  if (g.summa()) j["layout"] = "2d";   // absent: AxoNN's 3D
+  if (g.threed()) j["layout"] = "3d";
   return j;
 }
 
@@ -155,13 +156,17 @@ Grid grid_from_json(ObjectReader r) {
              "a divisor of gdata (the sequence group is the data axis's innermost members)");
   }
   if (r.has("layout")) {
-    r.one_of("layout", {"2d"});  // absent: AxoNN's 3D
-    g.summa = true;
-    if (g.gx != 1 || g.gy != g.gz)
-      r.fail("layout", "the 2d layout on gx=" + std::to_string(g.gx) + " gy=" + std::to_string(g.gy) +
-                           " gz=" + std::to_string(g.gz),
-             "gx = 1 and gy = gz (a q x q grid on Y x Z)");
-    if (g.sequence != 1) r.fail("layout", "the 2d layout with a sequence group", "no sequence group with 2d");
+    if (r.one_of("layout", {"2d", "3d"}) == "3d") {  // absent: AxoNN's 3D
+      g.layout = TensorLayout::ThreeD;
+      if (g.sequence != 1) r.fail("layout", "the 3d layout with a sequence group", "no sequence group with 3d");
+    } else {
+      g.layout = TensorLayout::TwoD;
+      if (g.gx != 1 || g.gy != g.gz)
+        r.fail("layout", "the 2d layout on gx=" + std::to_string(g.gx) + " gy=" + std::to_string(g.gy) +
+                             " gz=" + std::to_string(g.gz),
+               "gx = 1 and gy = gz (a q x q grid on Y x Z)");
+      if (g.sequence != 1) r.fail("layout", "the 2d layout with a sequence group", "no sequence group with 2d");
+    }
   }
   r.finish();
   return g;

@@ -51,7 +51,8 @@ at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dty
   return at::where(i.remainder(2).eq(0).unsqueeze(0), angle.sin(), angle.cos()).to(dtype);
 }
 
-std::vector<ParameterLayout> parameter_layout(const GptConfig& c, bool summa) {
+std::vector<ParameterLayout> parameter_layout(const GptConfig& c, topo::TensorLayout layout) {
+  const bool summa = layout == topo::TensorLayout::TwoD;
   const int64_t H = c.hidden, F = c.ffn, V = c.vocab;
   // AxoNN's 3D alternates normal and transposed layers and splits vectors like the
   // activations they meet (over X after a transposed layer, over Y after a normal one);
@@ -223,7 +224,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const I
       blocks_(stage.layout.units),
       interval_(std::max<int64_t>(stage.checkpoint_interval, 1)) {
   const auto coords = grid.layout().coords_of(grid.world().rank());
-  for (const auto& l : parameter_layout(c, grid.grid().summa)) {
+  for (const auto& l : parameter_layout(c, grid.grid().layout)) {
     const int64_t b = block_of(l.name);
     const bool mine = b >= 0 ? (b >= first_block_ && b < first_block_ + blocks_)
                              : (l.name == "embedding.weight" ? first_stage_ : last_stage_);
@@ -257,10 +258,17 @@ const at::Tensor& ParallelGpt::p(const std::string& name) const {
 }
 
 std::vector<int64_t> ParallelGpt::activation_shape(int64_t seqs) const {
-  return {seqs * c_.seq_len / grid_.grid().sequence, c_.hidden / grid_.grid().size(hidden_axis())};
+  const topo::Grid& g = grid_.grid();
+  // 3d: the rows between blocks are split over Y too (a normal layer's input).
+  return {seqs * c_.seq_len / g.sequence / (g.threed() ? g.gy : 1), c_.hidden / g.size(hidden_axis())};
 }
 
 topo::Axis ParallelGpt::hidden_axis() const { return grid_.grid().hidden_axis(); }
+
+at::Tensor ParallelGpt::rows_of(const at::Tensor& t, topo::Axis axis) const {
+  const int64_t parts = grid_.grid().size(axis), rows = t.size(0) / parts;
+  return t.narrow(0, grid_.coord(axis) * rows, rows);
+}
 
 at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t seqs) {
   auto& e = engine_;
@@ -271,14 +279,17 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
   };
   auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed) {
     const int64_t layer = layer_of_.at(n + ".weight");
-    if (grid_.grid().summa) return runtime::tp2d_linear(e, layer, x, p(n + ".bias"), k, nn);
+    if (grid_.grid().summa()) return runtime::tp2d_linear(e, layer, x, p(n + ".bias"), k, nn);
+    if (grid_.grid().threed()) return runtime::tp3d_linear(e, layer, x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
     return runtime::tp_linear(e, layer, x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
   };
   const std::string pre = "block" + std::to_string(b) + ".";
   at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
+  // 3d: qkv's rows are this X-rank's sequences, a 1/Gx of those of the stage's input.
+  const int64_t n = grid_.grid().threed() ? seqs / grid_.grid().gx : seqs;
   at::Tensor ctx = grid_.grid().sequence > 1
-                       ? sequence_attention(qkv.view({seqs, qkv.size(0) / seqs, -1}), heads_local)
-                       : causal_attention(qkv.view({seqs, qkv.size(0) / seqs, -1}), heads_local);
+                       ? sequence_attention(qkv.view({n, qkv.size(0) / n, -1}), heads_local)
+                       : causal_attention(qkv.view({n, qkv.size(0) / n, -1}), heads_local);
   ctx = ctx.reshape({qkv.size(0), -1});
   at::Tensor h = h_in + linear(ctx, pre + "attn_out", H, H, true);
   return h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
@@ -310,9 +321,11 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
     at::Tensor input = tokens.narrow(1, 0, S).reshape({-1});
     // With sequence parallelism S is this member's chunk, at its global positions.
     const int64_t table = layer_of_.at("embedding.weight");
-    h = (grid_.grid().summa ? runtime::tp2d_embedding(e, table, input, c_.vocab, H)
-                            : runtime::tp_embedding(e, table, input, c_.vocab, H)) +
-        positions_.narrow(0, grid_.sequence().rank() * S, S).repeat({B, 1});
+    at::Tensor positions = positions_.narrow(0, grid_.sequence().rank() * S, S).repeat({B, 1});
+    if (grid_.grid().threed()) positions = rows_of(positions, Axis::Y);  // the embedding's rows: block y
+    h = (grid_.grid().summa() ? runtime::tp2d_embedding(e, table, input, c_.vocab, H)
+                              : runtime::tp_embedding(e, table, input, c_.vocab, H)) +
+        positions;
   }
   for (int64_t b = first_block_; b < first_block_ + blocks_; b += interval_) {
     const int64_t end = std::min(b + interval_, first_block_ + blocks_);
@@ -323,9 +336,11 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
   at::Tensor target = tokens.narrow(1, 1, S).reshape({-1});
   at::Tensor hf = runtime::tp_layer_norm(e, h, p("ln_f.weight"), p("ln_f.bias"), H, c_.layer_norm_eps);
   const int64_t head = layer_of_.at("lm_head.weight");
-  at::Tensor logits = grid_.grid().summa  // [B*S, V/Gy]
-                          ? runtime::tp2d_linear(e, head, hf, at::Tensor(), H, c_.vocab)
-                          : runtime::tp_linear(e, head, hf, at::Tensor(), runtime::LinearShape{H, c_.vocab, false});
+  const runtime::LinearShape shape{H, c_.vocab, false};
+  at::Tensor logits = grid_.grid().summa()    ? runtime::tp2d_linear(e, head, hf, at::Tensor(), H, c_.vocab)
+                      : grid_.grid().threed() ? runtime::tp3d_linear(e, head, hf, at::Tensor(), shape)
+                                              : runtime::tp_linear(e, head, hf, at::Tensor(), shape);  // [rows, V/Gy]
+  if (grid_.grid().threed()) target = rows_of(target, Axis::X);  // the logits' rows: block x
   return runtime::tp_cross_entropy(e, loss_precision(logits), target, c_.vocab).sum() / global_tokens;
 }
 

@@ -18,7 +18,7 @@ GptL2L::GptL2L(const plan::Plan& plan, runtime::ProcessGrid& grid, const GptConf
 
 NamedTensors GptL2L::master_weights() const {
   NamedTensors out;
-  const auto layout = parameter_layout(cfg_, grid_.grid().summa);
+  const auto layout = parameter_layout(cfg_, grid_.grid().layout);
   for (const auto& [name, shard] : trainer.master_weights())
     for (const auto& l : layout)
       if (l.name == name) out.emplace_back(name, runtime::unshard(grid_, shard.contiguous(), l.spec, l.shape));

@@ -47,6 +47,8 @@ struct PassClock {
         t += l.comm.ring_forward_s;
         break;
       case LayerOp::ForwardCollective: t += l.comm.forward_all_reduce_s; break;
+      case LayerOp::InputGather: t += l.comm.input_gather_s; break;
+      case LayerOp::OutputGradGather: t += l.comm.output_grad_gather_s; break;
       case LayerOp::BackwardInput:
         compute_for(l.backward_input_s);
         t += l.comm.ring_backward_s;

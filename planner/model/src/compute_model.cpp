@@ -11,7 +11,7 @@ struct LocalLinear {
 };
 
 LocalLinear local_linear(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t seq_len) {
-  const bool swap = l.transposed && !g.summa;  // 2d: normal layers only
+  const bool swap = l.transposed && !g.summa();  // 2d: normal layers only
   const Axis a = swap ? Axis::Y : Axis::X;     // splits W's rows
   const Axis b = swap ? Axis::X : Axis::Y;     // splits W's columns
   return {microbatch_seqs / g.gz * (seq_len / g.sequence), l.k / g.size(a), l.n / g.size(b)};
@@ -124,7 +124,7 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
     const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
     const double rows = static_cast<double>(x.rows);
     // 2d: the element-wise work on the input (the layer norm) is on its block k/Gy.
-    in = rows * static_cast<double>(x.k) / static_cast<double>(g.summa ? g.gy : 1), outputs = rows * static_cast<double>(x.n);
+    in = rows * static_cast<double>(x.k) / static_cast<double>(g.summa() ? g.gy : 1), outputs = rows * static_cast<double>(x.n);
   }
   using E = ElementwiseRates::Elements;
   for (size_t i = 0; i < r.count; ++i) {

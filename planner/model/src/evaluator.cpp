@@ -202,7 +202,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
       const LayerCosts& k = sc.costs[static_cast<size_t>(class_of_[i])];
       const double recompute = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
       sc.unit_weight[static_cast<size_t>(m.layers[i].unit)] +=
-          recompute * (k.forward_s + k.comm.forward_all_reduce_s) + k.backward_input_s + k.backward_weight_s;
+          recompute * (k.forward_s + k.comm.input_gather_s + k.comm.forward_all_reduce_s) + k.backward_input_s +
+          k.backward_weight_s;
     }
     e.stage_units = balanced_stage_units(sc.unit_weight, g.ginter);
   }
@@ -228,7 +229,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   double p2p_s = 0;
   if (g.ginter > 1)
     p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
-                                 static_cast<double>(m.hidden) / static_cast<double>(g.size(g.hidden_axis()) * g.gz),
+                                 static_cast<double>(m.hidden) /
+                                     static_cast<double>(g.size(g.hidden_axis()) * g.gz * (g.threed() ? g.gy : 1)),
                              pipeline_p2p_bandwidth(t, g, o.order, o.placement_aware && !paper,
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
                              ls.latency_s);
@@ -257,7 +259,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     double zero3_gathers = 0;  // ZeRO-3: the data all-gathers of the weights, per step
     for (size_t i = first; i < last; ++i) {
       const model::Layer& l = m.layers[i];
-      sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit, g.summa);
+      sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit, g.layout);
       sc.pass[i].grad_bytes = schedule::gradient_shard_bytes(l, g, ls.grad_reduce_bytes);
     }
     schedule::mark_cached(sc.pass.data() + first, n, paper ? 0 : o.overlap.cache_all_gather_layers);

@@ -28,7 +28,7 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
   const double m = static_cast<double>(s.tokens), w = static_cast<double>(s.element_bytes);
   const auto bw_of = [&](Axis x) { return bw[static_cast<int>(x)]; };
 
-  if (g.summa) {  // 2d: W's k x n/q block gathered over Z; the input [m/q, k] gathered over Y
+  if (g.summa()) {  // 2d: W's k x n/q block gathered over Z; the input [m/q, k] gathered over Y
     c.a = c.b = Axis::Y;
     c.gathers_input = true;
     const double q = static_cast<double>(g.gy), block_bytes = w * k * n / q;
@@ -36,7 +36,7 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
     c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, block_bytes, bw_of(Axis::Z), s.latency_s);
     const double input_bytes = w * m * k / gz;
     if (l.kind != model::LayerKind::Embedding) {
-      c.forward_all_reduce_s = ring_all_gather_s(g.gy, input_bytes, bw_of(Axis::Y), s.latency_s);
+      c.input_gather_s = ring_all_gather_s(g.gy, input_bytes, bw_of(Axis::Y), s.latency_s);
       c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.gy, input_bytes, bw_of(Axis::Y), s.latency_s);
     }
     c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * k * n / (q * gz);
@@ -51,6 +51,16 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
       s.input_gradient ? ring_all_reduce_s(g.size(c.b), w * m * k / (ga * gz), bw_of(c.b), s.latency_s) : 0.0;
   c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * k * n / (ga * gb * gz);
   c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, bw_of(Axis::Data), s.latency_s);
+  if (g.threed()) {  // 3d: the rows AxoNN replicates over b (input) and a (output) are split there
+    c.gathers_input = true;
+    const double input_bytes = w * m * k / (ga * gz), output_bytes = w * m * n / (gb * gz);
+    c.forward_all_reduce_s = ring_reduce_scatter_s(g.size(c.a), output_bytes, bw_of(c.a), s.latency_s);
+    c.output_grad_gather_s = ring_all_gather_s(g.size(c.a), output_bytes, bw_of(c.a), s.latency_s);
+    if (l.kind != model::LayerKind::Embedding) {
+      c.input_gather_s = ring_all_gather_s(g.size(c.b), input_bytes, bw_of(c.b), s.latency_s);
+      c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.size(c.b), input_bytes, bw_of(c.b), s.latency_s);
+    }
+  }
   return c;
 }
 

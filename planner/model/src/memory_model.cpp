@@ -14,14 +14,14 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
   const double gx = static_cast<double>(g.gx), gy = static_cast<double>(g.gy);
   // The 2d layout: normal layers only, the gathered input [rows, k] kept for dW, the
   // layer norm's output a hidden block.
-  const bool swap = l.transposed && !g.summa;
+  const bool swap = l.transposed && !g.summa();
   const double g_in = swap ? gy : gx, g_out = swap ? gx : gy;
   LayerActivations a;
   switch (l.kind) {
     case model::LayerKind::Linear: {
       const double in = static_cast<double>(l.k) / g_in, out = static_cast<double>(l.n) / g_out;
       a.input_grad = in;
-      a.norm_before = l.norm_before ? (g.summa ? in / gy : in) : 0.0;
+      a.norm_before = l.norm_before ? (g.summa() ? in / gy : in) : 0.0;
       a.saved = in + a.norm_before + (l.gelu_after ? out : 0.0);
       a.logits = l.loss_after ? out : 0.0;
       break;
@@ -138,7 +138,8 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
   const double gxy = static_cast<double>(g.gx * g.gy);
   // Tokens of a micro-batch on this GPU (a chunk of each sequence with sequence parallelism).
   const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / static_cast<double>(g.gz * g.sequence);
-  const double hx = static_cast<double>(hidden) / static_cast<double>(g.size(g.hidden_axis()));
+  // 3d: the rows between layers are split over Y as well (per row of the stage: 1/Gy).
+  const double hx = static_cast<double>(hidden) / static_cast<double>(g.size(g.hidden_axis()) * (g.threed() ? g.gy : 1));
   const bool checkpointing = s.activation_checkpointing;
   auto segmented = [&](const MemoryLayer& l) { return checkpointing && l.recomputed; };
   const bool last_stage = sh.last_stage;

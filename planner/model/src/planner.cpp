@@ -64,7 +64,9 @@ std::vector<topo::Grid> enumerate_grids(int64_t gpus) {
 }
 
 namespace {
-bool is_1d(const topo::Grid& g) { return g.gx == 1 && g.gz == 1 && g.gy > 1 && g.sequence == 1 && !g.summa; }
+bool is_1d(const topo::Grid& g) {
+  return g.gx == 1 && g.gz == 1 && g.gy > 1 && g.sequence == 1 && g.layout == topo::TensorLayout::Axonn3d;
+}
 }  // namespace
 
 std::vector<topo::Grid> enumerate_1d_grids(int64_t gpus) {
@@ -78,7 +80,17 @@ std::vector<topo::Grid> enumerate_2d_grids(int64_t gpus) {
   std::vector<topo::Grid> out;
   for (topo::Grid g : enumerate_grids(gpus))
     if (g.gx == 1 && g.gy == g.gz && g.gy >= 2) {
-      g.summa = true;
+      g.layout = topo::TensorLayout::TwoD;
+      out.push_back(g);
+    }
+  return out;
+}
+
+std::vector<topo::Grid> enumerate_3d_grids(int64_t gpus) {
+  std::vector<topo::Grid> out;
+  for (topo::Grid g : enumerate_grids(gpus))
+    if (g.gx == g.gy && g.gy == g.gz && g.gx >= 2) {
+      g.layout = topo::TensorLayout::ThreeD;
       out.push_back(g);
     }
   return out;
@@ -196,6 +208,8 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
     for (const auto& g : enumerate_sequence_grids(o.gpus)) grids.push_back(g);
   if (o.rank_4d && o.rank_2d && o.comm_model != CommModel::Paper)
     for (const auto& g : enumerate_2d_grids(o.gpus)) grids.push_back(g);
+  if (o.rank_4d && o.rank_3d && o.comm_model != CommModel::Paper)
+    for (const auto& g : enumerate_3d_grids(o.gpus)) grids.push_back(g);
   const OptionSearch search(m, t, o);
   std::vector<Evaluation> results(grids.size());
   // Threads take chunks of candidates in turn; each result lands at its grid's index,
@@ -258,7 +272,8 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
 std::string strategy_label(const Evaluation& e) {
   if (e.strategy != plan::Strategy::L2L)
     return e.grid.sequence > 1 ? fmt::format("sequence {}", e.grid.sequence)
-           : e.grid.summa      ? "2d"
+           : e.grid.summa()    ? "2d"
+           : e.grid.threed()   ? "3d"
            : is_1d(e.grid)     ? "1d"
                                : plan::strategy_name(e.strategy);
   return fmt::format("l2l u={} {}{}", e.microbatches, plan::stash_tier_name(e.l2l.stash), e.l2l.prefetch ? "" : " no-prefetch");

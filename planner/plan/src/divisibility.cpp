@@ -19,8 +19,9 @@ std::optional<std::string> batch_divisibility_problem(const model::ModelDescript
       return "sequence parallelism (sequence=" + std::to_string(g.sequence) + ") with tensor axes " + g.to_string() +
              ": it needs gx = gy = gz = 1";
   }
-  if (g.summa && (g.gx != 1 || g.gy != g.gz || g.sequence != 1))
+  if (g.summa() && (g.gx != 1 || g.gy != g.gz || g.sequence != 1))
     return "the 2d layout on " + g.to_string() + ": it needs gx = 1, gy = gz (a q x q grid) and no sequence group";
+  if (g.threed() && g.sequence != 1) return "the 3d layout with a sequence group (" + g.to_string() + ")";
   if (batch_seqs % g.replicas() != 0) return not_div("batch sequences", batch_seqs, "replicas (gdata/sequence)", g.replicas());
   const int64_t per_group = batch_seqs / g.replicas();
   if (microbatch_seqs < 1 || per_group % microbatch_seqs != 0)
@@ -28,6 +29,8 @@ std::optional<std::string> batch_divisibility_problem(const model::ModelDescript
                    microbatch_seqs);
   if (microbatch_seqs % g.gz != 0)
     return not_div("micro-batch sequences", microbatch_seqs, "gz", g.gz);
+  if (g.threed() && (microbatch_seqs / g.gz) % (g.gx * g.gy) != 0)  // rows split by whole sequences over X and Y
+    return not_div("micro-batch sequences per Z-rank", microbatch_seqs / g.gz, "gx*gy (3d)", g.gx * g.gy);
   if (m.num_units < g.ginter)
     return "pipeline units (layers)=" + std::to_string(m.num_units) + " are fewer than ginter=" +
            std::to_string(g.ginter);
@@ -37,7 +40,7 @@ std::optional<std::string> batch_divisibility_problem(const model::ModelDescript
 bool layer_divides(const model::Layer& l, const topo::Grid& g) {
   if (l.kind == model::LayerKind::Attention) return l.heads % g.gy == 0;
   // 2d: W's blocks are k/q x n/q (its Z chunk a k block), the input's k/q columns.
-  if (g.summa) return l.k % g.gz == 0 && l.n % g.gy == 0 && l.k % g.gy == 0;
+  if (g.summa()) return l.k % g.gz == 0 && l.n % g.gy == 0 && l.k % g.gy == 0;
   const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
   return l.k % gk == 0 && l.n % gn == 0 && ((l.k / gk) * (l.n / gn)) % g.gz == 0;
 }
@@ -46,7 +49,7 @@ std::string layer_divisibility_problem(const model::Layer& l, const topo::Grid& 
   if (layer_divides(l, g)) return "";
   const std::string p = "layer " + l.name + ": ";
   if (l.kind == model::LayerKind::Attention) return p + not_div("heads", l.heads, "gy", g.gy);
-  if (g.summa)
+  if (g.summa())
     return p + (l.n % g.gy != 0 ? not_div("n", l.n, "q (2d)", g.gy) : not_div("k", l.k, "q (2d)", g.gy));
   const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
   const char* nk = l.transposed ? "gy" : "gx";

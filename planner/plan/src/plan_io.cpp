@@ -68,6 +68,7 @@ CommBreakdown breakdown_from(ObjectReader r) {
   b.ar_data = r.non_negative_number("ar_data");
   b.p2p_pipe = r.non_negative_number("p2p_pipe");
   if (r.has("p2p_seq")) b.p2p_seq = r.non_negative_number("p2p_seq");
+  if (r.has("act_x")) b.act_x = r.non_negative_number("act_x");
   if (r.has("act_y")) b.act_y = r.non_negative_number("act_y");
   r.finish();
   return b;
@@ -79,7 +80,8 @@ nlohmann::json breakdown_to_json(const CommBreakdown& b) {
   nlohmann::json j = {{"ag_z", b.ag_z},       {"rs_z", b.rs_z},         {"ar_x", b.ar_x},
                       {"ar_y", b.ar_y},       {"ar_data", b.ar_data},   {"p2p_pipe", b.p2p_pipe}};
   if (b.p2p_seq > 0) j["p2p_seq"] = b.p2p_seq;  // sequence parallelism only
-  if (b.act_y > 0) j["act_y"] = b.act_y;        // the 2d layout only
+  if (b.act_x > 0) j["act_x"] = b.act_x;        // the 3d layout only
+  if (b.act_y > 0) j["act_y"] = b.act_y;        // the 2d and 3d layouts only
   return j;
 }
 

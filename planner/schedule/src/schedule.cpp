@@ -23,6 +23,8 @@ const char* layer_op_name(LayerOp op) {
     case LayerOp::ReduceScatter: return "ReduceScatter";
     case LayerOp::BucketAllReduce: return "BucketAllReduce";
     case LayerOp::WaitReduceScatters: return "WaitReduceScatters";
+    case LayerOp::InputGather: return "InputGather";
+    case LayerOp::OutputGradGather: return "OutputGradGather";
   }
   return "?";
 }
@@ -141,10 +143,13 @@ int64_t axonn_checkpoint_interval(int64_t blocks_per_stage, int64_t total_blocks
   return best;
 }
 
-PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit, bool summa) {
+PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit,
+                     topo::TensorLayout layout) {
   PassLayer p;
-  p.gathers_input = summa && l.kind != model::LayerKind::Embedding;
-  p.forward_collective = !summa || l.kind != model::LayerKind::Embedding;
+  const bool embedding = l.kind == model::LayerKind::Embedding;
+  p.gathers_input = layout != topo::TensorLayout::Axonn3d && !embedding;
+  p.forward_collective = layout != topo::TensorLayout::TwoD;
+  p.gathers_output_grad = layout == topo::TensorLayout::ThreeD;
   p.weighted = l.weight_elements() > 0;
   p.input_gradient = l.kind != model::LayerKind::Embedding;
   p.weight_in_backward = l.kind != model::LayerKind::Embedding;
@@ -170,7 +175,7 @@ std::vector<PassLayer> pass_layers(const plan::Plan& p, const StageLayout& s) {
   std::vector<PassLayer> out;
   for (size_t i = s.first_layer; i < s.last_layer; ++i) {
     const model::Layer& l = p.model.layers[i];
-    PassLayer pl = pass_layer(l, p.activation_checkpointing, p.checkpoint_interval, s.first_unit, p.grid.summa);
+    PassLayer pl = pass_layer(l, p.activation_checkpointing, p.checkpoint_interval, s.first_unit, p.grid.layout);
     pl.grad_bytes = gradient_shard_bytes(l, p.grid, p.precision.grad_reduce_bytes);
     out.push_back(pl);
   }

@@ -21,6 +21,16 @@
 //   layer norm         [rows, hidden/Gy], statistics all-reduced over Y
 //   vocab-parallel CE  as above (logits [rows, vocab/Gy])
 //
+// The 3d layout (topo::Grid::threed, Colossal-AI's 3D): AxoNN's weight blocks, and the
+// rows AxoNN replicates split instead, so a normal layer's input is [rows/Gy, k/Gx] and
+// its output [rows/Gx, n/Gy] (transposed: X and Y swapped):
+//   3d linear          the input's rows all-gathered over b, AxoNN's matmul, the partial
+//                      output reduce-scattered over a by rows (AxoNN all-reduces it);
+//                      backward: dO's rows all-gathered over a, dI reduce-scattered
+//                      over b, dW as AxoNN's
+//   embedding          its output reduce-scattered over Y by rows: [rows/Gy, hidden/Gx]
+//   biases, norms      their gradients summed over the axis splitting the rows
+//
 // Where every group an operator uses has one member, it calls LibTorch's own kernel
 // (matmul, embedding, layer_norm, cross_entropy): the same function, fused.
 //
@@ -57,6 +67,13 @@ at::Tensor tp_linear(Engine& e, int64_t layer, const at::Tensor& input, const at
 
 // Rows of the vocab x hidden table (engine layer `layer`) for `tokens` (int64, [rows]).
 at::Tensor tp_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden);
+
+// The 3d layout's linear; the bias (if any) holds the local output columns.
+at::Tensor tp3d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
+                       const LinearShape& shape);
+// `v` as used on rows split over `rows` (3d): the same values, its gradient summed over
+// that axis's group; `v` itself in the other layouts.
+at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows);
 
 // The 2d layout's linear (no transposed roles) and embedding.
 at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n);

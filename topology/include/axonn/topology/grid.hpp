@@ -29,29 +29,40 @@ const char* axis_name(Axis a);  // "x", "y", "z", "pipe", "data"
 // Throws axonn::Error (module `module`, location `where`) for an unknown name.
 Axis parse_axis(const std::string& name, const std::string& module, const std::string& where);
 
+// The layout of the tensor-parallel weights and activations:
+//  - Axonn3d: AxoNN's 3D (the 4D paper): W's blocks over X and Y (chunks over Z),
+//    activations replicated over the axis that splits W's other dimension.
+//  - TwoD: Colossal-AI's 2D (the `2d` tensor mode, SUMMA's layout) on the Y x Z plane
+//    of a q x q tensor group: gx = 1, gy = gz = q. Every weight is block (z, y) of its
+//    matrix (k block z, n block y), every activation block (z, y) of its matrix (the
+//    rows of Z-rank z's sequences, hidden block y): nothing is replicated in the
+//    tensor group, and every layer is a normal (non-transposed) one.
+//  - ThreeD: Colossal-AI's 3D (the `3d` tensor mode): AxoNN's blocks of W, and every
+//    activation also split by rows (whole sequences) over the axis AxoNN replicates it
+//    over, so nothing is replicated: a layer all-gathers its input's rows before its
+//    matmul and reduce-scatters its output's rows instead of all-reducing them.
+enum class TensorLayout : uint8_t { Axonn3d, TwoD, ThreeD };
+
 struct Grid {
   int64_t gx = 1, gy = 1, gz = 1, gdata = 1, ginter = 1;
   // Sequence parallelism (the `sequence` tensor mode, runtime/ring_attention.hpp): the
   // innermost `sequence` members of the data axis split each sequence of their replica
   // into contiguous chunks instead of taking sequences of their own. 1: none. Divides gdata.
   int64_t sequence = 1;
-  // Colossal-AI's 2D tensor parallelism (the `2d` tensor mode, SUMMA's layout) on the
-  // Y x Z plane of a q x q tensor group: gx = 1, gy = gz = q. Every weight is block
-  // (z, y) of its matrix (k block z, n block y), every activation block (z, y) of its
-  // matrix (the rows of Z-rank z's sequences, hidden block y): nothing is replicated in
-  // the tensor group, and every layer is a normal (non-transposed) one. false: AxoNN's 3D.
-  bool summa = false;
+  TensorLayout layout = TensorLayout::Axonn3d;  // the tensor mode's (above)
+  bool summa() const { return layout == TensorLayout::TwoD; }
+  bool threed() const { return layout == TensorLayout::ThreeD; }
 
   int64_t size(Axis a) const;
   // The axis that splits the activations' hidden columns: X (AxoNN's 3D), Y (2d).
-  Axis hidden_axis() const { return summa ? Axis::Y : Axis::X; }
+  Axis hidden_axis() const { return summa() ? Axis::Y : Axis::X; }
   int64_t total() const { return gx * gy * gz * gdata * ginter; }
   // Model replicas over the data axis, each fed its own sequences: gdata / sequence.
   int64_t replicas() const { return gdata / sequence; }
-  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1" (+ " sequence=2", " 2d")
+  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1" (+ " sequence=2", " 2d", " 3d")
   bool operator==(const Grid& o) const {
     return gx == o.gx && gy == o.gy && gz == o.gz && gdata == o.gdata && ginter == o.ginter && sequence == o.sequence &&
-           summa == o.summa;
+           layout == o.layout;
   }
 };
 
@@ -72,9 +83,15 @@ Grid parse_grid(const std::string& text, const std::string& module, const std::s
 //  - OneD: Megatron's 1D tensor parallelism over t ranks: the grid 1,t,1,gdata,ginter
 //    (column-parallel normal layers, row-parallel transposed ones);
 //  - TwoD: Colossal-AI's 2D over t = q^2 ranks (t a square): the grid 1,q,q,gdata,ginter
-//    with summa set.
-enum class GroupMode { Sequence, OneD, TwoD };
-Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where);
+//    with summa set. With `depth` d > 1, Tesseract's 2.5D over t = d q^2 ranks: the grid
+//    1,q,q,d*gdata,ginter. Its depth is data parallelism of the 2D layers (W replicated
+//    over the d layers, X's rows split over them, dW reduced over them), so the depth is
+//    a factor of the data axis (docs/model.md section 15).
+//  - ThreeD: Colossal-AI's 3D over t = l^3 ranks (t a cube): the grid l,l,l,gdata,ginter
+//    in the 3d layout.
+enum class GroupMode { Sequence, OneD, TwoD, ThreeD };
+Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where,
+                      int64_t depth = 1);
 
 using Coords = std::array<int64_t, kNumAxes>;  // indexed by Axis
 

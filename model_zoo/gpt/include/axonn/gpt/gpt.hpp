@@ -60,8 +60,9 @@ struct ParameterLayout {
   std::vector<int64_t> shape;
   runtime::ShardSpec spec;
 };
-// `summa`: the 2d layout's sharding (topo::Grid::summa), else AxoNN's 3D.
-std::vector<ParameterLayout> parameter_layout(const GptConfig& c, bool summa = false);
+// The sharding of the grid's tensor layout: 2d (no transposed roles, vectors over Y),
+// else AxoNN's 3D (Colossal's 3D shards the parameters as AxoNN's).
+std::vector<ParameterLayout> parameter_layout(const GptConfig& c, topo::TensorLayout layout = topo::TensorLayout::Axonn3d);
 
 // The initial values of a parameter at `positions` (row-major indices into its full
 // tensor; any shape, kept): weights ~ N(0, 0.02), each element a function of (seed,
@@ -120,6 +121,7 @@ class ParallelGpt final : public runtime::ParallelModel {
  private:
   const at::Tensor& p(const std::string& name) const;
   topo::Axis hidden_axis() const;  // the activations' hidden columns are split over it: X, or Y in 2d
+  at::Tensor rows_of(const at::Tensor& t, topo::Axis axis) const;  // 3d: this rank's block of t's rows over `axis`
   at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
   // Sequence parallelism: causal attention over the sequence group (ring self-attention).
   at::Tensor sequence_attention(const at::Tensor& qkv, int64_t heads);

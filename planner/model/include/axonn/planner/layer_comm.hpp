@@ -52,9 +52,13 @@ struct LayerCollectives {
   // shifts of one forward and of one backward, blocking (not overlapped in the model).
   double ring_forward_s = 0, ring_backward_s = 0;
   topo::Axis a = topo::Axis::X, b = topo::Axis::Y;
-  // The 2d layout: forward_all_reduce_s is the input's all-gather over Y and
-  // input_grad_all_reduce_s the dI reduce-scatter over Y (CommBreakdown::act_y).
+  // The 2d and 3d layouts (docs/model.md sections 15, 16): the input's all-gather
+  // before the compute (over b), and in 3d the output gradient's all-gather before the
+  // backward (over a); forward_all_reduce_s is then 3d's reduce-scatter of the output
+  // (over a; none in 2d) and input_grad_all_reduce_s the dI reduce-scatter (over b).
+  // They are CommBreakdown::act_x / act_y.
   bool gathers_input = false;
+  double input_gather_s = 0, output_grad_gather_s = 0;
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s);
@@ -71,7 +75,9 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
   const double fwd = mb * static_cast<double>(forward_all_reduces) * one.forward_all_reduce_s;
   const double bwd = mb * one.input_grad_all_reduce_s;
   if (one.gathers_input) {
-    c.act_y = fwd + bwd;
+    const double gather = mb * static_cast<double>(forward_all_reduces) * one.input_gather_s;
+    (one.b == topo::Axis::X ? c.act_x : c.act_y) += gather + bwd;
+    (one.a == topo::Axis::X ? c.act_x : c.act_y) += fwd + mb * one.output_grad_gather_s;
   } else {
     (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
     (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;

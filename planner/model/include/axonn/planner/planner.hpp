@@ -67,6 +67,7 @@ struct PlannerOptions {
   bool rank_1d = false;
   bool rank_sequence = false;
   bool rank_2d = false;
+  bool rank_3d = false;  // Colossal-AI's 3D: grids l,l,l,gdata,ginter (l >= 2) in the 3d layout
   int64_t l2l_microbatches = 0;  // 0: every divisor
   std::optional<plan::StashTier> l2l_stash;  // unset: host and device
   bool l2l_prefetch = true;
@@ -117,6 +118,9 @@ std::vector<topo::Grid> enumerate_sequence_grids(int64_t gpus);
 // Colossal-AI's 2D grids for `gpus`: (1, q, q, gdata, ginter) with q >= 2 and summa set,
 // in enumerate_grids' order.
 std::vector<topo::Grid> enumerate_2d_grids(int64_t gpus);
+// Colossal-AI's 3D grids for `gpus`: (l, l, l, gdata, ginter) with l >= 2 in the 3d
+// layout, in enumerate_grids' order.
+std::vector<topo::Grid> enumerate_3d_grids(int64_t gpus);
 
 // Throws axonn::Error for requests that no grid can satisfy whatever its shape:
 // GPU count vs topology, batch size.

@@ -38,9 +38,11 @@ struct CommBreakdown {
   double ar_data = 0;   // data-parallel gradient all-reduce
   double p2p_pipe = 0;  // pipeline point-to-point activations and gradients
   double p2p_seq = 0;   // ring self-attention's shifts of K, V (and dK, dV) in the sequence group
-  double act_y = 0;     // 2d: the inputs' all-gathers and the input gradients' reduce-scatters over Y
+  // 2d and 3d: the activations' all-gathers and reduce-scatters (inputs, outputs and
+  // their gradients) over X and over Y.
+  double act_x = 0, act_y = 0;
 
-  double total() const { return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_y; }
+  double total() const { return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_x + act_y; }
   CommBreakdown& operator+=(const CommBreakdown& o) {
     ag_z += o.ag_z;
     rs_z += o.rs_z;
@@ -49,11 +51,12 @@ struct CommBreakdown {
     ar_data += o.ar_data;
     p2p_pipe += o.p2p_pipe;
     p2p_seq += o.p2p_seq;
+    act_x += o.act_x;
     act_y += o.act_y;
     return *this;
   }
   CommBreakdown scaled(double f) const {
-    return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f, p2p_seq * f, act_y * f};
+    return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f};
   }
 };
 
@@ -219,7 +222,7 @@ struct Plan {
 std::optional<std::string> runtime_problem(const model::ModelDescription& m);
 
 nlohmann::json plan_to_json(const Plan& p);
-// {"ag_z": ..., "p2p_pipe": ...} (and "p2p_seq", "act_y" when not 0), seconds: the plan's
+// {"ag_z": ..., "p2p_pipe": ...} (and "p2p_seq", "act_x", "act_y" when not 0), seconds: the plan's
 // prediction and axplan's reports write the breakdown alike.
 nlohmann::json breakdown_to_json(const CommBreakdown& b);
 // Validates every field and the consistency of the whole (grid product = gpus, grid

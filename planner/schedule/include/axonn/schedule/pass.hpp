@@ -10,14 +10,14 @@
 //
 // Forward pass (optimization 3, prefetch, on):
 //   Prefetch(w0); then per layer: Fetch(i) [weighted] -> Prefetch(next weighted) ->
-//   Forward(i) -> ForwardCollective(i) [weighted, with a forward collective]
-//   (in the 2d layout, gathers_input: ForwardCollective(i) -> Forward(i), the input's
-//   all-gather first)
+//   [InputGather(i): weighted, gathers_input (2d, 3d)] -> Forward(i) ->
+//   ForwardCollective(i) [weighted, forward_collective]
 // Backward pass: checkpointed segments in reverse; a segment of recomputed layers first
 //   runs their forward again (its first fetch gathers, later ones are prefetched within
 //   the segment, a cached layer (optimization 4) comes from the forward); then each
 //   layer in reverse:
 //   Fetch(i) + Prefetch(previous) [weighted, not recomputed, reads its weight]
+//   OutputGradGather(i) [weighted, gathers_output_grad (3d)]
 //   BackwardInput(i) [computes dI] -> InputGradCollective(i) [weighted]
 //   -> InputGradWait(i) here without optimization 1 -> BackwardWeight(i)
 //   -> ReduceScatter(i) [weighted] -> InputGradWait(i) here with optimization 1
@@ -46,15 +46,17 @@ enum class LayerOp : uint8_t {
   Prefetch,            // issue the Z all-gather of the layer's weight (optimization 3)
   Fetch,               // take the layer's weight (`source`), keep it for the recompute if `keep`
   Forward,             // forward compute (inside a backward pass: the recompute)
-  ForwardCollective,    // blocking: all-reduce of the partial output (AxoNN 3D), or the
-                       // input's all-gather over Y before the compute (2d, gathers_input)
+  ForwardCollective,    // blocking, after the compute: all-reduce of the partial output
+                       // (AxoNN 3D), reduce-scatter of its rows (3d)
   BackwardInput,       // dI compute (attention: dP, dQ, dK)
-  InputGradCollective,  // issue the dI all-reduce (2d: its reduce-scatter over Y)
+  InputGradCollective,  // issue the dI all-reduce (2d, 3d: its reduce-scatter)
   InputGradWait,       // wait for it
   BackwardWeight,      // dW compute (attention: dV; embedding: the table gradient)
   ReduceScatter,       // the dW block over Z: queued with optimization 2, else waited for at once
   BucketAllReduce,     // data-parallel all-reduce of the last `count` reduce-scattered layers
   WaitReduceScatters,  // end of a backward pass: every queued reduce-scatter has completed
+  InputGather,         // blocking, before the compute: the input's all-gather (2d: columns over Y; 3d: rows)
+  OutputGradGather,    // blocking, before the backward's computes: dO's all-gather over its rows (3d)
 };
 const char* layer_op_name(LayerOp op);
 
@@ -82,15 +84,18 @@ struct PassLayer {
   bool cached = false;             // optimization 4: the recompute reuses the forward's block
   int64_t segment = 0;             // layers recomputed together share one; consecutive
   double grad_bytes = 0;           // its data-parallel gradient shard, bytes (bucket sizes)
-  // The 2d layout (topo::Grid::summa): the layer's input is all-gathered over Y before
-  // its compute (ForwardCollective first) and dI reduce-scattered over Y; the
-  // embedding has no forward collective at all.
+  // Tensor layouts (topo::TensorLayout): 2d and 3d gather the layer's input before its
+  // compute (InputGather) and reduce-scatter dI; 2d has no collective after the compute
+  // (forward_collective false); 3d reduce-scatters the output there and gathers dO
+  // before the backward (OutputGradGather).
   bool gathers_input = false;
   bool forward_collective = true;  // weighted layers: a ForwardCollective
+  bool gathers_output_grad = false;
   bool operator==(const PassLayer& o) const {
     return weighted == o.weighted && input_gradient == o.input_gradient && weight_in_backward == o.weight_in_backward &&
            recomputed == o.recomputed && cached == o.cached && segment == o.segment && grad_bytes == o.grad_bytes &&
-           gathers_input == o.gathers_input && forward_collective == o.forward_collective;
+           gathers_input == o.gathers_input && forward_collective == o.forward_collective &&
+           gathers_output_grad == o.gathers_output_grad;
   }
 };
 
@@ -149,13 +154,12 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
   auto emit = [&](LayerOp op, int64_t layer, Source source = Source::None, bool keep = false, int32_t n = 0) {
     v(LayerInstruction{op, static_cast<int32_t>(layer), source, keep, n});
   };
-  // A layer's forward compute with its collective before (2d) or after it.
+  // A layer's forward compute with its collectives before (2d, 3d) and after it.
   auto forward = [&](int64_t i) {
     const PassLayer& l = layers[i];
-    const bool collective = l.weighted && l.forward_collective;
-    if (collective && l.gathers_input) emit(LayerOp::ForwardCollective, i);
+    if (l.weighted && l.gathers_input) emit(LayerOp::InputGather, i);
     emit(LayerOp::Forward, i);
-    if (collective && !l.gathers_input) emit(LayerOp::ForwardCollective, i);
+    if (l.weighted && l.forward_collective) emit(LayerOp::ForwardCollective, i);
   };
   const int64_t n = static_cast<int64_t>(count);
 
@@ -218,6 +222,7 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
         if (prefetched_ahead) emit(LayerOp::Prefetch, prev);
       }
       const bool reduce_input = l.weighted && l.input_gradient;
+      if (l.weighted && l.gathers_output_grad) emit(LayerOp::OutputGradGather, i);
       if (l.input_gradient) emit(LayerOp::BackwardInput, i);
       if (reduce_input) emit(LayerOp::InputGradCollective, i);
       if (reduce_input && !s.overlap.async_input_grad_all_reduce) emit(LayerOp::InputGradWait, i);

@@ -42,10 +42,11 @@ int64_t axonn_checkpoint_interval(int64_t blocks_per_stage, int64_t total_blocks
 // How a layer takes part in passes, without its bytes and cache flag (pass_layers
 // sets those): weighted, dI, weight in backward, recomputed (with checkpointing), and
 // its segment: layers of `interval` consecutive units recomputed together, counted
-// from the stage's first unit; in the 2d layout (`summa`) the input gathered first
-// (PassLayer::gathers_input) and no forward collective for the embedding.
+// from the stage's first unit; the collectives of the grid's tensor layout (2d: the input
+// gathered first, no collective after the compute; 3d: the input gathered first, the
+// output reduce-scattered after, the output gradient gathered before the backward).
 PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit,
-                     bool summa = false);
+                     topo::TensorLayout layout = topo::TensorLayout::Axonn3d);
 
 // Optimization 4 as the runtime applies it: the first `cache_layers` weighted,
 // recomputed layers of the stage keep their gathered block for the recompute.

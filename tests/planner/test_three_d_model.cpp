@@ -1,0 +1,112 @@
+// The 3d mode's cost model (docs/model.md section 16): its grids, a layer's collectives
+// (AxoNN's all-reduces split into a reduce-scatter and an all-gather on either side of
+// the layer boundary), the pass order of the schedule IR, divisibility, and
+// --tensor-mode 3d / all.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/layer_comm.hpp"
+#include "axonn/planner/planner.hpp"
+#include "axonn/schedule/pass.hpp"
+#include "axonn/schedule/schedule.hpp"
+#include "axonn/topology/topology_io.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+
+namespace {
+
+topo::Grid three_d(topo::Grid g) {
+  g.layout = topo::TensorLayout::ThreeD;
+  return g;
+}
+
+}  // namespace
+
+TEST(ThreeDModel, GridsAreTheCubes) {
+  std::vector<std::string> got;
+  for (const auto& g : enumerate_3d_grids(16)) got.push_back(g.to_string());
+  EXPECT_EQ(got, (std::vector<std::string>{"gx=2 gy=2 gz=2 gdata=1 ginter=2 3d", "gx=2 gy=2 gz=2 gdata=2 ginter=1 3d"}));
+  EXPECT_EQ(topo::parse_group_grid(topo::GroupMode::ThreeD, "8,2", "test", "--grid"), three_d({2, 2, 2, 2, 1}));
+  EXPECT_THROW(topo::parse_group_grid(topo::GroupMode::ThreeD, "4,2", "test", "--grid"), InputError);
+}
+
+// Per layer, the all-reduces of AxoNN's 3D become a reduce-scatter and an all-gather of
+// the same bytes: the forward output's over a (scattered after the matmul, its gradient
+// gathered before the backward), the input gradient's over b (the input gathered before
+// the matmul, dI scattered). Ring costs add up to the same time; the weight's are equal.
+TEST(ThreeDModel, ALayersCollectivesSplitAxonnsAllReduces) {
+  const AxisBandwidths bw{40e9, 30e9, 20e9, 10e9, 5e9};
+  LayerCommSettings s;
+  s.tokens = 4096;
+  s.element_bytes = 2;
+  s.latency_s = 1e-5;
+  for (bool transposed : {false, true}) {
+    model::Layer l;
+    l.k = 1024;
+    l.n = 4096;
+    l.transposed = transposed;
+    const topo::Grid g{2, 4, 2, 1, 1};
+    const LayerCollectives a = layer_collectives(l, g, bw, s), c = layer_collectives(l, three_d(g), bw, s);
+    EXPECT_TRUE(c.gathers_input);
+    EXPECT_DOUBLE_EQ(c.all_gather_s, a.all_gather_s);
+    EXPECT_DOUBLE_EQ(c.reduce_scatter_s, a.reduce_scatter_s);
+    EXPECT_NEAR(c.forward_all_reduce_s + c.output_grad_gather_s, a.forward_all_reduce_s, 1e-15);
+    EXPECT_NEAR(c.input_gather_s + c.input_grad_all_reduce_s, a.input_grad_all_reduce_s, 1e-15);
+    const plan::CommBreakdown one = comm_per_step(a, 2, 2, 1), three = comm_per_step(c, 2, 2, 1);
+    EXPECT_NEAR(three.total(), one.total(), 1e-12);
+    EXPECT_EQ(three.ar_x + three.ar_y, 0.0);
+    EXPECT_NEAR(three.act_x, one.ar_x, 1e-12);
+    EXPECT_NEAR(three.act_y, one.ar_y, 1e-12);
+  }
+}
+
+TEST(ThreeDModel, ThePassGathersInputsAndOutputGradients) {
+  model::Layer fc;
+  fc.k = 32;
+  fc.n = 64;
+  schedule::PassSettings s;
+  s.overlap = plan::OverlapSettings::synchronous();
+  const auto layer = schedule::pass_layer(fc, false, 1, 0, topo::TensorLayout::ThreeD);
+  using schedule::LayerOp;
+  std::vector<LayerOp> fwd, bwd;
+  for (const auto& i : schedule::pass_program(&layer, 1, s, schedule::PassKind::Forward)) fwd.push_back(i.op);
+  for (const auto& i : schedule::pass_program(&layer, 1, s, schedule::PassKind::Backward)) bwd.push_back(i.op);
+  EXPECT_EQ(fwd, (std::vector<LayerOp>{LayerOp::Fetch, LayerOp::InputGather, LayerOp::Forward, LayerOp::ForwardCollective}));
+  EXPECT_EQ(bwd, (std::vector<LayerOp>{LayerOp::Fetch, LayerOp::OutputGradGather, LayerOp::BackwardInput,
+                                       LayerOp::InputGradCollective, LayerOp::InputGradWait, LayerOp::BackwardWeight,
+                                       LayerOp::ReduceScatter, LayerOp::WaitReduceScatters}));
+}
+
+TEST(ThreeDModel, RowsSplitByWholeSequences) {
+  const auto m = model::load_model("gpt-tiny");
+  const topo::Grid g = three_d({2, 2, 2, 1, 1});
+  EXPECT_FALSE(plan::divisibility_problem(m, g, 8, 8));  // 4 sequences per Z-rank over 2 x 2
+  const auto why = plan::divisibility_problem(m, g, 8, 4);
+  ASSERT_TRUE(why);
+  EXPECT_NE(why->find("gx*gy (3d)"), std::string::npos) << *why;
+}
+
+TEST(ThreeDModel, RanksAloneOrWithEveryMode) {
+  const auto m = model::load_model("gpt-20b");
+  const auto t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 64;
+  o.batch_seqs = 64;
+  const Ranking axonn = rank_candidates(m, t, o);
+  o.rank_3d = true;
+  const Ranking all = rank_candidates(m, t, o);
+  o.rank_axonn3d = false;
+  const Ranking three = rank_candidates(m, t, o);
+  EXPECT_EQ(three.feasible.size() + three.rejected.size(), enumerate_3d_grids(64).size());
+  ASSERT_FALSE(three.feasible.empty());
+  for (const auto& e : three.feasible) {
+    EXPECT_TRUE(e.grid.threed());
+    EXPECT_EQ(strategy_label(e), "3d");
+    EXPECT_EQ(e.comm.ar_x + e.comm.ar_y, 0.0);
+    EXPECT_GT(e.comm.act_x + e.comm.act_y, 0.0);
+  }
+  EXPECT_EQ(all.feasible.size(), axonn.feasible.size() + three.feasible.size());
+}
