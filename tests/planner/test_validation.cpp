@@ -73,3 +73,72 @@ TEST(Validation, StatisticsOverTheMeasuredOnly) {
   c[2].status = c[3].status = RunStatus::Failed;
   EXPECT_NE(test::error_of([&] { compare_with_measurements(c); }).find("1 configuration(s) measured"), std::string::npos);
 }
+
+namespace {
+
+// One candidate of each tensor mode on 8 GPUs, with the aware and agnostic times equal.
+std::vector<ValidationConfig> mode_configs() {
+  auto with = [](topo::Grid g, double batch_s) {
+    Evaluation e;
+    e.grid = g;
+    e.feasible = true;
+    e.batch_s = batch_s;
+    return e;
+  };
+  topo::Grid seq{1, 1, 1, 8, 1}, two_d{1, 2, 2, 2, 1}, three_d{2, 2, 2, 1, 1};
+  seq.sequence = 2;
+  two_d.layout = topo::TensorLayout::TwoD;
+  three_d.layout = topo::TensorLayout::ThreeD;
+  Ranking r;
+  r.feasible = {with({2, 2, 2, 1, 1}, 1), with(three_d, 2), with({1, 8, 1, 1, 1}, 3), with(two_d, 4), with(seq, 5),
+                with({1, 1, 8, 1, 1}, 6), with({1, 4, 1, 2, 1}, 7)};
+  return validation_configs(r, r, [](const topo::Grid&) { return true; }, "");
+}
+
+}  // namespace
+
+TEST(Validation, EachConfigurationNamesItsTensorMode) {
+  const auto c = mode_configs();
+  std::vector<std::string> modes, names;
+  for (const auto& x : c) modes.push_back(x.mode), names.push_back(x.name);
+  EXPECT_EQ(modes, (std::vector<std::string>{"axonn3d", "3d", "1d", "2d", "sequence", "axonn3d", "1d"}));
+  // Grids that equal each other but for the layout get different names (they are run apart).
+  EXPECT_EQ(names, (std::vector<std::string>{"2x2x2x1x1", "3d-2x2x2x1x1", "1x8x1x1x1", "2d-1x2x2x2x1",
+                                             "seq2-1x1x1x8x1", "1x1x8x1x1", "1x4x1x2x1"}));
+}
+
+TEST(Validation, PerModeSelectionTakesTheTopOfEachMode) {
+  const auto c = mode_configs();
+  // Top 1 overall: the best only; per mode: the best of each of the five modes.
+  EXPECT_EQ(select_for_validation(c, 1, 0, 1), (std::vector<size_t>{0}));
+  EXPECT_EQ(select_for_validation(c, 1, 0, 1, true), (std::vector<size_t>{0, 1, 2, 3, 4}));
+  // Top 2 per mode: the second axonn3d and 1d grids join.
+  EXPECT_EQ(select_for_validation(c, 2, 0, 1, true), (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6}));
+  // The sample draws from the rest.
+  const auto s = select_for_validation(c, 1, 1, 3, true);
+  ASSERT_EQ(s.size(), 6u);
+  EXPECT_TRUE(s[5] == 5 || s[5] == 6);
+}
+
+TEST(Validation, StatisticsPerTensorMode) {
+  auto c = mode_configs();
+  // axonn3d: predicted 1, 6 measured 2, 3 (ranked right, MAPE (1/2 + 3/3)/2);
+  // 1d: predicted 3, 7 measured 8, 4 (ranked wrong); 2d alone: MAPE only.
+  const std::vector<std::pair<size_t, double>> measured = {{0, 2}, {5, 3}, {2, 8}, {6, 4}, {3, 4}};
+  for (const auto& [i, t] : measured) c[i].status = RunStatus::Measured, c[i].measured_s = t;
+  const ValidationStatistics s = compare_with_measurements(c);
+  EXPECT_EQ(s.measured, 5u);
+  ASSERT_EQ(s.modes.size(), 3u);
+  EXPECT_EQ(s.modes[0].mode, "axonn3d");
+  EXPECT_EQ(s.modes[0].measured, 2u);
+  EXPECT_TRUE(s.modes[0].ranked);
+  EXPECT_DOUBLE_EQ(s.modes[0].aware.spearman, 1.0);
+  EXPECT_NEAR(s.modes[0].aware.mape, (0.5 + 1.0) / 2, 1e-12);
+  EXPECT_EQ(s.modes[1].mode, "1d");
+  EXPECT_DOUBLE_EQ(s.modes[1].aware.spearman, -1.0);
+  EXPECT_EQ(s.modes[1].aware.best_rank, 2u);
+  EXPECT_EQ(s.modes[2].mode, "2d");
+  EXPECT_EQ(s.modes[2].measured, 1u);
+  EXPECT_FALSE(s.modes[2].ranked);
+  EXPECT_DOUBLE_EQ(s.modes[2].aware.mape, 0.0);  // predicted 4, measured 4
+}

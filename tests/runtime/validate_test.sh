@@ -3,7 +3,7 @@
 # launcher, launcher not found, topology not matching --gpus); a configuration that
 # fails is recorded as failed and the sweep goes on to measure the others (the
 # pipeline grid included) and write the report, the summary and two well-formed SVG
-# plots.
+# plots; with --tensor-mode all, every mode is run and has its statistics.
 #   validate_test.sh AXPLAN AXRUN MPIRUN LAUNCHER_SCRIPT
 set -uo pipefail
 AXPLAN=$1 AXRUN=$2 MPIRUN_BIN=$3 LAUNCHER=$4
@@ -53,5 +53,41 @@ for f in ("fig7.svg", "predicted_vs_measured.svg"):
     assert ET.parse(d + "/" + f).getroot().tag.endswith("svg")
 PY
 then ok "a failing configuration is recorded and the sweep goes on"; else bad "sweep with a failing configuration (rc $rc)"; fi
+# --tensor-mode all on 4 ranks (2 nodes of 2): the top 2 of each mode run (the 2d grid
+# 1,2,2 being 2d's only one), and the report gives statistics per mode.
+cat >"$T/four.json" <<JSON
+{"name": "four", "gpus_per_node": 2, "num_nodes": 2, "gpu_memory_bytes": 8589934592,
+ "peak_flops_per_s": 1e10, "intra_node_bandwidth_bytes_per_s": 1e9, "inter_node_bandwidth_bytes_per_s": 1e8}
+JSON
+timeout 300 "$AXPLAN" validate --model gpt-tiny --batch-seqs 4 --steps 2 --axrun "$AXRUN" --topology "$T/four.json" \
+  --gpus 4 --tensor-mode all --top 2 --launcher "$MPIRUN_BIN --oversubscribe --allow-run-as-root -np 4" \
+  --out-dir "$T/modes" --timeout 120 >"$T/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/modes" <<'PY'
+import collections, json, sys
+d = sys.argv[1]
+r = json.load(open(d + "/report.json"))
+assert r["tensor_modes"] == "all"
+measured = [c for c in r["configs"] if c["status"] == "measured"]
+failed = [c["name"] + ": " + c.get("reason", "") for c in r["configs"] if c["status"] == "failed"]
+assert not failed, failed
+count = collections.Counter(c["tensor_mode"] for c in measured)
+assert count == {"axonn3d": 2, "1d": 2, "sequence": 2, "2d": 1}, count
+assert any(c["name"] == "2d-1x2x2x1x1" and c["grid"]["layout"] == "2d" for c in measured), [c["name"] for c in measured]
+assert all(c["name"].startswith("seq") and c["grid"]["sequence"] > 1 for c in measured if c["tensor_mode"] == "sequence")
+per = {m["tensor_mode"]: m for m in r["statistics"]["per_tensor_mode"]}
+assert set(per) == set(count), per
+for mode, m in per.items():
+    assert m["measured"] == count[mode]
+    a = m["placement_aware"]
+    assert a["mape"] >= 0
+    assert ("spearman" in a) == (count[mode] >= 2), (mode, a)
+    if count[mode] >= 2:
+        assert -1 <= a["spearman"] <= 1 and 1 <= a["measured_best_predicted_rank"] <= 2 and 0 <= a["top5_overlap"] <= 1
+md = open(d + "/summary.md").read()
+assert "Per tensor mode" in md and "| 2d | 1 |" in md, md
+PY
+then ok "--tensor-mode all: every mode measured, statistics per mode"; else bad "--tensor-mode all (rc $rc)"; fi
+
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -206,11 +206,7 @@ Loaded load(const CommonArgs& a) {
   o.search_memory_options = a.search_memory_options;
   o.rank_4d = a.strategy != "l2l";
   o.rank_l2l = a.strategy != "4d";
-  o.rank_axonn3d = a.tensor_mode == "axonn3d" || a.tensor_mode == "all";
-  o.rank_1d = a.tensor_mode == "1d";
-  o.rank_sequence = a.tensor_mode == "sequence" || a.tensor_mode == "all";
-  o.rank_2d = a.tensor_mode == "2d" || a.tensor_mode == "2.5d" || a.tensor_mode == "all";
-  o.rank_3d = a.tensor_mode == "3d" || a.tensor_mode == "all";
+  planner::select_tensor_modes(o, a.tensor_mode, "--tensor-mode");
   if (a.tensor_depth > 1 && a.tensor_mode != "2.5d")
     throw InputError("axplan", "--tensor-depth " + std::to_string(a.tensor_depth) + " with --tensor-mode " + a.tensor_mode,
                      "--tensor-depth", "--tensor-mode 2.5d (the depth of Tesseract's layers)");
@@ -441,7 +437,13 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->capture_default_str()
       ->check(CLI::Range(0, 4));
   validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
-  validate->add_option("--top", val.top, "run only the aware model's top K (0 = every runnable one)")->capture_default_str();
+  validate->add_option("--tensor-mode", val.tensor_mode,
+                       "the tensor modes ranked and run (as for rank; all: every mode, with --top per mode)")
+      ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"}))
+      ->capture_default_str();
+  validate->add_option("--top", val.top,
+                       "run only the aware model's top K (0 = every runnable one; with --tensor-mode all, of each mode)")
+      ->capture_default_str();
   validate->add_option("--sample", val.sample, "with --top: this many other configurations at random")->capture_default_str();
   validate->add_option("--seed", val.seed, "seed of --sample")->capture_default_str();
   validate->add_option("--timeout", val.timeout_s, "seconds per configuration")->capture_default_str()->check(CLI::Range(1.0, 1e9));

@@ -19,11 +19,7 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
   nlohmann::json j = topo::grid_to_json(e.grid);
   j["strategy"] = plan::strategy_name(e.strategy);
   if (e.strategy == plan::Strategy::FourD)
-    j["tensor_mode"] = e.grid.sequence > 1                    ? "sequence"
-                       : e.grid.summa()                       ? "2d"
-                       : e.grid.threed()                      ? "3d"
-                       : planner::strategy_label(e) == "1d" ? "1d"
-                                                              : "axonn3d";
+    j["tensor_mode"] = planner::tensor_mode_name(e.grid);
   if (e.strategy == plan::Strategy::L2L)
     j["l2l"] = {{"stash", plan::stash_tier_name(e.l2l.stash)}, {"prefetch", e.l2l.prefetch}};
   if (!e.rejected_because.empty()) j["rejected_because"] = e.rejected_because;

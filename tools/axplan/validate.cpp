@@ -134,6 +134,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   po.batch_seqs = o.batch_seqs;
   po.precision = plan::Precision::fp32();  // the runtime's dtype on CPU
   po.overlap = plan::OverlapSettings::level(o.overlap_level, 0);
+  planner::select_tensor_modes(po, o.tensor_mode, "--tensor-mode");
   const planner::Ranking aware = planner::rank_candidates(m, t, po);
   po.placement_aware = false;
   const planner::Ranking agnostic = planner::rank_candidates(m, t, po);
@@ -143,7 +144,8 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
                      fmt::format("{} on {} GPUs", m.name, o.gpus), "a smaller model or batch");
 
   auto configs = planner::validation_configs(aware, agnostic, [](const topo::Grid&) { return true; }, "");
-  const std::vector<size_t> selected = planner::select_for_validation(configs, o.top, o.sample, o.seed);
+  const std::vector<size_t> selected =
+      planner::select_for_validation(configs, o.top, o.sample, o.seed, o.tensor_mode == "all");
   size_t runnable = 0;
   for (const auto& c : configs) runnable += c.status != planner::RunStatus::NotRunnable;
   const fs::path dir(o.out_dir), runs = dir / "runs";
@@ -180,8 +182,9 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   for (const auto& c : configs) measured += c.status == planner::RunStatus::Measured;
   std::optional<planner::ValidationStatistics> stats;
   if (measured >= 2) stats = planner::compare_with_measurements(configs);
-  const ValidationRun run{m.name,     o.topology, o.launcher, axrun,       o.axrun_args,    o.gpus,
-                          o.batch_seqs, m.seq_len, o.steps,    o.overlap_level, o.efficient_within};
+  const ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
+                          o.gpus,    o.batch_seqs,  m.seq_len,         o.steps,      o.overlap_level,
+                          o.efficient_within, o.tensor_mode};
   write_file_atomically((dir / "report.json").string(), validation_report_json(run, configs, stats).dump(2) + "\n",
                         "validate");
   const std::string md = validation_summary(run, configs, stats);

@@ -4,13 +4,14 @@
 //
 //   axplan validate --model gpt-bench --topology cluster.json --gpus 8 --batch-seqs 16
 //       --launcher "bash tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 400mbit --"
+//       [--tensor-mode axonn3d|1d|sequence|2d|2.5d|3d|all]
 //       [--top K --sample N --seed S] [--steps 4] [--out-dir validate_report]
 //
 // The launcher and --axrun-args go to `sh` as written (split on spaces to check the
 // launcher's program exists, so its path must not contain spaces).
-// Every feasible grid the runtime can run (Ginter = 1), or the aware model's top K plus
-// N others drawn at random, is written as a plan (fp32, as the runtime computes on CPU)
-// and run as `LAUNCHER AXRUN --plan P --steps S --measure M`, one after another, with a
+// Every feasible grid of the tensor modes ranked, or the aware model's top K (with
+// --tensor-mode all, the top K of each mode) plus N others drawn at random, is written
+// as a plan (fp32, as the runtime computes on CPU) and run as `LAUNCHER AXRUN --plan P --steps S --measure M`, one after another, with a
 // progress bar. The measured batch time is the median of the steps after the first.
 // A configuration that fails (exit code, timeout, no measurement) is run again
 // (--retries, default 1), then recorded with the reason, and the sweep goes on. Writes OUT/report.json, OUT/summary.md,
@@ -35,7 +36,8 @@ struct ValidateOptions {
   int overlap_level = 4;          // plan::OverlapSettings::level of the plans and predictions,
                                   // with no all-gather cache (level 4 = level 3 + cache of 0)
   int64_t steps = 4;
-  size_t top = 0;                 // 0: every runnable configuration
+  std::string tensor_mode = "axonn3d";  // the modes ranked (planner::select_tensor_modes)
+  size_t top = 0;                 // 0: every runnable configuration; with tensor_mode "all", per mode
   size_t sample = 0;              // extra random configurations with --top
   uint64_t seed = 1;
   double timeout_s = 600;         // per configuration

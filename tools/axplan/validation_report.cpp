@@ -55,10 +55,11 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
                                       const std::optional<planner::ValidationStatistics>& stats) {
   nlohmann::json report = {{"model", run.model},       {"topology", run.topology},     {"gpus", run.gpus},
                            {"batch_seqs", run.batch_seqs}, {"steps", run.steps},       {"launcher", run.launcher},
-                           {"axrun_args", run.axrun_args}, {"overlap_level", run.overlap_level},
+                           {"axrun_args", run.axrun_args}, {"overlap_level", run.overlap_level}, {"tensor_modes", run.tensor_mode},
                            {"axrun", run.axrun},       {"precision", "fp32"},          {"configs", nlohmann::json::array()}};
   for (const auto& c : configs) {
     nlohmann::json j = {{"name", c.name},
+                        {"tensor_mode", c.mode},
                         {"grid", topo::grid_to_json(c.aware.grid)},
                         {"status", planner::run_status_name(c.status)},
                         {"predicted", {{"placement_aware", prediction_json(c.aware, c.aware_rank)},
@@ -70,14 +71,26 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
     report["configs"].push_back(j);
   }
   report["measured_configs"] = measured(configs).size();
-  if (stats)
+  if (stats) {
+    nlohmann::json modes = nlohmann::json::array();
+    for (const auto& s : stats->modes) {
+      auto one = [&](const planner::ModelStatistics& m) {
+        return s.ranked ? stats_json(m) : nlohmann::json{{"mape", m.mape}};  // one measured: nothing to rank
+      };
+      modes.push_back({{"tensor_mode", s.mode},
+                       {"measured", s.measured},
+                       {"placement_aware", one(s.aware)},
+                       {"placement_agnostic", one(s.agnostic)}});
+    }
     report["statistics"] = {{"placement_aware", stats_json(stats->aware)},
                             {"placement_agnostic", stats_json(stats->agnostic)},
                             {"pipelines_measured", stats->pipelines_measured},
                             {"pipeline_mape", {{"placement_aware", stats->pipeline_mape_aware},
                                                {"placement_agnostic", stats->pipeline_mape_agnostic}}},
                             {"other_mape", {{"placement_aware", stats->other_mape_aware},
-                                            {"placement_agnostic", stats->other_mape_agnostic}}}};
+                                            {"placement_agnostic", stats->other_mape_agnostic}}},
+                            {"per_tensor_mode", modes}};
+  }
   return report;
 }
 
@@ -85,14 +98,14 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
                                const std::optional<planner::ValidationStatistics>& stats) {
   std::string md = fmt::format(
       "# axplan validate: {} on {} GPUs of {}\n\nBatch {} sequences of {} tokens, fp32, overlap level {} (no "
-      "all-gather cache), {} steps per configuration (measured = median of steps 2..{}).\nLauncher: `{}`; axrun "
-      "arguments: `{}`\n\n",
+      "all-gather cache), {} steps per configuration (measured = median of steps 2..{}); tensor modes: {}.\nLauncher: "
+      "`{}`; axrun arguments: `{}`\n\n",
       run.model, run.gpus, run.topology, run.batch_seqs, run.seq_len, run.overlap_level, run.steps, run.steps,
-      run.launcher, run.axrun_args);
+      run.tensor_mode, run.launcher, run.axrun_args);
   md += "Ranks in the table are among all feasible candidates (pipelines included); the statistics below are over the "
         "measured ones.\n\n";
-  md += "| grid (gx,gy,gz,gdata,ginter) | measured (s) | aware: predicted (s) | aware rank | agnostic: predicted (s) | "
-        "agnostic rank | status |\n|---|---|---|---|---|---|---|\n";
+  md += "| grid (gx,gy,gz,gdata,ginter) | tensor mode | measured (s) | aware: predicted (s) | aware rank | agnostic: "
+        "predicted (s) | agnostic rank | status |\n|---|---|---|---|---|---|---|---|\n";
   std::vector<const ValidationConfig*> rows;
   for (const auto& c : configs) rows.push_back(&c);
   std::stable_sort(rows.begin(), rows.end(), [](const ValidationConfig* a, const ValidationConfig* b) {
@@ -102,7 +115,7 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
   });
   for (const ValidationConfig* c : rows) {
     const std::string status = planner::run_status_name(c->status);
-    md += fmt::format("| {} | {} | {:.3f} | {} | {:.3f} | {} | {} |\n", c->aware.grid.to_string(),
+    md += fmt::format("| {} | {} | {} | {:.3f} | {} | {:.3f} | {} | {} |\n", c->aware.grid.to_string(), c->mode,
                       c->status == RunStatus::Measured ? fmt::format("{:.3f}", c->measured_s) : "-", c->aware.batch_s,
                       c->aware_rank, c->agnostic.batch_s, c->agnostic_rank,
                       c->reason.empty() ? status : status + ": " + c->reason);
@@ -123,6 +136,18 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
                         stats->pipelines_measured, stats->measured - stats->pipelines_measured,
                         100 * stats->pipeline_mape_aware, 100 * stats->other_mape_aware,
                         100 * stats->pipeline_mape_agnostic, 100 * stats->other_mape_agnostic);
+    if (stats->modes.size() > 1) {
+      md += "\nPer tensor mode, placement-aware model (placement-agnostic in brackets); a mode with one measured "
+            "configuration has nothing to rank:\n\n| tensor mode | measured | Spearman | top-5 overlap | predicted rank "
+            "of its best | batch-time MAPE |\n|---|---|---|---|---|---|\n";
+      for (const auto& s : stats->modes)
+        md += s.ranked ? fmt::format("| {} | {} | {:.3f} ({:.3f}) | {:.2f} ({:.2f}) | {} ({}) | {:.1f}% ({:.1f}%) |\n",
+                                     s.mode, s.measured, s.aware.spearman, s.agnostic.spearman, s.aware.top5,
+                                     s.agnostic.top5, s.aware.best_rank, s.agnostic.best_rank, 100 * s.aware.mape,
+                                     100 * s.agnostic.mape)
+                       : fmt::format("| {} | 1 | - | - | - | {:.1f}% ({:.1f}%) |\n", s.mode, 100 * s.aware.mape,
+                                     100 * s.agnostic.mape);
+    }
     auto mark = [](bool ok) { return ok ? "met" : "NOT met"; };
     md += "\nAcceptance (issue #5), placement-aware model:\n\n";
     md += fmt::format("- measured best among the predicted top 3: {} (rank {})\n", mark(sa.best_rank <= 3), sa.best_rank);

@@ -22,6 +22,7 @@ struct ValidationRun {
   int64_t gpus = 0, batch_seqs = 0, seq_len = 0, steps = 0;
   int overlap_level = 0;
   double efficient_within = 0.10;  // "efficient": measured within this fraction of the best
+  std::string tensor_mode = "axonn3d";  // the modes ranked (--tensor-mode)
 };
 
 nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,

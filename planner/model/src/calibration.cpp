@@ -89,9 +89,12 @@ std::vector<MatmulShape> model_matmul_shapes(const model::ModelDescription& m, i
     for (const auto& s : v)
       if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
   };
-  for (const auto& g : enumerate_grids(gpus)) {
-    if (g.ginter != 1 || batch_seqs % g.gdata != 0) continue;
-    const int64_t mb = batch_seqs / g.gdata;
+  std::vector<topo::Grid> grids = enumerate_grids(gpus);
+  for (const auto& more : {enumerate_sequence_grids(gpus), enumerate_2d_grids(gpus), enumerate_3d_grids(gpus)})
+    grids.insert(grids.end(), more.begin(), more.end());
+  for (const auto& g : grids) {
+    if (g.ginter != 1 || batch_seqs % g.replicas() != 0) continue;
+    const int64_t mb = batch_seqs / g.replicas();
     if (plan::divisibility_problem(m, g, batch_seqs, mb)) continue;
     for (const auto& l : m.layers) {
       add(forward_matmuls(l, g, mb, m.seq_len));

@@ -269,13 +269,28 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
   return r;
 }
 
+std::string tensor_mode_name(const topo::Grid& g) {
+  return g.sequence > 1 ? "sequence" : g.summa() ? "2d" : g.threed() ? "3d" : is_1d(g) ? "1d" : "axonn3d";
+}
+
+void select_tensor_modes(PlannerOptions& o, const std::string& mode, const std::string& where) {
+  static const std::vector<std::string> known = {"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"};
+  if (std::find(known.begin(), known.end(), mode) == known.end())
+    throw InputError("planner", "tensor mode '" + mode + "'", where, "axonn3d, 1d, sequence, 2d, 2.5d, 3d or all");
+  o.rank_axonn3d = mode == "axonn3d" || mode == "all";
+  o.rank_1d = mode == "1d";
+  o.rank_sequence = mode == "sequence" || mode == "all";
+  o.rank_2d = mode == "2d" || mode == "2.5d" || mode == "all";
+  o.rank_3d = mode == "3d" || mode == "all";
+}
+
 std::string strategy_label(const Evaluation& e) {
-  if (e.strategy != plan::Strategy::L2L)
-    return e.grid.sequence > 1 ? fmt::format("sequence {}", e.grid.sequence)
-           : e.grid.summa()    ? "2d"
-           : e.grid.threed()   ? "3d"
-           : is_1d(e.grid)     ? "1d"
-                               : plan::strategy_name(e.strategy);
+  if (e.strategy != plan::Strategy::L2L) {
+    const std::string mode = tensor_mode_name(e.grid);
+    return mode == "sequence" ? fmt::format("sequence {}", e.grid.sequence)
+           : mode == "axonn3d" ? plan::strategy_name(e.strategy)
+                               : mode;
+  }
   return fmt::format("l2l u={} {}{}", e.microbatches, plan::stash_tier_name(e.l2l.stash), e.l2l.prefetch ? "" : " no-prefetch");
 }
 

@@ -2,6 +2,7 @@
 #include "axonn/planner/validation.hpp"
 
 #include <algorithm>
+#include <map>
 #include <random>
 
 #include <fmt/format.h>
@@ -34,7 +35,11 @@ std::vector<ValidationConfig> validation_configs(const Ranking& aware, const Ran
       if (agnostic.feasible[j].grid == c.aware.grid)
         c.agnostic = agnostic.feasible[j], c.agnostic_rank = static_cast<int64_t>(j) + 1;
     const auto& g = c.aware.grid;
-    c.name = fmt::format("{}x{}x{}x{}x{}", g.gx, g.gy, g.gz, g.gdata, g.ginter);
+    c.mode = tensor_mode_name(g);
+    const std::string prefix = c.mode == "sequence"                   ? fmt::format("seq{}-", g.sequence)
+                               : c.mode == "axonn3d" || c.mode == "1d" ? ""
+                                                                       : c.mode + "-";
+    c.name = fmt::format("{}{}x{}x{}x{}x{}", prefix, g.gx, g.gy, g.gz, g.gdata, g.ginter);
     if (!runnable(g)) c.status = RunStatus::NotRunnable, c.reason = not_runnable_reason;
     configs.push_back(c);
   }
@@ -42,13 +47,15 @@ std::vector<ValidationConfig> validation_configs(const Ranking& aware, const Ran
 }
 
 std::vector<size_t> select_for_validation(const std::vector<ValidationConfig>& configs, size_t top, size_t sample,
-                                          uint64_t seed) {
+                                          uint64_t seed, bool per_mode) {
   std::vector<size_t> runnable;
   for (size_t i = 0; i < configs.size(); ++i)
     if (configs[i].status != RunStatus::NotRunnable) runnable.push_back(i);
-  if (top == 0 || top >= runnable.size()) return runnable;
-  std::vector<size_t> selected(runnable.begin(), runnable.begin() + static_cast<long>(top));
-  std::vector<size_t> others(runnable.begin() + static_cast<long>(top), runnable.end());
+  if (top == 0) return runnable;
+  std::vector<size_t> selected, others;
+  std::map<std::string, size_t> taken;  // per mode (or all together)
+  for (size_t i : runnable)
+    (taken[per_mode ? configs[i].mode : ""]++ < top ? selected : others).push_back(i);
   std::mt19937_64 rng(seed);
   std::shuffle(others.begin(), others.end(), rng);
   others.resize(std::min(sample, others.size()));
@@ -72,7 +79,7 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
   if (measured.size() < 2)
     throw InputError("validate", fmt::format("{} configuration(s) measured", measured.size()), "the sweep",
                      "at least two to compare rankings");
-  auto stats = [&](const std::vector<double>& predicted) {
+  auto stats = [](const std::vector<double>& predicted, const std::vector<double>& measured) {
     ModelStatistics s;
     s.spearman = spearman(predicted, measured);
     s.kendall = kendall_tau_b(predicted, measured);
@@ -81,7 +88,23 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
     s.best_rank = predicted_rank_of_measured_best(predicted, measured);
     return s;
   };
-  ValidationStatistics out{measured.size(), stats(aware), stats(agnostic)};
+  ValidationStatistics out{measured.size(), stats(aware, measured), stats(agnostic, measured), {}};
+  for (const auto& c : configs) {
+    if (c.status != RunStatus::Measured) continue;
+    if (std::any_of(out.modes.begin(), out.modes.end(), [&](const ModeStatistics& s) { return s.mode == c.mode; }))
+      continue;
+    std::vector<double> m, a, g;
+    for (const auto& d : configs)
+      if (d.status == RunStatus::Measured && d.mode == c.mode)
+        m.push_back(d.measured_s), a.push_back(d.aware.batch_s), g.push_back(d.agnostic.batch_s);
+    ModeStatistics s{c.mode, m.size(), m.size() >= 2, {}, {}};
+    if (s.ranked) {
+      s.aware = stats(a, m), s.agnostic = stats(g, m);
+    } else {
+      s.aware.mape = mape(a, m), s.agnostic.mape = mape(g, m);
+    }
+    out.modes.push_back(s);
+  }
   for (bool pipelines : {true, false}) {
     std::vector<double> m, a, g;
     for (const auto& c : configs)

@@ -48,8 +48,8 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
                                       const std::string& name, const std::string& description);
 
 // The distinct local matmul shapes of every layer of `m` on every grid of `gpus` GPUs
-// without a pipeline whose data-parallel size divides `batch_seqs` (one micro-batch),
-// in first-seen order. Throws InputError for batch_seqs < 1.
+// (AxoNN's 3D first, then the sequence, 2d and 3d grids) without a pipeline whose model
+// replicas divide `batch_seqs` (one micro-batch), in first-seen order. Throws InputError for batch_seqs < 1.
 std::vector<MatmulShape> model_matmul_shapes(const model::ModelDescription& m, int64_t gpus, int64_t batch_seqs);
 
 // The operand of each element-wise operation calibrate times for `m`: about 2^20

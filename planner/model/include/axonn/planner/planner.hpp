@@ -103,6 +103,16 @@ struct Evaluation {
 // or "l2l u=4 host" (the micro-batches, the stash tier, "no-prefetch" when off).
 std::string strategy_label(const Evaluation& e);
 
+// The tensor mode of a 4D grid: "sequence" (Grid::sequence > 1), "2d", "3d", "1d"
+// (1,t,1,gdata,ginter with t >= 2 in AxoNN's layout) or "axonn3d" (every other grid).
+std::string tensor_mode_name(const topo::Grid& g);
+
+// Sets o.rank_axonn3d, rank_1d, rank_sequence, rank_2d and rank_3d for the
+// --tensor-mode named `mode`: axonn3d, 1d, sequence, 2d, 2.5d (2d's grids: the depth is
+// data parallelism, docs/model.md section 15), 3d or all (axonn3d, sequence, 2d and 3d,
+// 1d being among axonn3d's grids). Throws InputError (naming `where`) for another name.
+void select_tensor_modes(PlannerOptions& o, const std::string& mode, const std::string& where);
+
 // docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
 // micro-batches (at least Ginter, to fill it) whose size divides over Z. 0 if none.
 int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter);

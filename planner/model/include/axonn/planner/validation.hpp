@@ -23,7 +23,10 @@ const char* run_status_name(RunStatus s);  // "not selected", "not runnable", "m
 struct ValidationConfig {
   Evaluation aware, agnostic;                 // the same grid under both bandwidth models
   int64_t aware_rank = 0, agnostic_rank = 0;  // among all feasible candidates of that model (1 = best)
-  std::string name;                           // "gxXgyXgzXgdataXginter", e.g. "2x1x2x1x1"
+  std::string mode;                           // tensor_mode_name of the grid: axonn3d, 1d, 2d, 3d, sequence
+  std::string name;                           // "gxXgyXgzXgdataXginter", e.g. "2x1x2x1x1"; other modes
+                                              // than axonn3d and 1d prefixed: "2d-1x2x2x1x1",
+                                              // "3d-2x2x2x1x1", "seq2-1x1x1x4x1" (sequence group 2)
   RunStatus status = RunStatus::NotSelected;
   std::string reason;                         // why not runnable, or why it failed
   std::string retried_after;                  // the first attempt's failure, when a retry succeeded
@@ -39,9 +42,11 @@ std::vector<ValidationConfig> validation_configs(const Ranking& aware, const Ran
                                                  const std::string& not_runnable_reason);
 
 // Indices of the configurations to run: every runnable one (top = 0), or the aware
-// model's first `top` runnable ones plus `sample` others drawn with `seed`.
+// model's first `top` runnable ones plus `sample` others drawn with `seed`. With
+// `per_mode`, the first `top` runnable ones of each tensor mode (ValidationConfig::mode),
+// so that every mode is measured (--tensor-mode all), plus the sample.
 std::vector<size_t> select_for_validation(const std::vector<ValidationConfig>& configs, size_t top, size_t sample,
-                                          uint64_t seed);
+                                          uint64_t seed, bool per_mode = false);
 
 // The measured batch time of a run: the median of the steps after the first (the
 // first warms up: allocations, connections); the only step if there is one.
@@ -51,9 +56,18 @@ struct ModelStatistics {
   double spearman = 0, kendall = 0, mape = 0, top5 = 0;
   size_t best_rank = 0;  // predicted rank (among the measured) of the measured best
 };
+// The same statistics over one tensor mode's measured configurations. Spearman,
+// Kendall and the best's rank need two of them (ranked = false with one: MAPE only).
+struct ModeStatistics {
+  std::string mode;
+  size_t measured = 0;
+  bool ranked = false;
+  ModelStatistics aware, agnostic;
+};
 struct ValidationStatistics {
   size_t measured = 0;
   ModelStatistics aware, agnostic;
+  std::vector<ModeStatistics> modes;  // each mode with a measured configuration, in order of first appearance
   // The batch-time errors of the pipeline grids (Ginter > 1) and of the others apart.
   size_t pipelines_measured = 0;
   double pipeline_mape_aware = 0, pipeline_mape_agnostic = 0;
