@@ -9,8 +9,10 @@
 # model state measured (live device bytes after the step) and predicted, and the host
 # tier. A third: the same in mixed precision (bf16 weights; bf16 gradients as AxoNN
 # 2022, and fp32 gradients as Megatron-LM) on 1 and 4 data-parallel ranks, ZeRO-3 included.
+# A fourth: each tensor mode (1d, AxoNN's 3D, 2d, 2.5d, 3d, sequence) on 4 and 8 ranks,
+# measured and predicted, each also as a ratio to 1d on as many ranks (issue #11).
 #
-#   tools/measure_memory.sh [BUILD/tools] [1|2|3|all]     (which tables; default all)
+#   tools/measure_memory.sh [BUILD/tools] [1|2|3|4|all]     (which tables; default all)
 set -eo pipefail
 W=${1:-build/tools}
 TABLES=${2:-all}
@@ -30,19 +32,26 @@ measure() {
   $W/axplan rank --model "$model" --topology perlmutter --gpus $n --batch-seqs 16 "${precision[@]}" "$@" --top 0 \
     --format json >$D/r.json
   mpirun --oversubscribe --allow-run-as-root -np $n $W/axrun --plan $D/p.json --steps 3 --measure $D/m.json >/dev/null 2>&1
-  python3 - $table $D/m.json $g $D/r.json "$(basename "$model" .json)" "$*" "$PRECISION" <<'PY'
+  python3 - $table $D/m.json $g $D/r.json "$(basename "$model" .json)" "$*" "$PRECISION" $D/p.json $D/modes.jsonl <<'PY'
 import json, sys
 M = 2**20
-table, measured, grid, ranking, model, flags, precision = sys.argv[1:8]
+table, measured, grid, ranking, model, flags, precision, plan, modes = sys.argv[1:10]
 if table == "3":
     model += ", bf16 gradients" if "--grad-precision bf16" in precision else ", fp32 gradients"
 m = json.load(open(measured)); d = m["device_memory"]
-g = [int(x) for x in grid.split(",")]
-c = next(c for c in json.load(open(ranking))["candidates"] if [c["gx"], c["gy"], c["gz"], c["gdata"], c["ginter"]] == g)
+pg = json.load(open(plan))["grid"]  # the plan's grid, sequence group and layout included
+keys = ("gx", "gy", "gz", "gdata", "ginter", "sequence", "layout")
+c = next(c for c in json.load(open(ranking))["candidates"] if all(c.get(k) == pg.get(k) for k in keys))
 b = c["memory_breakdown_bytes"]
 live = max(s["live_device_bytes"] for s in m["steps"]) / M
 peak = d["peak_bytes"] / M; pred = c["memory_bytes_per_gpu"] / M; state = b["model_state"] / M
-if table == "1":
+if table == "4":
+    with open(modes, "a") as f:
+        f.write(json.dumps({"ranks": pg["gx"] * pg["gy"] * pg["gz"] * pg["gdata"] * pg["ginter"], "mode": flags,
+                            "grid": ",".join(str(pg[k]) for k in keys[:5]), "peak": peak, "live": live, "pred": pred,
+                            "state": state, "act": b["activations"] / M,
+                            "gathered": (b["gathered_weights"] + b["unscattered_grads"]) / M}) + "\n")
+elif table == "1":
     opt = flags.split()
     if "--pipeline-schedule" in opt:
         grid += f" {opt[opt.index('--pipeline-schedule') + 1]}, micro-batch {opt[opt.index('--microbatch-seqs') + 1]}"
@@ -74,6 +83,34 @@ for schedule in gpipe 1f1b message-driven; do
 done
 fi
 [ "$TABLES" = 1 ] && exit 0
+
+# Each tensor mode, gpt-bench, batch 16, fp32 (Colossal-AI's memory experiment compared
+# 1D, 2D and 2.5D on 4 GPUs and 1D, 2.5D (d = 2) and 3D on 8).
+if [ "$TABLES" = 4 ] || [ "$TABLES" = all ]; then
+: >$D/modes.jsonl
+for n in 4 8; do
+  measure 4 gpt-bench $n $n,1,1 --tensor-mode 1d
+  if [ $n = 4 ]; then measure 4 gpt-bench 4 1,2,2,1,1 --tensor-mode axonn3d; else measure 4 gpt-bench 8 2,2,2,1,1 --tensor-mode axonn3d; fi
+  if [ $n = 4 ]; then measure 4 gpt-bench 4 4,1,1 --tensor-mode 2d; else measure 4 gpt-bench 8 8,1,1 --tensor-mode 2.5d --tensor-depth 2; fi
+  if [ $n = 8 ]; then measure 4 gpt-bench 8 8,1,1 --tensor-mode 3d; fi
+  measure 4 gpt-bench $n $n,1,1 --tensor-mode sequence
+done
+python3 - $D/modes.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print("| ranks | tensor mode | grid | measured peak | predicted total | predicted / measured | measured vs 1d | "
+      "predicted vs 1d | live after the step | predicted model state | predicted activations | predicted gathered W + "
+      "unscattered dW |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+for r in rows:
+    one = next(o for o in rows if o["ranks"] == r["ranks"] and o["mode"] == "--tensor-mode 1d")
+    mode = r["mode"].replace("--tensor-mode ", "").replace(" --tensor-depth ", " d=")
+    print(f"| {r['ranks']} | {mode} | {r['grid']} | {r['peak']:.1f} | {r['pred']:.1f} | {r['pred'] / r['peak']:.2f} | "
+          f"{r['peak'] / one['peak']:.2f} | {r['pred'] / one['pred']:.2f} | {r['live']:.1f} | {r['state']:.1f} | "
+          f"{r['act']:.1f} | {r['gathered']:.1f} |")
+PY
+fi
+[ "$TABLES" = 4 ] && exit 0
 sed 's/"num_layers": 4/"num_layers": 12/; s/"name": "gpt-bench"/"name": "gpt-bench-12"/' \
   "$(dirname "$0")/../model_zoo/models/gpt-bench.json" >$D/gpt-bench-12.json
 
