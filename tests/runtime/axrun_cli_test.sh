@@ -403,6 +403,13 @@ ckpt_run "the pipeline's checkpoint resumed by sequence 2" 4 "$T/seq.json" "resu
 same_tail "the pipeline resumed as sequence 2" 3
 ckpt_run "the pipeline's checkpoint resumed by 2d" 4 "$T/twod.json" "resumed from" --steps 6 --resume "$T/ck"
 same_tail "the pipeline resumed as 2d" 3
+# Colossal-AI's 3D loads and saves the shared layout: the pipeline's checkpoint resumed
+# on the 2 x 2 x 2 cube, and the cube's own checkpoint resumed by the pipeline.
+ckpt_run "the pipeline's checkpoint resumed by 3d" 8 "$T/cube.json" "resumed from" --steps 6 --resume "$T/ck"
+same_tail "the pipeline resumed as 3d" 3
+ckpt_run "3d, 3 steps, saved" 8 "$T/cube.json" "step +3/3" --steps 3 --save "$T/ck_cube"
+ckpt_run "the cube's checkpoint resumed by the pipeline" 4 "$T/pipe.json" "resumed from" --steps 6 --resume "$T/ck_cube"
+same_tail "3d resumed as the pipeline" 3
 ckpt_run "resumed on another grid with ZeRO-1" 2 "$T/dp2.json" "re-sliced" --steps 6 --resume "$T/ck" --zero 1 \
   --measure "$T/m_resliced.json"
 follows=$(python3 - "$T/m_straight.json" "$T/m_resliced.json" <<'PY'
