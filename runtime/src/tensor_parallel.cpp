@@ -376,12 +376,19 @@ struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
 
 }  // namespace
 
+namespace {
+// The local block of a linear's weight in AxoNN's and the 3d layout: k/Ga x n/Gb, with
+// (a, b) = (X, Y), or (Y, X) when transposed.
+std::pair<int64_t, int64_t> local_block(const topo::Grid& g, const LinearShape& s) {
+  const int64_t ga = s.transposed ? g.gy : g.gx, gb = s.transposed ? g.gx : g.gy;
+  return {s.k / ga, s.n / gb};
+}
+}  // namespace
+
 at::Tensor tp_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
                      const LinearShape& s) {
-  const topo::Grid& g = e.grid.grid();
-  const int64_t ga = s.transposed ? g.gy : g.gx, gb = s.transposed ? g.gx : g.gy;
-  at::Tensor out = LinearFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, s.k / ga,
-                                   s.n / gb, s.transposed);
+  const auto [k, n] = local_block(e.grid.grid(), s);
+  at::Tensor out = LinearFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, k, n, s.transposed);
   return bias.defined() ? out + bias : out;
 }
 
@@ -392,10 +399,9 @@ at::Tensor tp_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int6
 
 at::Tensor tp3d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
                        const LinearShape& s) {
-  const topo::Grid& g = e.grid.grid();
-  const int64_t ga = s.transposed ? g.gy : g.gx, gb = s.transposed ? g.gx : g.gy;
-  at::Tensor out = Linear3dFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, s.k / ga,
-                                     s.n / gb, s.transposed);
+  const auto [k, n] = local_block(e.grid.grid(), s);
+  at::Tensor out =
+      Linear3dFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, k, n, s.transposed);
   return bias.defined() ? out + rows_split_vector(e, bias, s.transposed ? topo::Axis::Y : topo::Axis::X) : out;
 }
 

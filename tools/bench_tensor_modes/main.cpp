@@ -23,8 +23,6 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <cmath>
-
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
@@ -44,25 +42,17 @@ struct Mode {
   topo::Grid grid;
 };
 
-// The integer r with r^k = n, or 0.
-int64_t exact_root(int64_t n, int k) {
-  const auto r = static_cast<int64_t>(std::llround(std::pow(static_cast<double>(n), 1.0 / k)));
-  int64_t p = 1;
-  for (int i = 0; i < k; ++i) p *= r;
-  return p == n ? r : 0;
-}
-
 // The modes that fit `n` ranks (above), the axonn3d grid chosen by `best_axonn3d`.
 std::vector<Mode> modes_for(int64_t n, const topo::Grid& best_axonn3d) {
   const std::string t = std::to_string(n);
   std::vector<Mode> out = {{"1d", topo::parse_group_grid(topo::GroupMode::OneD, t + ",1,1", "bench", "1d")},
                            {"axonn3d", best_axonn3d}};
-  if (exact_root(n, 2) >= 2)
+  if (topo::exact_root(n, 2) >= 2)
     out.push_back({"2d", topo::parse_group_grid(topo::GroupMode::TwoD, t + ",1,1", "bench", "2d")});
   if (n % 4 == 0 && n / 4 >= 2)
     out.push_back({fmt::format("2.5d d={}", n / 4),
                    topo::parse_group_grid(topo::GroupMode::TwoD, t + ",1,1", "bench", "2.5d", n / 4)});
-  if (exact_root(n, 3) >= 2)
+  if (topo::exact_root(n, 3) >= 2)
     out.push_back({"3d", topo::parse_group_grid(topo::GroupMode::ThreeD, t + ",1,1", "bench", "3d")});
   out.push_back({"sequence", topo::parse_group_grid(topo::GroupMode::Sequence, t + ",1,1", "bench", "sequence")});
   return out;

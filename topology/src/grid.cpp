@@ -74,6 +74,17 @@ Grid parse_grid(const std::string& text, const std::string& module, const std::s
   return Grid{v[0], v[1], v[2], v[3], v[4]};
 }
 
+int64_t exact_root(int64_t n, int k) {
+  auto power = [k](int64_t r) {
+    int64_t p = 1;
+    for (int i = 0; i < k; ++i) p *= r;
+    return p;
+  };
+  int64_t r = 1;
+  while (power(r) < n) ++r;  // n is a rank count (at most 2^40): r stays small for k >= 2
+  return power(r) == n ? r : 0;
+}
+
 Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where,
                       int64_t depth) {
   const char* group = mode == GroupMode::Sequence ? "the sequence group" : "the tensor group";
@@ -87,9 +98,8 @@ Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string
     g.sequence = v[0];
     g.gdata = v[0] * v[1];
   } else if (mode == GroupMode::ThreeD) {
-    int64_t l = 1;
-    while (l * l * l < v[0]) ++l;
-    if (l * l * l != v[0])
+    const int64_t l = exact_root(v[0], 3);
+    if (l == 0)
       throw InputError(module, "the 3d tensor group of " + std::to_string(v[0]) + " ranks is not a cube", where,
                        "t = l^3 ranks (an l x l x l grid: 1, 8, 27, 64, ...)");
     g.gx = g.gy = g.gz = l;
@@ -100,9 +110,8 @@ Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string
       throw InputError(module, "the tensor group of " + std::to_string(v[0]) + " ranks at depth " + std::to_string(depth),
                        where, "t = depth x q^2 ranks");
     const int64_t layer = v[0] / depth;
-    int64_t q = 1;
-    while (q * q < layer) ++q;
-    if (q * q != layer)
+    const int64_t q = exact_root(layer, 2);
+    if (q == 0)
       throw InputError(module, "the 2d tensor group of " + std::to_string(layer) + " ranks" +
                                    (depth > 1 ? " per depth layer" : "") + " is not a square",
                        where, "t = depth x q^2 ranks (a q x q grid per layer: q^2 = 1, 4, 9, 16, ...)");

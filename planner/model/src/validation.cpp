@@ -68,52 +68,63 @@ double measured_batch_s(const std::vector<double>& steps_s) {
   return median(std::vector<double>(steps_s.begin() + 1, steps_s.end()));
 }
 
-ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs) {
+namespace {
+
+// The measured times and both predictions of the measured configurations that `keep` accepts.
+struct MeasuredTimes {
   std::vector<double> measured, aware, agnostic;
+};
+MeasuredTimes measured_where(const std::vector<ValidationConfig>& configs,
+                             const std::function<bool(const ValidationConfig&)>& keep) {
+  MeasuredTimes t;
   for (const auto& c : configs)
-    if (c.status == RunStatus::Measured) {
-      measured.push_back(c.measured_s);
-      aware.push_back(c.aware.batch_s);
-      agnostic.push_back(c.agnostic.batch_s);
+    if (c.status == RunStatus::Measured && keep(c)) {
+      t.measured.push_back(c.measured_s);
+      t.aware.push_back(c.aware.batch_s);
+      t.agnostic.push_back(c.agnostic.batch_s);
     }
-  if (measured.size() < 2)
-    throw InputError("validate", fmt::format("{} configuration(s) measured", measured.size()), "the sweep",
+  return t;
+}
+
+ModelStatistics statistics(const std::vector<double>& predicted, const std::vector<double>& measured) {
+  ModelStatistics s;
+  s.spearman = spearman(predicted, measured);
+  s.kendall = kendall_tau_b(predicted, measured);
+  s.mape = mape(predicted, measured);
+  s.top5 = top_k_overlap(predicted, measured, 5);
+  s.best_rank = predicted_rank_of_measured_best(predicted, measured);
+  return s;
+}
+
+}  // namespace
+
+ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs) {
+  const MeasuredTimes all = measured_where(configs, [](const ValidationConfig&) { return true; });
+  if (all.measured.size() < 2)
+    throw InputError("validate", fmt::format("{} configuration(s) measured", all.measured.size()), "the sweep",
                      "at least two to compare rankings");
-  auto stats = [](const std::vector<double>& predicted, const std::vector<double>& measured) {
-    ModelStatistics s;
-    s.spearman = spearman(predicted, measured);
-    s.kendall = kendall_tau_b(predicted, measured);
-    s.mape = mape(predicted, measured);
-    s.top5 = top_k_overlap(predicted, measured, 5);
-    s.best_rank = predicted_rank_of_measured_best(predicted, measured);
-    return s;
-  };
-  ValidationStatistics out{measured.size(), stats(aware, measured), stats(agnostic, measured), {}};
+  ValidationStatistics out{all.measured.size(), statistics(all.aware, all.measured),
+                           statistics(all.agnostic, all.measured), {}};
   for (const auto& c : configs) {
     if (c.status != RunStatus::Measured) continue;
     if (std::any_of(out.modes.begin(), out.modes.end(), [&](const ModeStatistics& s) { return s.mode == c.mode; }))
       continue;
-    std::vector<double> m, a, g;
-    for (const auto& d : configs)
-      if (d.status == RunStatus::Measured && d.mode == c.mode)
-        m.push_back(d.measured_s), a.push_back(d.aware.batch_s), g.push_back(d.agnostic.batch_s);
-    ModeStatistics s{c.mode, m.size(), m.size() >= 2, {}, {}};
+    const MeasuredTimes t = measured_where(configs, [&](const ValidationConfig& d) { return d.mode == c.mode; });
+    ModeStatistics s{c.mode, t.measured.size(), t.measured.size() >= 2, {}, {}};
     if (s.ranked) {
-      s.aware = stats(a, m), s.agnostic = stats(g, m);
+      s.aware = statistics(t.aware, t.measured), s.agnostic = statistics(t.agnostic, t.measured);
     } else {
-      s.aware.mape = mape(a, m), s.agnostic.mape = mape(g, m);
+      s.aware.mape = mape(t.aware, t.measured), s.agnostic.mape = mape(t.agnostic, t.measured);
     }
     out.modes.push_back(s);
   }
   for (bool pipelines : {true, false}) {
-    std::vector<double> m, a, g;
-    for (const auto& c : configs)
-      if (c.status == RunStatus::Measured && (c.aware.grid.ginter > 1) == pipelines)
-        m.push_back(c.measured_s), a.push_back(c.aware.batch_s), g.push_back(c.agnostic.batch_s);
-    if (m.empty()) continue;
-    (pipelines ? out.pipeline_mape_aware : out.other_mape_aware) = mape(a, m);
-    (pipelines ? out.pipeline_mape_agnostic : out.other_mape_agnostic) = mape(g, m);
-    if (pipelines) out.pipelines_measured = m.size();
+    const MeasuredTimes t =
+        measured_where(configs, [&](const ValidationConfig& c) { return (c.aware.grid.ginter > 1) == pipelines; });
+    if (t.measured.empty()) continue;
+    (pipelines ? out.pipeline_mape_aware : out.other_mape_aware) = mape(t.aware, t.measured);
+    (pipelines ? out.pipeline_mape_agnostic : out.other_mape_agnostic) = mape(t.agnostic, t.measured);
+    if (pipelines) out.pipelines_measured = t.measured.size();
   }
   return out;
 }

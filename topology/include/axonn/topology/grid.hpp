@@ -90,6 +90,8 @@ Grid parse_grid(const std::string& text, const std::string& module, const std::s
 //  - ThreeD: Colossal-AI's 3D over t = l^3 ranks (t a cube): the grid l,l,l,gdata,ginter
 //    in the 3d layout.
 enum class GroupMode { Sequence, OneD, TwoD, ThreeD };
+// The integer r >= 1 with r^k = n (2d's q for k = 2, 3d's l for k = 3), or 0 if none.
+int64_t exact_root(int64_t n, int k);
 Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where,
                       int64_t depth = 1);
 
