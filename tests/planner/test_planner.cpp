@@ -1,6 +1,7 @@
 // Enumeration, evaluation and ranking (docs/model.md sections 3-6).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <tuple>
 
@@ -384,4 +385,77 @@ TEST(Evaluate, OffloadMovesTheDataAllReduceIntoTheOptimizerPhase) {
   EXPECT_LT(overlapped.batch_s, serial_phase.batch_s);
   EXPECT_EQ(overlapped.comm.ar_data, serial_phase.comm.ar_data);  // the same volume, moved
   EXPECT_GT(overlapped.comm.ar_data, 0.0);
+}
+
+// --search-order (issue #16): the orders tried for a grid are the arrangements of its
+// axes of size 2 or more, the fixed order first.
+TEST(PlacementOrders, OneOrderPerArrangementOfTheAxesThatPlaceRanks) {
+  const auto base = topo::default_order();
+  EXPECT_EQ(placement_orders(topo::Grid{1, 1, 1, 8, 1}, base).size(), 1u);
+  EXPECT_EQ(placement_orders(topo::Grid{1, 4, 2, 1, 1}, base).size(), 2u);
+  EXPECT_EQ(placement_orders(topo::Grid{1, 2, 2, 2, 1}, base).size(), 6u);
+  const topo::Grid all{2, 2, 2, 2, 2};
+  const auto orders = placement_orders(all, base);
+  ASSERT_EQ(orders.size(), 120u);
+  EXPECT_EQ(orders.front(), base);
+  EXPECT_EQ(std::set<topo::PlacementOrder>(orders.begin(), orders.end()).size(), 120u);
+  // Axes of size 1 keep their slots; the others are permuted among theirs, and each
+  // order lays the ranks out differently (the X group of rank 0 differs or another axis's).
+  const topo::Grid g{1, 2, 1, 2, 2};
+  const auto some = placement_orders(g, base);
+  ASSERT_EQ(some.size(), 6u);
+  std::set<std::vector<std::vector<int64_t>>> layouts;
+  for (const auto& o : some) {
+    EXPECT_EQ(o[0], topo::Axis::X);
+    EXPECT_EQ(o[2], topo::Axis::Z);
+    const topo::RankLayout l(g, o);
+    std::vector<std::vector<int64_t>> groups;
+    for (auto a : {topo::Axis::Y, topo::Axis::Pipe, topo::Axis::Data}) groups.push_back(l.group_ranks(0, a));
+    layouts.insert(groups);
+  }
+  EXPECT_EQ(layouts.size(), 6u);
+}
+
+// Summit, 6 GPUs per node, BERT-large on 12: with the fixed order the best grid keeps
+// the pipeline inside a node; searching finds data parallelism inside each node and
+// the two pipeline stages across nodes, predicted faster. Every grid's searched time is
+// at most its fixed-order time, the searched order evaluated as a fixed one gives the
+// same numbers, and the plan carries it.
+TEST(SearchOrder, NeverSlowerAndFindsDataParallelismInsideSummitsNodes) {
+  const auto m = model::load_model("bert-large");
+  const auto t = topo::load_topology("summit");
+  PlannerOptions fixed = options(12, 96);
+  PlannerOptions searched = fixed;
+  searched.search_order = true;
+  const Ranking rf = rank_candidates(m, t, fixed), rs = rank_candidates(m, t, searched);
+  ASSERT_FALSE(rf.feasible.empty());
+  ASSERT_EQ(rs.feasible.size(), rf.feasible.size());
+  for (const auto& e : rf.feasible) EXPECT_EQ(e.order, fixed.order);
+  int improved = 0;
+  for (const auto& s : rs.feasible) {
+    const auto f = std::find_if(rf.feasible.begin(), rf.feasible.end(), [&](const Evaluation& e) {
+      return e.grid.to_string() == s.grid.to_string();
+    });
+    ASSERT_NE(f, rf.feasible.end()) << s.grid.to_string();
+    EXPECT_LE(s.batch_s, f->batch_s) << s.grid.to_string();
+    if (s.batch_s < f->batch_s) {
+      ++improved;
+      EXPECT_NE(s.order, fixed.order) << s.grid.to_string();
+    } else {
+      EXPECT_EQ(s.order, fixed.order) << s.grid.to_string() << ": ties keep the fixed order";
+    }
+    PlannerOptions again = fixed;
+    again.order = s.order;
+    EXPECT_EQ(evaluate(m, t, s.grid, again).batch_s, s.batch_s) << s.grid.to_string();
+  }
+  EXPECT_GT(improved, 0);
+  const Evaluation& best = rs.feasible.front();
+  EXPECT_LT(best.batch_s, 0.9 * rf.feasible.front().batch_s);
+  EXPECT_EQ(best.grid.to_string(), (topo::Grid{1, 1, 1, 6, 2}).to_string());
+  EXPECT_EQ(topo::order_to_string(best.order), "x,y,z,data,pipe");
+  EXPECT_EQ(make_plan(m, t, searched, best, 1, 1).placement_order, best.order);
+  // the placement-agnostic model gives every order the same time: nothing is searched
+  PlannerOptions agnostic = searched;
+  agnostic.placement_aware = false;
+  for (const auto& e : rank_candidates(m, t, agnostic).feasible) EXPECT_EQ(e.order, fixed.order);
 }

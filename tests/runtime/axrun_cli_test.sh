@@ -131,6 +131,19 @@ trains_as_one() {
 for sched in message-driven 1f1b gpipe; do
   trains_as_one "pipeline $sched" "pipeline $sched" "$T/pipe.json" --pipeline-schedule "$sched" --measure "$T/m_$sched.json"
 done
+# --search-order: on 2 nodes of 2 the searched placement puts gpt-tiny's data-parallel
+# pair inside a node and the pipeline across; the plan carries that order and axrun,
+# laying the ranks out by it, prints the 1-rank plan's losses.
+cat >"$T/two_per_node.json" <<'JSON'
+{"name": "two-per-node", "gpus_per_node": 2, "num_nodes": 2, "gpu_memory_bytes": 17179869184,
+ "peak_flops_per_s": 1e14, "intra_node_bandwidth_bytes_per_s": 1e11, "inter_node_bandwidth_bytes_per_s": 1e9}
+JSON
+check "--search-order picks data inside the node" 0 "placement order x,y,z,data,pipe \(searched" -- "$AXPLAN" plan \
+  --model gpt-tiny --topology "$T/two_per_node.json" --gpus 4 --batch-seqs 8 --grid 1,1,1,2,2 --precision fp32 \
+  --search-order --output "$T/searched.json"
+check "the plan carries the searched order" 0 '"placement_order": \[ *"x", *"y", *"z", *"data", *"pipe" *\]' -- \
+  tr -d '\n' <"$T/searched.json"
+trains_as_one "a pipeline in the searched order" "pipeline message-driven" "$T/searched.json"
 # Sequence parallelism through the CLI (--tensor-mode sequence, ring self-attention): the
 # sequences split over 2 ranks in each of 2 replicas, and over all 4 (with ZeRO-1), print
 # the 1-rank plan's losses; bad sequence grids are refused.

@@ -36,6 +36,7 @@ struct CommonArgs {
   bool no_checkpointing = false;
   int64_t cache_layers = 0;
   std::string order = "x,y,z,pipe,data";
+  bool search_order = false;
   std::string precision = "bf16";
   std::string grad_precision = "fp32";
   std::string pipeline_schedule = "message-driven";
@@ -75,6 +76,9 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--cache-layers", a.cache_layers, "overlap optimization 4: layers whose gathered weight is kept")
       ->check(CLI::NonNegativeNumber);
   app->add_option("--order", a.order, "placement order of the groups, innermost first")->capture_default_str();
+  app->add_flag("--search-order", a.search_order,
+                "also try every other order of each grid's groups of 2 or more (innermost first) and keep the "
+                "fastest; --order is tried first and kept on ties");
   app->add_option("--pipeline-schedule", a.pipeline_schedule, "pipeline schedule (Ginter > 1)")
       ->check(CLI::IsMember({"message-driven", "1f1b", "gpipe"}))
       ->capture_default_str();
@@ -163,6 +167,10 @@ Loaded load(const CommonArgs& a) {
   o.placement_aware = !a.placement_agnostic;
   o.memory_limit = !a.no_memory_limit;
   o.order = topo::parse_order(a.order, "axplan", "--order");
+  o.search_order = a.search_order;
+  if (o.search_order && !o.placement_aware)
+    throw InputError("axplan", "--search-order with --placement-agnostic", "--search-order",
+                     "the placement-aware model (the agnostic one gives every order the same time)");
   o.microbatch_seqs = a.microbatch_seqs;
   o.activation_checkpointing = !a.no_checkpointing;
   o.overlap.cache_all_gather_layers = a.cache_layers;
@@ -234,6 +242,7 @@ ReportContext context(const Loaded& l) {
   c.order = topo::order_to_string(l.options.order);
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
+  c.order_searched = l.options.search_order;
   c.strategies_ranked = l.options.rank_l2l || l.options.rank_sequence || l.options.rank_2d || l.options.rank_3d;
   return c;
 }
@@ -312,6 +321,8 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   plan::save_plan(p, output);
   fmt::print(out, "wrote {}: {} on {} GPUs of {}, grid {}, {} micro-batch(es) of {} sequences\n", output,
              l.model.name, p.gpus, l.topology.name, p.grid.to_string(), p.microbatches(), p.batch.microbatch_seqs);
+  if (l.options.search_order)
+    fmt::print(out, "placement order {} (searched; innermost first)\n", topo::order_to_string(p.placement_order));
   if (p.strategy == plan::Strategy::L2L)
     fmt::print(out, "strategy l2l: the model relayed through each device unit by unit, {} micro-batch(es) per visit, "
                     "stash on the {}, prefetch {}; host tier {:.2f} GiB per GPU\n",

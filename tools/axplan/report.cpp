@@ -70,6 +70,7 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
     for (size_t i = 0; i < n; ++i) {
       auto e = evaluation_to_json(r.feasible[i]);
       e["rank"] = i + 1;
+      if (c.order_searched) e["placement_order"] = topo::order_to_string(r.feasible[i].order);
       j["candidates"].push_back(e);
     }
     if (show_rejected) {
@@ -81,16 +82,18 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   }
   if (f == Format::Csv) {
     out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,batch_s,compute_s,exposed_comm_s,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
-           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s,act_x_s,act_y_s\n";
+           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s,act_x_s,act_y_s"
+        << (c.order_searched ? ",placement_order" : "") << "\n";
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
       fmt::print(out,
                  "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},"
-                 "\"{}\",{},{:.9g},{:.9g},{:.9g}\n",
+                 "\"{}\",{},{:.9g},{:.9g},{:.9g}{}\n",
                  rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
                  e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
                  b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because,
-                 plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq, b.act_x, b.act_y);
+                 plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq, b.act_x, b.act_y,
+                 c.order_searched ? ",\"" + topo::order_to_string(e.order) + "\"" : "");
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
     if (show_rejected)
@@ -99,7 +102,8 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   }
   fmt::print(out, "{} on {} GPUs of {}, batch {} x {} tokens; comm model {}, {}; placement {}\n", c.model, c.gpus,
              c.topology, c.batch_seqs, c.seq_len, planner::comm_model_name(c.comm_model),
-             c.placement_aware ? "placement-aware" : "placement-agnostic", c.order);
+             c.placement_aware ? "placement-aware" : "placement-agnostic",
+             c.order_searched ? "searched per grid, " + c.order + " first" : c.order);
   fmt::print(out, "{} feasible, {} rejected; showing {}\n\n", r.feasible.size(), r.rejected.size(), n);
   const bool full = c.comm_model == planner::CommModel::Full;
   if (full)
@@ -112,22 +116,23 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   const bool options = c.memory_options_searched;
   const bool strategies = c.strategies_ranked;
   const std::string header = fmt::format(
-      "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>9}{}{}", "rank", "gx",
+      "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {:>9}{}{}{}", "rank", "gx",
       "gy", "gz", "gdata", "ginter", "mb",
       full ? fmt::format("{:>9}  {:>9}  {:>9}  ", "batch (s)", "compute", "exposed") : "", "comm (s)", "ag_z",
       "rs_z", "ar_x", "ar_y", "ar_data", "p2p", "mem (GiB)", options ? fmt::format("  {:<13}", "optimizer") : "",
-      strategies ? fmt::format("  {:<22}", "strategy") : "");
+      strategies ? fmt::format("  {:<22}", "strategy") : "", c.order_searched ? fmt::format("  {:<16}", "order") : "");
   out << header << "\n" << std::string(header.size(), '-') << "\n";
   for (size_t i = 0; i < n; ++i) {
     const auto& e = r.feasible[i];
     const auto& b = e.comm;
-    fmt::print(out, "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}  {:>9.2f}{}{}\n",
+    fmt::print(out, "{:>4}  {:>4} {:>4} {:>4} {:>5} {:>6}  {:>4}  {}{:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}  {:>9.2f}{}{}{}\n",
                i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs,
                full ? fmt::format("{:>9.4f}  {:>9.4f}  {:>9.4f}  ", e.batch_s, e.compute_s, e.exposed_comm_s) : "",
                e.comm_s,
                b.ag_z, b.rs_z, b.ar_x + b.act_x, b.ar_y + b.act_y, b.ar_data, b.p2p_pipe + b.p2p_seq, e.memory.total_bytes() / kBytesPerGiB,
                options ? fmt::format("  {:<13}", plan::optimizer_label(e.optimizer)) : "",
-               strategies ? fmt::format("  {:<22}", planner::strategy_label(e)) : "");
+               strategies ? fmt::format("  {:<22}", planner::strategy_label(e)) : "",
+               c.order_searched ? fmt::format("  {:<16}", topo::order_to_string(e.order)) : "");
   }
   if (show_rejected && !r.rejected.empty()) {
     out << "\nrejected:\n";

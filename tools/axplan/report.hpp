@@ -21,6 +21,7 @@ struct ReportContext {
   std::string order;
   plan::PipelineSchedule pipeline_schedule = plan::PipelineSchedule::MessageDriven;
   bool memory_options_searched = false;  // --search-memory-options: the table shows each grid's optimizer
+  bool order_searched = false;           // --search-order: every candidate shows its placement order
   bool strategies_ranked = false;        // --strategy l2l or all: the table shows each candidate's strategy
 };
 

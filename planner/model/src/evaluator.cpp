@@ -105,11 +105,17 @@ Evaluator::Evaluator(const model::ModelDescription& m, const topo::Topology& t, 
 
 Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
                                std::vector<std::vector<SimulatedInstruction>>* trace) const {
+  return evaluate(g, o_.order, sc, trace);
+}
+
+Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& order, Scratch& sc,
+                               std::vector<std::vector<SimulatedInstruction>>* trace) const {
   const auto& m = m_;
   const auto& t = t_;
   const auto& o = o_;
   Evaluation e;
   e.grid = g;
+  e.order = order;
   e.optimizer = o.optimizer;
   const bool paper = o.comm_model == CommModel::Paper;
   if (o.batch_seqs % g.replicas() != 0)
@@ -148,7 +154,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
 
   const AxisBandwidths bw =
       o.placement_aware
-          ? placement_aware_bandwidths(t, g, o.order, paper ? BandwidthRule::Strict : BandwidthRule::Straddle)
+          ? placement_aware_bandwidths(t, g, order, paper ? BandwidthRule::Strict : BandwidthRule::Straddle)
           : placement_agnostic_bandwidths(t, g);
 
   LayerCommSettings ls;
@@ -158,7 +164,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
   ls.latency_s = paper ? 0.0 : t.collective_latency_s;
   if (g.sequence > 1) {  // the data axis's innermost members: eq. 10 with the data axis's ip
-    const int64_t ip = topo::RankLayout(g, o.order).inner_size(topo::Axis::Data);
+    const int64_t ip = topo::RankLayout(g, order).inner_size(topo::Axis::Data);
     ls.sequence_bw = o.placement_aware ? group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle)
                                        : bw[static_cast<int>(topo::Axis::Data)];
   }
@@ -231,7 +237,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, Scratch& sc,
     p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
                                  static_cast<double>(m.hidden) /
                                      static_cast<double>(g.size(g.hidden_axis()) * g.gz * (g.threed() ? g.gy : 1)),
-                             pipeline_p2p_bandwidth(t, g, o.order, o.placement_aware && !paper,
+                             pipeline_p2p_bandwidth(t, g, order, o.placement_aware && !paper,
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
                              ls.latency_s);
 

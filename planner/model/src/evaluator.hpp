@@ -49,6 +49,9 @@ class Evaluator {
   // `trace`: the simulated step of each stage (the planner's instruction list).
   Evaluation evaluate(const topo::Grid& g, Scratch& s,
                       std::vector<std::vector<SimulatedInstruction>>* trace = nullptr) const;
+  // The same under another placement order than the options' (the order search).
+  Evaluation evaluate(const topo::Grid& g, const topo::PlacementOrder& order, Scratch& s,
+                      std::vector<std::vector<SimulatedInstruction>>* trace = nullptr) const;
 
   // The distinct layers, in order of first appearance, with their counts.
   struct LayerClass {

@@ -78,6 +78,7 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
   e.l2l = s.settings;
   e.microbatches = s.microbatches;
   e.grid = topo::Grid{1, 1, 1, o.gpus, 1};
+  e.order = o.order;
   const int64_t per_replica = o.batch_seqs / o.gpus;
   if (o.batch_seqs % o.gpus != 0 || s.microbatches < 1 || per_replica % s.microbatches != 0) {
     e.rejection = Rejection::Divisibility;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <numeric>
 #include <thread>
 #include <tuple>
 
@@ -141,6 +142,21 @@ std::vector<plan::OptimizerSettings> memory_options(const PlannerOptions& o, con
   return out;
 }
 
+std::vector<topo::PlacementOrder> placement_orders(const topo::Grid& g, const topo::PlacementOrder& base) {
+  std::vector<int> slots;  // positions in `base` of the axes of size 2 or more
+  for (int i = 0; i < topo::kNumAxes; ++i)
+    if (g.size(base[i]) > 1) slots.push_back(i);
+  std::vector<int> perm(slots.size());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::vector<topo::PlacementOrder> out;
+  do {  // perm starts sorted, so the first order is `base` itself
+    topo::PlacementOrder o = base;
+    for (size_t j = 0; j < slots.size(); ++j) o[slots[j]] = base[slots[perm[j]]];
+    out.push_back(o);
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  return out;
+}
+
 bool better_evaluation(const Evaluation& a, const Evaluation& b, CommModel model) {
   if (a.feasible != b.feasible) return a.feasible;
   if (!a.feasible)
@@ -154,11 +170,13 @@ bool better_evaluation(const Evaluation& a, const Evaluation& b, CommModel model
 namespace {
 
 // One evaluator per memory option (memory_options() of a grid with Gdata > 1, which
-// lists them all); evaluate() keeps the best of those that apply to the grid.
+// lists them all); evaluate() keeps the best of those that apply to the grid, and with
+// the order search the best over the grid's placement orders too (o.order first, so
+// ties keep it).
 class OptionSearch {
  public:
   OptionSearch(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o)
-      : model_(o.comm_model) {
+      : model_(o.comm_model), base_order_(o.order), search_order_(o.search_order && o.placement_aware) {
     const auto all = memory_options(o, topo::Grid{1, 1, 1, 2, 1});
     evaluators_.reserve(all.size());
     for (const auto& s : all) {
@@ -170,16 +188,20 @@ class OptionSearch {
   }
   Evaluation evaluate(const topo::Grid& g, Evaluator::Scratch& sc) const {
     Evaluation best = evaluators_.front().evaluate(g, sc);
-    for (size_t i = 1; i < evaluators_.size(); ++i) {
-      if (shards_[i] && g.gdata == 1) continue;
-      Evaluation e = evaluators_[i].evaluate(g, sc);
-      if (better_evaluation(e, best, model_)) best = std::move(e);
-    }
+    const auto orders = search_order_ ? placement_orders(g, base_order_) : std::vector<topo::PlacementOrder>{base_order_};
+    for (size_t k = 0; k < orders.size(); ++k)
+      for (size_t i = k == 0 ? 1 : 0; i < evaluators_.size(); ++i) {
+        if (shards_[i] && g.gdata == 1) continue;
+        Evaluation e = evaluators_[i].evaluate(g, orders[k], sc);
+        if (better_evaluation(e, best, model_)) best = std::move(e);
+      }
     return best;
   }
 
  private:
   CommModel model_;
+  topo::PlacementOrder base_order_;
+  bool search_order_;
   std::vector<Evaluator> evaluators_;
   std::vector<bool> shards_;  // a searched ZeRO option: skipped where Gdata = 1
 };
@@ -301,7 +323,7 @@ plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, 
   p.topology = t;
   p.gpus = o.gpus;
   p.grid = e.grid;
-  p.placement_order = o.order;
+  p.placement_order = e.order;
   p.batch = {o.batch_seqs, e.microbatch_seqs};
   p.activation_checkpointing = o.activation_checkpointing;
   p.checkpoint_interval = e.checkpoint_interval;

@@ -35,6 +35,10 @@ struct PlannerOptions {
   bool placement_aware = true;
   bool memory_limit = true;
   topo::PlacementOrder order = topo::default_order();
+  // Also try, for each grid, every other order of its groups of 2 or more
+  // (placement_orders()), and keep the fastest (--search-order; placement-aware only,
+  // as the agnostic model does not depend on the order).
+  bool search_order = false;
   int64_t microbatch_seqs = 0;     // 0: the default rule (docs/model.md section 4)
   bool activation_checkpointing = true;
   plan::OverlapSettings overlap;
@@ -79,6 +83,7 @@ struct Evaluation {
   plan::Strategy strategy = plan::Strategy::FourD;
   plan::L2LSettings l2l;           // L2L only: the stash tier and prefetch
   topo::Grid grid;
+  topo::PlacementOrder order = topo::default_order();  // the placement evaluated (searched: the best)
   bool feasible = false;
   Rejection rejection = Rejection::None;
   std::string rejected_because;    // empty when feasible
@@ -141,12 +146,19 @@ void check_request(const model::ModelDescription& m, const topo::Topology& t, co
 // where Gdata > 1, each once.
 std::vector<plan::OptimizerSettings> memory_options(const PlannerOptions& o, const topo::Grid& g);
 
+// The placement orders that lay `g` out differently: `base` first, then every other
+// order of g's axes of size 2 or more, each in the positions those axes hold in `base`
+// (axes of size 1 place no rank, so moving them changes nothing). k! orders for k such
+// axes; just `base` when k < 2.
+std::vector<topo::PlacementOrder> placement_orders(const topo::Grid& g, const topo::PlacementOrder& base);
+
 // Which of two evaluations of one grid the search keeps: feasible over rejected; then
 // the ranking's order (batch or communication time, then memory); among memory
 // rejections the one needing the least. Ties keep `b`.
 bool better_evaluation(const Evaluation& a, const Evaluation& b, CommModel model);
 
-// With o.search_memory_options: the best over memory_options(o, g).
+// With o.search_memory_options: the best over memory_options(o, g); with
+// o.search_order (placement-aware), the best over placement_orders(g, o.order) as well.
 Evaluation evaluate(const model::ModelDescription& m, const topo::Topology& t, const topo::Grid& g,
                     const PlannerOptions& o);
 // The same evaluation with every layer costed on its own instead of once per distinct
