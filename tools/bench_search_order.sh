@@ -19,7 +19,9 @@ gpus=$((nodes * gpn))
 for p in axplan axrun; do [ -x "$build/tools/$p" ] || { echo "bench_search_order.sh: $build/tools/$p not built" >&2; exit 2; }; done
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 
-common=(--model "$model" --topology "$topology" --gpus "$gpus" --batch-seqs "$seqs")
+# fp32 (the runtime's dtype on CPU), every overlap switch off and MPI progress by polling:
+# as axplan validate runs on this machine (docs/validation.md says why).
+common=(--model "$model" --topology "$topology" --gpus "$gpus" --batch-seqs "$seqs" --precision fp32 --overlap-level 0)
 "$build/tools/axplan" plan "${common[@]}" --output "$work/best_fixed.json" >/dev/null
 "$build/tools/axplan" plan "${common[@]}" --search-order --output "$work/best_searched.json" >/dev/null
 "$build/tools/axplan" plan "${common[@]}" --grid "$grid" --output "$work/grid_fixed.json" >/dev/null
@@ -29,7 +31,7 @@ for ((r = 1; r <= rounds; r++)); do
   for p in best_fixed best_searched grid_fixed grid_searched; do
     echo "round $r/$rounds: $p" >&2
     bash "$root/tools/emulated_cluster.sh" --nodes "$nodes" --gpus-per-node "$gpn" --rate "$rate" -- \
-      "$build/tools/axrun" --plan "$work/$p.json" --steps 6 --log-every 6 --measure "$work/$p.$r.measure.json" >/dev/null
+      "$build/tools/axrun" --plan "$work/$p.json" --steps 6 --log-every 6 --progress poll --measure "$work/$p.$r.measure.json" >/dev/null
   done
 done
 

@@ -35,6 +35,7 @@ struct CommonArgs {
   bool no_memory_limit = false;
   bool no_checkpointing = false;
   int64_t cache_layers = 0;
+  int overlap_level = 4;  // plan::OverlapSettings::level (with cache_layers)
   std::string order = "x,y,z,pipe,data";
   bool search_order = false;
   std::string precision = "bf16";
@@ -75,6 +76,10 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_flag("--no-checkpointing", a.no_checkpointing, "no activation checkpointing (full model)");
   app->add_option("--cache-layers", a.cache_layers, "overlap optimization 4: layers whose gathered weight is kept")
       ->check(CLI::NonNegativeNumber);
+  app->add_option("--overlap-level", a.overlap_level,
+                  "overlap switches of the plan and its prediction: 0 none .. 4 all four optimizations (axrun's levels)")
+      ->check(CLI::Range(0, 4))
+      ->capture_default_str();
   app->add_option("--order", a.order, "placement order of the groups, innermost first")->capture_default_str();
   app->add_flag("--search-order", a.search_order,
                 "also try every other order of each grid's groups of 2 or more (innermost first) and keep the "
@@ -173,7 +178,7 @@ Loaded load(const CommonArgs& a) {
                      "the placement-aware model (the agnostic one gives every order the same time)");
   o.microbatch_seqs = a.microbatch_seqs;
   o.activation_checkpointing = !a.no_checkpointing;
-  o.overlap.cache_all_gather_layers = a.cache_layers;
+  o.overlap = plan::OverlapSettings::level(a.overlap_level, a.cache_layers);
   o.pipeline_schedule = plan::parse_pipeline_schedule(a.pipeline_schedule, "axplan", "--pipeline-schedule");
   o.pipeline_limit = a.pipeline_limit;
   if (!a.stage_units.empty()) {
@@ -447,6 +452,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   validate->add_option("--overlap-level", val.overlap_level, "overlap switches of the plans run and predicted (0-4)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4));
+  validate->add_flag("--search-order", val.search_order,
+                     "run each configuration in the placement order the search finds for it (as rank --search-order)");
   validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
   validate->add_option("--tensor-mode", val.tensor_mode,
                        "the tensor modes ranked and run (as for rank; all: every mode, with --top per mode)")

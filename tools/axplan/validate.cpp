@@ -135,6 +135,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   po.precision = plan::Precision::fp32();  // the runtime's dtype on CPU
   po.overlap = plan::OverlapSettings::level(o.overlap_level, 0);
   planner::select_tensor_modes(po, o.tensor_mode, "--tensor-mode");
+  po.search_order = o.search_order;  // the agnostic ranking below does not search (nothing to find)
   const planner::Ranking aware = planner::rank_candidates(m, t, po);
   po.placement_aware = false;
   const planner::Ranking agnostic = planner::rank_candidates(m, t, po);

@@ -37,6 +37,7 @@ struct ValidateOptions {
                                   // with no all-gather cache (level 4 = level 3 + cache of 0)
   int64_t steps = 4;
   std::string tensor_mode = "axonn3d";  // the modes ranked (planner::select_tensor_modes)
+  bool search_order = false;      // each configuration in its searched placement order (--search-order)
   size_t top = 0;                 // 0: every runnable configuration; with tensor_mode "all", per mode
   size_t sample = 0;              // extra random configurations with --top
   uint64_t seed = 1;
