@@ -2,6 +2,7 @@
 // (exit code 2 with a message naming the file/flag and what was expected).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -294,4 +295,46 @@ TEST(Cli, BenchTakesAThreadCount) {
   auto r = axplan({"bench", "--gpus", "64", "--model", "gpt-5b", "--repeat", "1", "--threads", "2"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("candidates: 210 enumerated"), std::string::npos) << r.out;
+}
+
+// --search-order shows each candidate's placement order in the table, JSON and CSV;
+// the placement-agnostic model has none to search. --overlap-level plans and predicts
+// with fewer overlaps: no candidate gets faster.
+TEST(Cli, SearchOrderShowsEachCandidatesOrderAndOverlapLevelSlowsNothingDown) {
+  const std::vector<std::string> bert = {"--model", "bert-large", "--topology", "summit", "--gpus", "12",
+                                         "--batch-seqs", "96"};
+  auto r = axplan(with({"rank", "--format", "json", "--top", "0", "--search-order"}, bert));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["candidates"][0]["placement_order"], "x,y,z,data,pipe");
+  for (const auto& c : j["candidates"]) EXPECT_TRUE(c.contains("placement_order"));
+  auto plain = nlohmann::json::parse(axplan(with({"rank", "--format", "json", "--top", "0"}, bert)).out);
+  EXPECT_FALSE(plain["candidates"][0].contains("placement_order"));
+  auto csv = axplan(with({"rank", "--format", "csv", "--top", "1", "--search-order"}, bert));
+  EXPECT_NE(csv.out.find(",placement_order\n"), std::string::npos) << csv.out;
+  EXPECT_NE(csv.out.find("\"x,y,z,data,pipe\"\n"), std::string::npos) << csv.out;
+  auto table = axplan(with({"rank", "--top", "2", "--search-order"}, bert));
+  EXPECT_NE(table.out.find("placement searched per grid, x,y,z,pipe,data first"), std::string::npos) << table.out;
+  expect_usage_error(axplan(with({"rank", "--search-order", "--placement-agnostic"}, bert)),
+                     "--search-order with --placement-agnostic");
+
+  auto level0 = nlohmann::json::parse(axplan(with({"rank", "--format", "json", "--top", "0", "--overlap-level", "0"},
+                                                  kGpt20b)).out);
+  auto level4 = nlohmann::json::parse(axplan(with({"rank", "--format", "json", "--top", "0"}, kGpt20b)).out);
+  auto key = [](const nlohmann::json& c) {
+    return fmt::format("{},{},{},{},{}", c["gx"].get<int>(), c["gy"].get<int>(), c["gz"].get<int>(),
+                       c["gdata"].get<int>(), c["ginter"].get<int>());
+  };
+  std::map<std::string, double> at4;
+  for (const auto& c : level4["candidates"]) at4[key(c)] = c["batch_s"].get<double>();
+  int slower = 0, compared = 0;
+  for (const auto& c : level0["candidates"]) {
+    if (!at4.count(key(c))) continue;  // fits only without the prefetch's second gathered block
+    ++compared;
+    EXPECT_GE(c["batch_s"].get<double>(), at4[key(c)]) << key(c);
+    slower += c["batch_s"].get<double>() > at4[key(c)];
+  }
+  EXPECT_GT(slower, 0);
+  EXPECT_EQ(compared, static_cast<int>(at4.size()));  // every grid of level 4 fits level 0 too
+  expect_usage_error(axplan(with({"rank", "--overlap-level", "5"}, kGpt20b)), "--overlap-level");
 }
