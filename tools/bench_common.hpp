@@ -8,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "axonn/common/error.hpp"
 #include "axonn/gpt/gpt.hpp"
@@ -25,6 +26,24 @@ inline topo::Grid parse_bench_grid(const std::string& text, int ranks) {
     throw InputError("bench", "grid product " + std::to_string(g.total()), "--grid " + text,
                 "the number of ranks, " + std::to_string(ranks));
   return g;
+}
+
+// A tensor mode's grid over every rank of a measurement tool.
+struct ModeGrid {
+  std::string name;
+  topo::Grid grid;
+};
+
+// Colossal-AI's modes that fit `n` ranks, each on all of them, in this order: 1d 1,n,1;
+// 2d 1,q,q (n = q^2); 2.5d 1,2,2 with depth n/4 (n/4 >= 2); 3d l,l,l (n = l^3).
+inline std::vector<ModeGrid> colossal_mode_grids(int64_t n, const std::string& module) {
+  const std::string t = std::to_string(n) + ",1,1";
+  std::vector<ModeGrid> out = {{"1d", topo::parse_group_grid(topo::GroupMode::OneD, t, module, "1d")}};
+  if (topo::exact_root(n, 2) >= 2) out.push_back({"2d", topo::parse_group_grid(topo::GroupMode::TwoD, t, module, "2d")});
+  if (n % 4 == 0 && n / 4 >= 2)
+    out.push_back({fmt::format("2.5d d={}", n / 4), topo::parse_group_grid(topo::GroupMode::TwoD, t, module, "2.5d", n / 4)});
+  if (topo::exact_root(n, 3) >= 2) out.push_back({"3d", topo::parse_group_grid(topo::GroupMode::ThreeD, t, module, "3d")});
+  return out;
 }
 
 // A plan for `model` on `grid`: `seqs` sequences per step, one micro-batch per group.

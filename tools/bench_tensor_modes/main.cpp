@@ -37,24 +37,12 @@ using namespace axonn;
 
 namespace {
 
-struct Mode {
-  std::string name;
-  topo::Grid grid;
-};
-
 // The modes that fit `n` ranks (above), the axonn3d grid chosen by `best_axonn3d`.
-std::vector<Mode> modes_for(int64_t n, const topo::Grid& best_axonn3d) {
-  const std::string t = std::to_string(n);
-  std::vector<Mode> out = {{"1d", topo::parse_group_grid(topo::GroupMode::OneD, t + ",1,1", "bench", "1d")},
-                           {"axonn3d", best_axonn3d}};
-  if (topo::exact_root(n, 2) >= 2)
-    out.push_back({"2d", topo::parse_group_grid(topo::GroupMode::TwoD, t + ",1,1", "bench", "2d")});
-  if (n % 4 == 0 && n / 4 >= 2)
-    out.push_back({fmt::format("2.5d d={}", n / 4),
-                   topo::parse_group_grid(topo::GroupMode::TwoD, t + ",1,1", "bench", "2.5d", n / 4)});
-  if (topo::exact_root(n, 3) >= 2)
-    out.push_back({"3d", topo::parse_group_grid(topo::GroupMode::ThreeD, t + ",1,1", "bench", "3d")});
-  out.push_back({"sequence", topo::parse_group_grid(topo::GroupMode::Sequence, t + ",1,1", "bench", "sequence")});
+std::vector<tools::ModeGrid> modes_for(int64_t n, const topo::Grid& best_axonn3d) {
+  std::vector<tools::ModeGrid> out = tools::colossal_mode_grids(n, "bench_tensor_modes");
+  out.insert(out.begin() + 1, {"axonn3d", best_axonn3d});
+  out.push_back({"sequence", topo::parse_group_grid(topo::GroupMode::Sequence, std::to_string(n) + ",1,1",
+                                                    "bench_tensor_modes", "sequence")});
   return out;
 }
 
@@ -103,7 +91,7 @@ int main(int argc, char** argv) {
       throw InputError("bench_tensor_modes", fmt::format("no feasible AxoNN 3D grid of {} ranks", world.size()),
                        "--model " + model_name, "a model whose tensor-parallel grids fit the topology's memory");
     struct Run {
-      Mode mode;
+      tools::ModeGrid mode;
       planner::Evaluation predicted;
       std::unique_ptr<runtime::ProcessGrid> pg;
       std::unique_ptr<gpt::GptStage> stage;
@@ -111,7 +99,7 @@ int main(int argc, char** argv) {
     };
     std::vector<Run> runs;
     gpt::SerialGpt weights(cfg, 1);
-    for (const Mode& m : modes_for(world.size(), *axonn3d)) {
+    for (const tools::ModeGrid& m : modes_for(world.size(), *axonn3d)) {
       planner::Evaluation e = planner::evaluate(desc, topology, m.grid, po);
       if (!e.feasible) {
         if (world.rank() == 0) fmt::print("{}: {} not feasible: {}\n", m.name, m.grid.to_string(), e.rejected_because);

@@ -37,6 +37,7 @@
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/schedule/schedule.hpp"
 #include "axonn/topology/topology_io.hpp"
+#include "bench_common.hpp"
 
 using namespace axonn;
 
@@ -120,11 +121,6 @@ class TwoLinear : public runtime::ParallelModel {
   std::vector<int64_t> index_;
 };
 
-struct Mode {
-  std::string name;
-  topo::Grid grid;
-};
-
 double worst(runtime::MpiCommunicator& world, double v) {
   at::Tensor t = at::full({1}, v, at::kDouble);
   runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);
@@ -163,16 +159,7 @@ int main(int argc, char** argv) {
     po.memory_limit = false;
     po.activation_checkpointing = false;  // no blocks to recompute: every activation is kept
 
-    std::vector<Mode> modes;
-    const std::string t = std::to_string(n);
-    modes.push_back({"1d", topo::parse_group_grid(topo::GroupMode::OneD, t + ",1,1", "measure", "1d")});
-    if (topo::exact_root(n, 2) >= 2)
-      modes.push_back({"2d", topo::parse_group_grid(topo::GroupMode::TwoD, t + ",1,1", "measure", "2d")});
-    if (n % 4 == 0 && n / 4 >= 2)
-      modes.push_back({fmt::format("2.5d d={}", n / 4),
-                       topo::parse_group_grid(topo::GroupMode::TwoD, t + ",1,1", "measure", "2.5d", n / 4)});
-    if (topo::exact_root(n, 3) >= 2)
-      modes.push_back({"3d", topo::parse_group_grid(topo::GroupMode::ThreeD, t + ",1,1", "measure", "3d")});
+    std::vector<tools::ModeGrid> modes = tools::colossal_mode_grids(n, "measure_two_linear");
     planner::select_tensor_modes(po, "axonn3d", "measure_two_linear");
     for (const auto& e : planner::rank_candidates(desc, topology, po).feasible)
       if (e.grid.gdata == 1 && e.grid.ginter == 1 && planner::tensor_mode_name(e.grid) == "axonn3d") {
@@ -192,7 +179,7 @@ int main(int argc, char** argv) {
                  "measured / predicted |\n|---|---|---|---|---|---|---|---|\n",
                  hidden, ffn, ffn, hidden, rows, rows / seq_len, seq_len, n);
     double fwd_bwd_1d = 0;
-    for (const Mode& m : modes) {
+    for (const tools::ModeGrid& m : modes) {
       const planner::Evaluation e = planner::evaluate(desc, topology, m.grid, po);
       if (!e.feasible) {
         if (world.rank() == 0) fmt::print("| {} | {} | not feasible: {} |\n", m.name, m.grid.to_string(), e.rejected_because);
