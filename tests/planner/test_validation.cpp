@@ -2,6 +2,7 @@
 // (axonn/planner/validation.hpp), with hand-made rankings.
 #include <gtest/gtest.h>
 
+#include "axonn/common/load_average.hpp"
 #include "axonn/planner/validation.hpp"
 #include "test_util.hpp"
 
@@ -141,4 +142,31 @@ TEST(Validation, StatisticsPerTensorMode) {
   EXPECT_EQ(s.modes[2].measured, 1u);
   EXPECT_FALSE(s.modes[2].ranked);
   EXPECT_DOUBLE_EQ(s.modes[2].aware.mape, 0.0);  // predicted 4, measured 4
+}
+
+// validate --repeats (issue #16): each configuration's spread over its runs, and the
+// median of those beside the MAPE.
+TEST(Validation, RunSpreadIsTheRangeOverTheMedianAndItsMedianIsReported) {
+  EXPECT_DOUBLE_EQ(run_spread({}), 0.0);
+  EXPECT_DOUBLE_EQ(run_spread({2.0}), 0.0);
+  EXPECT_NEAR(run_spread({1.0, 1.2, 0.9}), 0.3, 1e-12);
+  EXPECT_NEAR(run_spread({2.0, 2.5}), 0.5 / 2.25, 1e-12);
+  auto c = four_configs();
+  c[0].runs_s = {1.0, 1.1}, c[2].runs_s = {3.0, 3.6, 3.3}, c[3].runs_s = {4.0};  // spreads 0.095, 0.182, 0
+  for (size_t i : {0, 2, 3}) c[i].status = RunStatus::Measured, c[i].measured_s = 1.0 + static_cast<double>(i);
+  c[1].runs_s = {1.0, 9.0};  // not measured: not counted
+  EXPECT_NEAR(compare_with_measurements(c).median_spread, 0.1 / 1.05, 1e-12);
+}
+
+TEST(LoadAverage, ReadsTheThreeAveragesOrNothing) {
+  const std::string path = test::write_temp("loadavg", "0.52 1.25 2.00 3/411 12345\n");
+  const auto l = read_load_average(path);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_DOUBLE_EQ(l->one_min, 0.52);
+  EXPECT_DOUBLE_EQ(l->five_min, 1.25);
+  EXPECT_DOUBLE_EQ(l->fifteen_min, 2.0);
+  EXPECT_GE(l->cores, 1u);
+  EXPECT_NE(describe(*l).find("load average 0.52 / 1.25 / 2.00 (1 / 5 / 15 min) on"), std::string::npos);
+  EXPECT_FALSE(read_load_average("/nonexistent/loadavg").has_value());
+  EXPECT_FALSE(read_load_average(test::write_temp("garbage", "not a number\n")).has_value());
 }

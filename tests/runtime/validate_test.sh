@@ -3,7 +3,8 @@
 # launcher, launcher not found, topology not matching --gpus); a configuration that
 # fails is recorded as failed and the sweep goes on to measure the others (the
 # pipeline grid included) and write the report, the summary and two well-formed SVG
-# plots; with --tensor-mode all, every mode is run and has its statistics.
+# plots; with --tensor-mode all, every mode is run and has its statistics; with
+# --repeats, each configuration runs in rounds and its spread is reported.
 #   validate_test.sh AXPLAN AXRUN MPIRUN LAUNCHER_SCRIPT
 set -uo pipefail
 AXPLAN=$1 AXRUN=$2 MPIRUN_BIN=$3 LAUNCHER=$4
@@ -88,6 +89,37 @@ md = open(d + "/summary.md").read()
 assert "Per tensor mode" in md and "| 2d | 1 |" in md, md
 PY
 then ok "--tensor-mode all: every mode measured, statistics per mode"; else bad "--tensor-mode all (rc $rc)"; fi
+
+# --repeats 2 with --search-order on the 2 nodes of 2: the top 3 run twice each, in
+# rounds; each has its two runs and their spread, the statistics the median spread, the
+# report the machine's load, each plan the order the search kept.
+timeout 300 "$AXPLAN" validate --model gpt-tiny --batch-seqs 4 --steps 2 --axrun "$AXRUN" --topology "$T/four.json" \
+  --gpus 4 --top 3 --repeats 2 --search-order --launcher "$MPIRUN_BIN --oversubscribe --allow-run-as-root -np 4" \
+  --out-dir "$T/repeats" --timeout 120 >"$T/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && grep -q " 6/6 " "$T/out" && python3 - "$T/repeats" <<'PY'
+import glob, json, os, sys
+d = sys.argv[1]
+r = json.load(open(d + "/report.json"))
+assert r["repeats"] == 2
+measured = [c for c in r["configs"] if c["status"] == "measured"]
+assert len(measured) == 3, [c["name"] for c in measured]
+for c in measured:
+    runs = c["measured_runs_s"]
+    assert len(runs) == 2 and len(c["measured_steps_s"]) == 4, c
+    assert abs(c["run_spread"] - (max(runs) - min(runs)) / (sum(runs) / 2)) < 1e-12, c
+    assert sorted(runs)[0] <= c["measured_batch_s"] <= sorted(runs)[1]
+spreads = sorted(c["run_spread"] for c in measured)
+assert abs(r["statistics"]["median_run_spread"] - spreads[1]) < 1e-12
+load = r["machine_load"]["before"]
+assert load["cores"] >= 1 and load["one_min"] >= 0, load
+orders = [json.load(open(p))["placement_order"] for p in glob.glob(d + "/runs/*.plan.json")]
+assert len(orders) == 3 and all(sorted(o) == ["data", "pipe", "x", "y", "z"] for o in orders), orders
+assert len(glob.glob(d + "/runs/*.run2.log")) == 3
+md = open(d + "/summary.md").read()
+assert "ran 2 times" in md and "run-to-run spread" in md and "load average" in md, md
+PY
+then ok "--repeats 2: two runs each, their spread and the machine's load"; else bad "--repeats (rc $rc)"; fi
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

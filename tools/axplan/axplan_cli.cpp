@@ -455,6 +455,11 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   validate->add_flag("--search-order", val.search_order,
                      "run each configuration in the placement order the search finds for it (as rank --search-order)");
   validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
+  validate->add_option("--repeats", val.repeats,
+                       "runs of each configuration, in rounds (measured = the median of the runs; the run-to-run "
+                       "spread is reported beside the MAPE)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   validate->add_option("--tensor-mode", val.tensor_mode,
                        "the tensor modes ranked and run (as for rank; all: every mode, with --top per mode)")
       ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"}))

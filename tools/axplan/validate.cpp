@@ -15,6 +15,8 @@
 
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/common/load_average.hpp"
+#include "axonn/common/median.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/planner/validation.hpp"
@@ -70,7 +72,7 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
   cmd += " >" + quote(c.log_path) + " 2>&1 </dev/null";
   const int status = std::system(cmd.c_str());
   const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  c.steps_s.clear();
+  std::vector<double> steps;
   if (code != 0) {
     c.status = planner::RunStatus::Failed;
     c.reason = code == 124 || code == 137 ? fmt::format("timed out after {:.0f} s", o.timeout_s)
@@ -81,14 +83,16 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
     std::ifstream f(measure);
     if (!f) throw std::runtime_error("no measurement file " + measure);
     const nlohmann::json m = nlohmann::json::parse(f);
-    for (const auto& s : m.at("steps")) c.steps_s.push_back(s.at("batch_s").get<double>());
-    if (c.steps_s.empty()) throw std::runtime_error("no steps in " + measure);
+    for (const auto& s : m.at("steps")) steps.push_back(s.at("batch_s").get<double>());
+    if (steps.empty()) throw std::runtime_error("no steps in " + measure);
   } catch (const std::exception& e) {
     c.status = planner::RunStatus::Failed;
     c.reason = std::string("unreadable measurement: ") + e.what();
     return;
   }
-  c.measured_s = planner::measured_batch_s(c.steps_s);
+  c.steps_s.insert(c.steps_s.end(), steps.begin(), steps.end());
+  c.runs_s.push_back(planner::measured_batch_s(steps));
+  c.measured_s = median(c.runs_s);
   c.status = planner::RunStatus::Measured;
   c.reason.clear();
 }
@@ -155,29 +159,39 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
                   "steps each\n",
              m.name, o.gpus, t.name, o.batch_seqs, configs.size(), runnable, selected.size(), o.steps);
 
-  for (size_t n = 0; n < selected.size(); ++n) {
-    auto& c = configs[selected[n]];
-    const std::string plan_path = (runs / (c.name + ".plan.json")).string();
-    c.log_path = (runs / (c.name + ".log")).string();
-    plan::save_plan(planner::make_plan(m, t, po, c.aware, c.aware_rank, static_cast<int64_t>(aware.feasible.size())),
-                    plan_path);
-    run_one(c, o, axrun, plan_path, runs);
-    for (int retry = 0; retry < o.retries && c.status == planner::RunStatus::Failed; ++retry) {
-      fmt::print(err, "  {} failed ({}); retrying\n", c.name, c.reason);
-      const std::string first = c.reason;
+  // --repeats R: R rounds, the configurations taking turns in each, so that drift in the
+  // machine's speed hits all alike; a configuration that failed is not run again.
+  const std::optional<LoadAverage> load_before = read_load_average();
+  for (int64_t round = 1; round <= o.repeats; ++round)
+    for (size_t n = 0; n < selected.size(); ++n) {
+      auto& c = configs[selected[n]];
+      if (round > 1 && c.status != planner::RunStatus::Measured) continue;
+      const std::string plan_path = (runs / (c.name + ".plan.json")).string();
+      c.log_path = (runs / (c.name + (round > 1 ? fmt::format(".run{}", round) : "") + ".log")).string();
+      if (round == 1)
+        plan::save_plan(
+            planner::make_plan(m, t, po, c.aware, c.aware_rank, static_cast<int64_t>(aware.feasible.size())),
+            plan_path);
       run_one(c, o, axrun, plan_path, runs);
-      if (c.status == planner::RunStatus::Failed) c.reason += " (retried; first: " + first + ")";
-      else c.retried_after = first;
+      for (int retry = 0; retry < o.retries && c.status == planner::RunStatus::Failed; ++retry) {
+        fmt::print(err, "  {} failed ({}); retrying\n", c.name, c.reason);
+        const std::string first = c.reason;
+        run_one(c, o, axrun, plan_path, runs);
+        if (c.status == planner::RunStatus::Failed) c.reason += " (retried; first: " + first + ")";
+        else c.retried_after = first;
+      }
+      const size_t total = selected.size() * static_cast<size_t>(o.repeats),
+                   at = static_cast<size_t>(round - 1) * selected.size() + n + 1, width = 24,
+                   done = at * width / total;
+      fmt::print(err, "[{}{}] {:>3}/{}  {:<12} {}\n", std::string(done, '#'), std::string(width - done, '.'), at, total,
+                 c.name,
+                 c.status == planner::RunStatus::Measured
+                     ? fmt::format("measured {:.3f} s, predicted {:.3f} s (aware) {:.3f} s (agnostic)",
+                                   c.runs_s.back(), c.aware.batch_s, c.agnostic.batch_s)
+                     : "FAILED: " + c.reason);
+      err.flush();
     }
-    const size_t width = 24, done = (n + 1) * width / selected.size();
-    fmt::print(err, "[{}{}] {:>3}/{}  {:<12} {}\n", std::string(done, '#'), std::string(width - done, '.'), n + 1,
-               selected.size(), c.name,
-               c.status == planner::RunStatus::Measured
-                   ? fmt::format("measured {:.3f} s, predicted {:.3f} s (aware) {:.3f} s (agnostic)", c.measured_s,
-                                 c.aware.batch_s, c.agnostic.batch_s)
-                   : "FAILED: " + c.reason);
-    err.flush();
-  }
+  const std::optional<LoadAverage> load_after = read_load_average();
 
   size_t measured = 0;
   for (const auto& c : configs) measured += c.status == planner::RunStatus::Measured;
@@ -185,7 +199,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   if (measured >= 2) stats = planner::compare_with_measurements(configs);
   const ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
                           o.gpus,    o.batch_seqs,  m.seq_len,         o.steps,      o.overlap_level,
-                          o.efficient_within, o.tensor_mode};
+                          o.efficient_within, o.tensor_mode, o.repeats, load_before, load_after};
   write_file_atomically((dir / "report.json").string(), validation_report_json(run, configs, stats).dump(2) + "\n",
                         "validate");
   const std::string md = validation_summary(run, configs, stats);

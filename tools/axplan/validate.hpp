@@ -36,6 +36,7 @@ struct ValidateOptions {
   int overlap_level = 4;          // plan::OverlapSettings::level of the plans and predictions,
                                   // with no all-gather cache (level 4 = level 3 + cache of 0)
   int64_t steps = 4;
+  int64_t repeats = 1;            // runs of each configuration, in rounds (the spread is reported)
   std::string tensor_mode = "axonn3d";  // the modes ranked (planner::select_tensor_modes)
   bool search_order = false;      // each configuration in its searched placement order (--search-order)
   size_t top = 0;                 // 0: every runnable configuration; with tensor_mode "all", per mode

@@ -56,7 +56,14 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
   nlohmann::json report = {{"model", run.model},       {"topology", run.topology},     {"gpus", run.gpus},
                            {"batch_seqs", run.batch_seqs}, {"steps", run.steps},       {"launcher", run.launcher},
                            {"axrun_args", run.axrun_args}, {"overlap_level", run.overlap_level}, {"tensor_modes", run.tensor_mode},
-                           {"axrun", run.axrun},       {"precision", "fp32"},          {"configs", nlohmann::json::array()}};
+                           {"axrun", run.axrun},       {"precision", "fp32"},          {"repeats", run.repeats},
+                           {"configs", nlohmann::json::array()}};
+  auto load_json = [](const std::optional<LoadAverage>& l) {
+    return l ? nlohmann::json{{"one_min", l->one_min}, {"five_min", l->five_min}, {"fifteen_min", l->fifteen_min},
+                              {"cores", l->cores}}
+             : nlohmann::json(nullptr);
+  };
+  report["machine_load"] = {{"before", load_json(run.load_before)}, {"after", load_json(run.load_after)}};
   for (const auto& c : configs) {
     nlohmann::json j = {{"name", c.name},
                         {"tensor_mode", c.mode},
@@ -66,7 +73,10 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
                                        {"placement_agnostic", prediction_json(c.agnostic, c.agnostic_rank)}}}};
     if (!c.reason.empty()) j["reason"] = c.reason;
     if (!c.retried_after.empty()) j["retried_after"] = c.retried_after;
-    if (c.status == RunStatus::Measured) j["measured_batch_s"] = c.measured_s, j["measured_steps_s"] = c.steps_s;
+    if (c.status == RunStatus::Measured) {
+      j["measured_batch_s"] = c.measured_s, j["measured_steps_s"] = c.steps_s;
+      j["measured_runs_s"] = c.runs_s, j["run_spread"] = planner::run_spread(c.runs_s);
+    }
     if (!c.log_path.empty()) j["log"] = c.log_path;
     report["configs"].push_back(j);
   }
@@ -82,7 +92,8 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
                        {"placement_aware", one(s.aware)},
                        {"placement_agnostic", one(s.agnostic)}});
     }
-    report["statistics"] = {{"placement_aware", stats_json(stats->aware)},
+    report["statistics"] = {{"median_run_spread", stats->median_spread},
+                            {"placement_aware", stats_json(stats->aware)},
                             {"placement_agnostic", stats_json(stats->agnostic)},
                             {"pipelines_measured", stats->pipelines_measured},
                             {"pipeline_mape", {{"placement_aware", stats->pipeline_mape_aware},
@@ -102,6 +113,14 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
       "`{}`; axrun arguments: `{}`\n\n",
       run.model, run.gpus, run.topology, run.batch_seqs, run.seq_len, run.overlap_level, run.steps, run.steps,
       run.tensor_mode, run.launcher, run.axrun_args);
+  if (run.repeats > 1)
+    md += fmt::format("Each configuration ran {} times, the configurations taking turns in each round; measured = the "
+                      "median of its runs.\n\n",
+                      run.repeats);
+  if (run.load_before || run.load_after)
+    md += fmt::format("Machine: {} before the sweep, {} after.\n\n",
+                      run.load_before ? describe(*run.load_before) : "load unknown",
+                      run.load_after ? describe(*run.load_after) : "load unknown");
   md += "Ranks in the table are among all feasible candidates (pipelines included); the statistics below are over the "
         "measured ones.\n\n";
   md += "| grid (gx,gy,gz,gdata,ginter) | tensor mode | measured (s) | aware: predicted (s) | aware rank | agnostic: "
@@ -131,6 +150,10 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
                       sg.best_rank);
     md += fmt::format("| top-5 overlap | {:.2f} | {:.2f} |\n", sa.top5, sg.top5);
     md += fmt::format("| batch-time MAPE | {:.1f}% | {:.1f}% |\n", 100 * sa.mape, 100 * sg.mape);
+    if (run.repeats > 1)
+      md += fmt::format("| run-to-run spread ((max - min) / median of a configuration's {} runs; median over the "
+                        "configurations) | {:.1f}% | (the same runs) |\n",
+                        run.repeats, 100 * stats->median_spread);
     if (stats->pipelines_measured > 0)
       md += fmt::format("| MAPE of the {} pipeline grids / of the {} others | {:.1f}% / {:.1f}% | {:.1f}% / {:.1f}% |\n",
                         stats->pipelines_measured, stats->measured - stats->pipelines_measured,

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/common/load_average.hpp"
 #include "axonn/planner/validation.hpp"
 
 namespace axonn::tools {
@@ -23,6 +24,8 @@ struct ValidationRun {
   int overlap_level = 0;
   double efficient_within = 0.10;  // "efficient": measured within this fraction of the best
   std::string tensor_mode = "axonn3d";  // the modes ranked (--tensor-mode)
+  int64_t repeats = 1;                  // runs of each configuration
+  std::optional<LoadAverage> load_before, load_after;  // the machine's load around the sweep
 };
 
 nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,

@@ -19,6 +19,7 @@
 
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/common/load_average.hpp"
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/calibration.hpp"
 #include "axonn/runtime/calibration.hpp"
@@ -119,13 +120,14 @@ int main(int argc, char** argv) {
     return exit_code(e);
   }
   try {
+    const std::optional<LoadAverage> load_before = read_load_average();  // before this job loads the machine
     const topo::ClusterMeasurements measured = runtime::measure_cluster(world, request);
     if (rank == 0) {
       const std::string description = fmt::format(
-          "measured by axplan calibrate on {} ranks ({} per node){}; memory and peak FLOP/s from '{}'", world.size(),
-          o.gpus_per_node,
+          "measured by axplan calibrate on {} ranks ({} per node){}; memory and peak FLOP/s from '{}'; {} at the start",
+          world.size(), o.gpus_per_node,
           o.model.empty() ? "" : fmt::format(", matmuls of {} at {} sequences per step", o.model, o.batch_seqs),
-          o.base);
+          o.base, load_before ? describe(*load_before) : "machine load unknown");
       const planner::CalibratedCluster c = planner::calibrated_topology(base, measured, o.name, description);
       write_file_atomically(o.output, topo::topology_to_json(c.topology).dump(2) + "\n", "calibrate");
       print_fits(std::cout, c, o, world.size());

@@ -68,6 +68,12 @@ double measured_batch_s(const std::vector<double>& steps_s) {
   return median(std::vector<double>(steps_s.begin() + 1, steps_s.end()));
 }
 
+double run_spread(const std::vector<double>& runs_s) {
+  if (runs_s.size() < 2) return 0;
+  const auto [lo, hi] = std::minmax_element(runs_s.begin(), runs_s.end());
+  return (*hi - *lo) / median(runs_s);
+}
+
 namespace {
 
 // The measured times and both predictions of the measured configurations that `keep` accepts.
@@ -118,6 +124,10 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
     }
     out.modes.push_back(s);
   }
+  std::vector<double> spreads;
+  for (const auto& c : configs)
+    if (c.status == RunStatus::Measured) spreads.push_back(run_spread(c.runs_s));
+  out.median_spread = median(spreads);
   for (bool pipelines : {true, false}) {
     const MeasuredTimes t =
         measured_where(configs, [&](const ValidationConfig& c) { return (c.aware.grid.ginter > 1) == pipelines; });

@@ -30,8 +30,9 @@ struct ValidationConfig {
   RunStatus status = RunStatus::NotSelected;
   std::string reason;                         // why not runnable, or why it failed
   std::string retried_after;                  // the first attempt's failure, when a retry succeeded
-  std::vector<double> steps_s;                // measured batch time of every step
-  double measured_s = 0;                      // measured_batch_s(steps_s)
+  std::vector<double> steps_s;                // measured batch time of every step of every run
+  std::vector<double> runs_s;                 // measured_batch_s of each run (validate --repeats)
+  double measured_s = 0;                      // the median of runs_s
   std::string log_path;                       // the run's output (set by whoever ran it)
 };
 
@@ -51,6 +52,10 @@ std::vector<size_t> select_for_validation(const std::vector<ValidationConfig>& c
 // The measured batch time of a run: the median of the steps after the first (the
 // first warms up: allocations, connections); the only step if there is one.
 double measured_batch_s(const std::vector<double>& steps_s);
+
+// The run-to-run spread of one configuration: (max - min) / median of its runs' measured
+// batch times; 0 with fewer than two runs.
+double run_spread(const std::vector<double>& runs_s);
 
 struct ModelStatistics {
   double spearman = 0, kendall = 0, mape = 0, top5 = 0;
@@ -72,6 +77,9 @@ struct ValidationStatistics {
   size_t pipelines_measured = 0;
   double pipeline_mape_aware = 0, pipeline_mape_agnostic = 0;
   double other_mape_aware = 0, other_mape_agnostic = 0;
+  // The median over the measured configurations of run_spread (0 when each ran once):
+  // what the same configuration varies by, to set beside the MAPE.
+  double median_spread = 0;
 };
 
 // Over the Measured configurations; throws InputError with fewer than two.
