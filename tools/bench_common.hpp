@@ -28,6 +28,14 @@ inline topo::Grid parse_bench_grid(const std::string& text, int ranks) {
   return g;
 }
 
+// The largest of `v` over the ranks of `world` (the slowest rank's time, the fullest
+// rank's memory), on every rank.
+inline double max_over_ranks(runtime::MpiCommunicator& world, double v) {
+  at::Tensor t = at::full({1}, v, at::kDouble);
+  runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);
+  return t.item<double>();
+}
+
 // A tensor mode's grid over every rank of a measurement tool.
 struct ModeGrid {
   std::string name;

@@ -122,9 +122,8 @@ int main(int argc, char** argv) {
     for (int step = 0; step < bench_steps.total(); ++step)
       for (auto& r : runs) {
         const runtime::StepStats st = r.stage->trainer.step(source->batch(step));
-        at::Tensor slowest = at::full({1}, st.batch_s, at::kDouble);
-        runtime::all_reduce_now(world, slowest, runtime::ReduceOp::Max);
-        if (bench_steps.measured(step)) r.batch_s.push_back(slowest.item<double>());
+        const double slowest = tools::max_over_ranks(world, st.batch_s);
+        if (bench_steps.measured(step)) r.batch_s.push_back(slowest);
       }
     if (world.rank() == 0) {
       fmt::print("{:>10}  {:<44}  {:>13}  {:>7}  {:>14}  {:>7}\n", "mode", "grid", "measured (ms)", "vs 1d",

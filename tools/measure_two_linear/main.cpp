@@ -121,12 +121,6 @@ class TwoLinear : public runtime::ParallelModel {
   std::vector<int64_t> index_;
 };
 
-double worst(runtime::MpiCommunicator& world, double v) {
-  at::Tensor t = at::full({1}, v, at::kDouble);
-  runtime::all_reduce_now(world, t, runtime::ReduceOp::Max);
-  return t.item<double>();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -195,12 +189,12 @@ int main(int argc, char** argv) {
         runtime::DeviceMemory::empty_cache();
         runtime::DeviceMemory::reset_peak();
         trainer.gradients(batch);
-        fwd_bwd = worst(world, static_cast<double>(runtime::DeviceMemory::peak_bytes()));
+        fwd_bwd = tools::max_over_ranks(world, static_cast<double>(runtime::DeviceMemory::peak_bytes()));
         trainer.step(batch);  // Adam's moments appear
-        state = worst(world, static_cast<double>(runtime::DeviceMemory::live_bytes()));
+        state = tools::max_over_ranks(world, static_cast<double>(runtime::DeviceMemory::live_bytes()));
         runtime::DeviceMemory::reset_peak();
         trainer.step(batch);
-        step = worst(world, static_cast<double>(runtime::DeviceMemory::peak_bytes()));
+        step = tools::max_over_ranks(world, static_cast<double>(runtime::DeviceMemory::peak_bytes()));
       }
       if (m.name == "1d") fwd_bwd_1d = fwd_bwd;
       if (world.rank() == 0)

@@ -188,8 +188,12 @@ class OptionSearch {
   }
   Evaluation evaluate(const topo::Grid& g, Evaluator::Scratch& sc) const {
     Evaluation best = evaluators_.front().evaluate(g, sc);
-    const auto orders = search_order_ ? placement_orders(g, base_order_) : std::vector<topo::PlacementOrder>{base_order_};
-    for (size_t k = 0; k < orders.size(); ++k)
+    // Without the search: the one order, and no allocation per candidate.
+    std::vector<topo::PlacementOrder> searched;
+    if (search_order_) searched = placement_orders(g, base_order_);
+    const topo::PlacementOrder* orders = search_order_ ? searched.data() : &base_order_;
+    const size_t count = search_order_ ? searched.size() : 1;
+    for (size_t k = 0; k < count; ++k)
       for (size_t i = k == 0 ? 1 : 0; i < evaluators_.size(); ++i) {
         if (shards_[i] && g.gdata == 1) continue;
         Evaluation e = evaluators_[i].evaluate(g, orders[k], sc);
