@@ -167,5 +167,90 @@ TEST(MemoryModel, GPipesLastStageKeepsEveryLossGraph) {
   EXPECT_DOUBLE_EQ(one.optimizer_bytes, 16.0 * 2048 * 256);
 }
 
+
+// A chain (docs/model.md section 5, "a chain"): Colossal-AI's two Linear layers, fc1
+// H x F then fc2 F x H (AxoNN's transposed half), fp32, nothing recomputed, one stage,
+// `rows` tokens in sequences of 64. tools/measure_two_linear runs the same under the
+// counting allocator (a CI test holds every mode within 5%); the totals below are its
+// measured step peaks, and the parts are what its allocation trace showed.
+struct TwoLinear {
+  model::ModelDescription m;
+  MemorySettings s;
+  TwoLinear(int64_t hidden, int64_t ffn, int64_t rows) {
+    m = model::model_from_json(
+        nlohmann::json{{"name", "two-linear"},
+                       {"family", "explicit"},
+                       {"seq_len", 64},
+                       {"hidden", hidden},
+                       {"layers",
+                        {{{"type", "linear"}, {"name", "fc1"}, {"k", hidden}, {"n", ffn}},
+                         {{"type", "linear"}, {"name", "fc2"}, {"k", ffn}, {"n", hidden}, {"transposed", true}}}}},
+        "two-linear");
+    s.precision = plan::Precision::fp32();
+    s.activation_checkpointing = false;
+    s.microbatch_seqs = rows / 64;
+    s.chain = is_chain(m);
+    s.final_stage = true;
+  }
+  MemoryBreakdown at(topo::Grid g, topo::TensorLayout layout = topo::TensorLayout::Axonn3d) {
+    g.layout = layout;
+    MemorySettings settings = s;
+    settings.microbatch_seqs = s.microbatch_seqs / g.gdata;  // the batch splits over the replicas
+    return stage_memory(m, 0, m.layers.size(), g, settings, std::vector<bool>(m.layers.size(), false));
+  }
+};
+
+TEST(MemoryModel, OnlyModelsWithoutAResidualStreamAreChains) {
+  EXPECT_FALSE(is_chain(model::load_model("gpt-bench")));
+  EXPECT_TRUE(is_chain(model::load_model("bert-large")));  // explicit: a list of layers
+  EXPECT_TRUE(is_chain(TwoLinear(512, 2048, 4096).m));
+}
+
+// 1d on 8 ranks (1,8,1), H 512, F 2048, 4096 rows: the peak is fc2's dW. Per row: fc1
+// keeps its input (512), fc2 its input (2048/8); fc2's backward holds its output's
+// gradient (512) and its dI (256); plus fc2's dW block (2048 x 512 / 8). Model state 16
+// bytes x 128Ki elements. Measured: 28.50 MiB.
+TEST(MemoryModel, AChainIsWalkedLayerByLayer) {
+  TwoLinear c(512, 2048, 4096);
+  const MemoryBreakdown mem = c.at({1, 8, 1, 1, 1});
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 4.0 * 4096 * (512 + 256 + 512 + 256) + 4.0 * 2048 * 512 / 8);
+  EXPECT_DOUBLE_EQ(mem.model_state_bytes, 16.0 * 2 * 512 * 2048 / 8);
+  EXPECT_DOUBLE_EQ(mem.total_bytes(), 28.5 * kBytesPerMiB);
+  // The same layers as a stage that sends its output on keep that output and its send
+  // buffer (2 x 512 per row) until the step ends.
+  c.s.final_stage = false;
+  EXPECT_DOUBLE_EQ(c.at({1, 8, 1, 1, 1}).activation_bytes, mem.activation_bytes + 4.0 * 4096 * 2 * 512);
+}
+
+// 2d on 4 ranks (1,2,2), H 1024, F 4096, 512 rows (256 per Z rank): the peak is fc2's
+// dW. Weights gathered over Z: fc2's and fc1's, prefetched (8 MiB each); fc2's dW block
+// (4096 x 512) and its reduce-scattered half pending (12 MiB); per row fc1's gathered
+// input (1024), fc2's (4096), the output gradient (512), dI (4096) and its scattered
+// block over Y (2048). Measured: 71.50 MiB.
+TEST(MemoryModel, AChainsZTermsAreWalkedInTime) {
+  TwoLinear c(1024, 4096, 512);
+  const MemoryBreakdown mem = c.at({1, 2, 2, 1, 1}, topo::TensorLayout::TwoD);
+  EXPECT_DOUBLE_EQ(mem.gathered_weight_bytes, 16 * kBytesPerMiB);
+  EXPECT_DOUBLE_EQ(mem.unscattered_grad_bytes, 12 * kBytesPerMiB);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 4.0 * 256 * (1024 + 4096 + 512 + 4096 + 2048));
+  EXPECT_DOUBLE_EQ(mem.total_bytes(), 71.5 * kBytesPerMiB);
+  // Without optimization 2's wait at the pass's end, fc2's reduce-scatter is waited for
+  // at once and fc1's dW moment (8 + 4 MiB, fc1's weight only, less activations) is
+  // below fc2's: the same peak.
+  c.s.overlap.async_weight_grad_reduce_scatter = false;
+  EXPECT_DOUBLE_EQ(c.at({1, 2, 2, 1, 1}, topo::TensorLayout::TwoD).total_bytes(), 71.5 * kBytesPerMiB);
+}
+
+// 2d on 4 ranks, H 512, F 2048, 4096 rows (2048 per Z rank): the activations dominate
+// and the peak is fc2's dI, laid out for its reduce-scatter in a transposed copy (two
+// [rows, 2048]) before any dW exists. Measured: 66.00 MiB.
+TEST(MemoryModel, TwoDsInputGradientCopyCanBeThePeak) {
+  TwoLinear c(512, 2048, 4096);
+  const MemoryBreakdown mem = c.at({1, 2, 2, 1, 1}, topo::TensorLayout::TwoD);
+  EXPECT_DOUBLE_EQ(mem.activation_bytes, 4.0 * 2048 * (512 + 2048 + 256 + 2 * 2048));
+  EXPECT_DOUBLE_EQ(mem.unscattered_grad_bytes, 0.0);
+  EXPECT_DOUBLE_EQ(mem.total_bytes(), 66 * kBytesPerMiB);
+}
+
 }  // namespace
 }  // namespace axonn::planner

@@ -5,6 +5,7 @@
 // prediction for the same explicit model description and grid.
 //
 //   mpirun -np N measure_two_linear [--hidden 1024] [--ffn 4096] [--rows 512] [--seq-len 64]
+//                                   [--max-error 0.05]   (exit 1 past it: the CI's check)
 //
 // The modes, each on all N ranks (as bench_tensor_modes): 1d 1,N,1; 2d 1,q,q (N = q^2);
 // 2.5d 1,2,2,N/4 (Tesseract: 2d with N/4-way depth, the batch split over it); 3d l,l,l
@@ -128,6 +129,7 @@ int main(int argc, char** argv) {
   runtime::MpiCommunicator& world = process.world();
   int64_t hidden = 1024, ffn = 4096, rows = 512, seq_len = 64;
   std::string topology_name = "perlmutter";
+  double max_error = 0;
   CLI::App app{"measure_two_linear: peak memory of two Linear layers under each tensor mode, beside the planner's"};
   app.add_option("--hidden", hidden, "H: fc1 is H x F, fc2 F x H")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--ffn", ffn, "F")->capture_default_str()->check(CLI::PositiveNumber);
@@ -137,6 +139,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--topology", topology_name, "topology the planner plans on (memory does not depend on its rates)")
       ->capture_default_str();
+  app.add_option("--max-error", max_error,
+                 "fail (exit 1) if any mode's predicted step peak is off the measured by more than this fraction "
+                 "(0: report only)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
   at::set_num_threads(1);
   try {
@@ -173,6 +180,7 @@ int main(int argc, char** argv) {
                  "measured / predicted |\n|---|---|---|---|---|---|---|---|\n",
                  hidden, ffn, ffn, hidden, rows, rows / seq_len, seq_len, n);
     double fwd_bwd_1d = 0;
+    std::vector<std::string> off;  // modes predicted past --max-error
     for (const tools::ModeGrid& m : modes) {
       const planner::Evaluation e = planner::evaluate(desc, topology, m.grid, po);
       if (!e.feasible) {
@@ -197,11 +205,19 @@ int main(int argc, char** argv) {
         step = tools::max_over_ranks(world, static_cast<double>(runtime::DeviceMemory::peak_bytes()));
       }
       if (m.name == "1d") fwd_bwd_1d = fwd_bwd;
+      if (max_error > 0 && std::abs(e.memory.total_bytes() / step - 1) > max_error)
+        off.push_back(fmt::format("{} ({:.3f})", m.name, e.memory.total_bytes() / step));
       if (world.rank() == 0)
         fmt::print("| {} | {} | {:.2f} | {:.3f} | {:.2f} | {:.2f} | {:.3f} | {:.2f} / {:.2f} |\n", m.name,
                    m.grid.to_string(), fwd_bwd / kBytesPerMiB, fwd_bwd / fwd_bwd_1d, step / kBytesPerMiB,
                    e.memory.total_bytes() / kBytesPerMiB, e.memory.total_bytes() / step, state / kBytesPerMiB,
                    e.memory.model_state_bytes / kBytesPerMiB);
+    }
+    if (!off.empty()) {
+      if (world.rank() == 0)
+        fmt::print(stderr, "measure_two_linear: predicted / measured step peak beyond 1 +- {}: {}\n", max_error,
+                   fmt::join(off, ", "));
+      return 1;
     }
   } catch (const Error& e) {
     runtime::abort_job(e.what(), exit_code(e));

@@ -224,6 +224,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ms.overlap = o.overlap;
   ms.precision = o.precision;
   ms.optimizer = o.optimizer;
+  ms.chain = is_chain(m);
 
   schedule::PassSettings ps;
   ps.overlap = o.overlap;
@@ -299,8 +300,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     if (c.total() > e.comm.total() || stage == 0) e.comm = c;
     ms.inflight_microbatches =
         schedule::inflight_microbatches(o.pipeline_schedule, stage, g.ginter, e.microbatches, limit);
+    ms.final_stage = stage == g.ginter - 1;
     const bool reuse = stage > 0 && n == memory_previous_n && ms.inflight_microbatches == memory_previous_inflight &&
-                       same_as(first, memory_previous, n);
+                       !ms.final_stage && same_as(first, memory_previous, n);
     const MemoryBreakdown mem =
         reuse ? memory_previous_stage : stage_memory(sc.memory.data() + first, n, m.hidden, m.seq_len, g, ms);
     memory_previous = first, memory_previous_n = n, memory_previous_inflight = ms.inflight_microbatches;

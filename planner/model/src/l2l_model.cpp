@@ -101,6 +101,7 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
   ms.overlap = o.overlap;
   ms.precision = o.precision;
   ms.optimizer_phase = false;
+  ms.chain = is_chain(m);
   const double out_bytes = static_cast<double>(mb * m.seq_len * m.hidden) * w;  // one unit's output, one micro-batch
   double params = 0, device_peak = 0;
   std::vector<double> unit_weights;

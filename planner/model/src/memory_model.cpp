@@ -24,14 +24,29 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       a.norm_before = l.norm_before ? (g.summa() ? in / gy : in) : 0.0;
       a.saved = in + a.norm_before + (l.gelu_after ? out : 0.0);
       a.logits = l.loss_after ? out : 0.0;
+      // Its backward: the output gradient (made contiguous) and dI. 2d lays dI out for
+      // its reduce-scatter over Y in a transposed copy (both alive), then keeps the
+      // scattered block ([rows, k/Gy]) through the dW; 3d receives the output gradient's
+      // rows split over the input's axis, gathers them, and scatters dI's rows over the
+      // output's.
+      a.backward_at_input = a.backward_at_weight = out + in;
+      if (g.summa()) a.backward_at_input += in, a.backward_at_weight += in / gy;
+      if (g.threed()) {
+        a.backward_at_weight += out / g_in + in / g_out;
+        a.backward_at_input = a.backward_at_weight;
+      }
       break;
     }
     case model::LayerKind::Embedding:  // keeps token indices only; its output is the first checkpoint
+      a.backward_at_input = a.backward_at_weight =
+          static_cast<double>(l.n) / static_cast<double>(g.size(g.hidden_axis()) * (g.threed() ? g.gy : 1));
       break;
     case model::LayerKind::Attention:
       a.copies = 3.0 * static_cast<double>(l.heads * l.head_dim) / gy;
       a.probs = static_cast<double>(l.heads) / gy * static_cast<double>(seq_len);
       a.saved = a.copies + a.probs;
+      // The output gradient, dq, dk, dv, and the probabilities' gradient and result.
+      a.backward_at_input = a.backward_at_weight = a.copies / 3.0 + a.copies + 2.0 * a.probs;
       break;
   }
   return a;
@@ -41,6 +56,10 @@ std::string memory_over_limit(double bytes, double limit_bytes) {
   const bool small = limit_bytes < kBytesPerGiB;
   const double unit = small ? kBytesPerMiB : kBytesPerGiB;
   return fmt::format("{:.1f} {} > {:.1f} {}", bytes / unit, small ? "MiB" : "GiB", limit_bytes / unit, small ? "MiB" : "GiB");
+}
+
+bool is_chain(const model::ModelDescription& m) {
+  return std::none_of(m.layers.begin(), m.layers.end(), [](const model::Layer& l) { return l.residual_after; });
 }
 
 MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, size_t last,
@@ -105,6 +124,11 @@ StageShape stage_shape(const MemoryLayer* layers, size_t count, const topo::Grid
   return sh;
 }
 
+// Whether passes_peak walks the Gz > 1 weights and dW in time: a chain without segments.
+bool z_walked(const MemorySettings& s, const StageShape& sh, const topo::Grid& g) {
+  return s.chain && sh.segments == 0 && g.gz > 1;
+}
+
 // Walks the backward pass of the step's last micro-batch, layer by layer in reverse, as
 // the runtime runs it: the loss first (the last stage), then each checkpointed segment
 // recomputed and back-propagated, then the layers kept whole. Per row, in elements of the
@@ -148,7 +172,7 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
 
   // Without checkpointing every layer keeps its saved tensors (the stage's input is
   // kept by the first layer norm).
-  const double stage_output = last_stage ? 0.0 : 2 * hx;
+  const double stage_output = last_stage || s.final_stage ? 0.0 : 2 * hx;
   const double per_microbatch = segments * hx + kept_whole + stage_output;
   // The last stage's other micro-batches wait for their backward with their loss's
   // graph: what the head keeps and the log-softmax output (one fp32 copy of the logits).
@@ -167,7 +191,7 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
   const double gz_weight_grad = g.gz == 1 ? 1.0 : 0.0;  // Gz > 1: in the un-scattered dW term
   if (last_stage) peak.at_least(w * rows * (others + per_microbatch + sh.head) + loss_bytes * rows * 3 * logits, 0);
   // Without checkpointing: the largest layer's backward on top of everything kept.
-  if (!checkpointing)
+  if (!checkpointing && !s.chain)
     peak.at_least(w * rows * (others + per_microbatch + hx + kept_whole_input_grad) +
                       gz_weight_grad * w * kept_whole_weight,
                   0, 2 * largest_handed, gathered * kept_whole_weight);
@@ -181,6 +205,11 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
   double at_last_linear = 0, at_attention = 0;     // in flight at the segment's two peaks
   bool seg_open = false, seen_attention = false, seen_linear = false;
   double segments_left = segments;
+  double kept_after = 0;  // a chain: what the layers kept whole after this one kept
+  // A chain without segments with Gz > 1: the gathered weights and the Z reduce-scatters'
+  // buffers are walked in time here (stage_memory leaves its whole-pass bounds out).
+  const bool z_exact = z_walked(s, sh, g);
+  double z_pending = 0;  // bytes of the Z reduce-scatters pending at this point of the walk
   for (size_t r = count; r-- > 0;) {
     const MemoryLayer& l = layers[r];
     if (buckets && l.weight_elements > 0) {
@@ -189,6 +218,33 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
     }
     const double in_flight_before = recent + latest;
     if (l.weight_elements > 0) recent = latest, latest = handed(l.weight_elements);
+    if (!segmented(l) && s.chain && l.act->logits == 0) {
+      // A chain's layer kept whole, at its backward's two moments: what it and the layers
+      // before it keep (those after it are freed), what its backward holds computing dI,
+      // then computing dW with the dW. Walked exactly (no segments): with Gz > 1 its
+      // gathered weight and the one prefetched for the layer before it, and the Z
+      // reduce-scatters of dW (the un-scattered block and its 1/Gz result) of this layer
+      // and, with optimization 2, of the layers after it, pending to the pass's end.
+      const double block = l.weight_elements / gxy;
+      const double kept = others + segments_left * hx + stage_output + kept_whole - kept_after;
+      double weights_here = 0, own_dw = gz_weight_grad * w * block, z_dw = 0;
+      if (z_exact) {
+        size_t before = r;
+        while (before > 0 && layers[before - 1].weight_elements == 0) --before;
+        const bool prefetched = s.overlap.prefetch_all_gather && before > 0 && !layers[before - 1].cached;
+        weights_here = w * (sh.cached_blocks + (l.cached ? 0.0 : block) +
+                            (prefetched ? layers[before - 1].weight_elements / gxy : 0.0));
+        own_dw = w * block * (1 + 1 / gz);
+        z_dw = z_pending;
+        if (l.weight_elements > 0 && s.overlap.async_weight_grad_reduce_scatter) z_pending += own_dw;
+      }
+      const double zero_in_flight = in_flight_before + handed(l.weight_elements);
+      peak.at_least(w * rows * (kept + l.act->backward_at_input), issued, in_flight_before + z_dw,
+                    gathered * block + weights_here);
+      peak.at_least(w * rows * (kept + l.act->backward_at_weight) + (z_exact ? 0.0 : own_dw), issued,
+                    zero_in_flight + z_dw + (z_exact ? own_dw : 0.0), gathered * block + weights_here);
+      kept_after += l.act->saved;
+    }
     if (!segmented(l)) continue;
     if (!seg_open) {
       seg_open = true;
@@ -236,7 +292,7 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
     const MemoryLayer& first = layers[0];
     const bool embedding = first.weight_elements > 0 && first.act->input_grad == 0;
     peak.at_least(w * rows * hx + (embedding ? gz_weight_grad * w * first.weight_elements / gxy : 0.0),
-                  issued + filling);
+                  issued + filling, z_pending);
   }
   return peak;
 }
@@ -270,7 +326,7 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
                             (static_cast<double>(s.precision.state_bytes_per_param) - w - wg) * owned +
                             (s.precision.mixed() ? 4 * bucket : 0.0);
   }
-  if (g.gz > 1) {
+  if (g.gz > 1 && !z_walked(s, sh, g)) {
     const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
     mem.gathered_weight_bytes = w * (inflight * max_block + cached_blocks);
     // ZeRO-2 bounds the reduce-scatters in flight (two, and the layer computing).

@@ -63,7 +63,16 @@ struct MemorySettings {
   // Whether the step has a device optimizer phase (its buffers may be the peak); L2L's
   // update is the parameter server's, in the host tier.
   bool optimizer_phase = true;
+  // The pipeline's last stage: it sends no activation on, so it keeps no stage output
+  // or send buffer, with or without a loss layer (an explicit model may end without one).
+  bool final_stage = false;
+  // The model is a chain: no layer joins a residual stream (an explicit description),
+  // so each layer kept whole is walked exactly (docs/model.md section 5, "a chain").
+  // A GPT (false) keeps the residual stream's terms.
+  bool chain = false;
 };
+// Whether no layer of `m` joins a residual stream (MemorySettings::chain).
+bool is_chain(const model::ModelDescription& m);
 
 // What one layer's operators keep per row (token) of a micro-batch, in elements of the
 // activation type, as the runtime's autograd graph holds them (docs/model.md section 5).
@@ -79,6 +88,13 @@ struct LayerActivations {
   double copies = 0;         // attention: q, k, v
   double probs = 0;          // attention: the probabilities
   double logits = 0;         // the loss follows: vocab/Gy logits, handled in fp32
+  // A chain of layers (MemorySettings::chain): what its backward holds on top of the
+  // saved tensors, per row, at its two moments (docs/model.md section 5, "a chain"):
+  // computing dI (the output gradient as it arrives and as the operator gathers it, dI,
+  // and 2d's transposed copy of dI), and computing dW (the output gradient, dI and dI's
+  // reduce-scattered block; the dW itself is counted in bytes apart).
+  double backward_at_input = 0;
+  double backward_at_weight = 0;
 };
 LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, int64_t seq_len);
 
