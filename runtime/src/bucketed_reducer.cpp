@@ -82,7 +82,7 @@ void BucketedReducer::reduce_scatter(int64_t layer, const at::Tensor& dw_block) 
   } else {
     auto p = std::make_unique<Pending>();
     at::Tensor out = at::empty({flat.numel() / grid_.z().size()}, flat.options());
-    p->kind = "rs_z";
+    p->kind = plan::CollectiveKind::RsZ;
     p->issued_at = tracer_ ? tracer_->now() : 0;
     p->work = grid_.z().reduce_scatter(flat, out);
     p->on_done = [this, layer, out] {
@@ -118,7 +118,7 @@ void BucketedReducer::issue_ready_buckets() {
       }
       auto p = std::make_unique<Pending>();
       at::Tensor flat = at::cat(grads);
-      p->kind = "ar_data";
+      p->kind = plan::CollectiveKind::ArData;
       p->issued_at = tracer_ ? tracer_->now() : 0;
       p->work = grid_.data().all_reduce(flat, ReduceOp::Sum);
       p->on_done = [this, ids = b.layers, flat] {
@@ -170,7 +170,7 @@ void BucketedReducer::finish_step() {
         if (shards_[l] && shards_[l]->is_same(prm.tensor)) reduced = data_reduced_[l];
       if (!reduced && grid_.data().size() > 1) {
         auto p = std::make_unique<Pending>();
-        p->kind = "ar_data";
+        p->kind = plan::CollectiveKind::ArData;
         p->issued_at = tracer_ ? tracer_->now() : 0;
         p->work = grid_.data().all_reduce(prm.tensor.mutable_grad(), ReduceOp::Sum);
         p->on_done = [] {};
@@ -181,7 +181,7 @@ void BucketedReducer::finish_step() {
     if (!replicated.empty() && grid_.z_data().size() > 1) {
       at::Tensor flat = at::cat(replicated);
       auto p = std::make_unique<Pending>();
-      p->kind = "ar_z_data";
+      p->kind = plan::CollectiveKind::ArZData;
       p->issued_at = tracer_ ? tracer_->now() : 0;
       p->work = grid_.z_data().all_reduce(flat, ReduceOp::Sum);
       p->on_done = [] {};

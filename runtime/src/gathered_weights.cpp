@@ -68,7 +68,7 @@ at::Tensor GatheredWeights::gather_now(int64_t layer) {
   grid_.z().all_gather(s, block)->wait();
   if (tracer_) {
     const double t1 = tracer_->now();
-    tracer_->comm("ag_z", t0, t1, t1 - t0);
+    tracer_->comm(plan::CollectiveKind::AgZ, t0, t1, t1 - t0);
   }
   return block;
 }
@@ -100,7 +100,7 @@ at::Tensor GatheredWeights::weight(int64_t layer) {
     if (p.done_at < 0) p.work->wait();
     if (tracer_) {
       const double t1 = tracer_->now();
-      tracer_->comm("ag_z", p.issued_at, p.done_at < 0 ? t1 : p.done_at, p.done_at < 0 ? t1 - t0 : 0.0);
+      tracer_->comm(plan::CollectiveKind::AgZ, p.issued_at, p.done_at < 0 ? t1 : p.done_at, p.done_at < 0 ? t1 - t0 : 0.0);
     }
     block = p.block;
     prefetched_.erase(it);

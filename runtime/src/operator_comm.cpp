@@ -4,7 +4,7 @@
 namespace axonn::runtime {
 
 template <class Issue>
-OperatorComm::InFlight OperatorComm::issue(Communicator& c, const char* kind, Issue&& start) {
+OperatorComm::InFlight OperatorComm::issue(Communicator& c, plan::CollectiveKind kind, Issue&& start) {
   InFlight f;
   f.kind = kind;
   if (c.size() == 1) return f;
@@ -13,19 +13,19 @@ OperatorComm::InFlight OperatorComm::issue(Communicator& c, const char* kind, Is
   return f;
 }
 
-OperatorComm::InFlight OperatorComm::issue_all_reduce(Communicator& c, const at::Tensor& t, const char* kind,
+OperatorComm::InFlight OperatorComm::issue_all_reduce(Communicator& c, const at::Tensor& t, plan::CollectiveKind kind,
                                                       ReduceOp op) {
   return issue(c, kind, [&] { return c.all_reduce(t, op); });
 }
 
 OperatorComm::InFlight OperatorComm::issue_all_gather(Communicator& c, const at::Tensor& in, const at::Tensor& out,
-                                                      const char* kind) {
+                                                      plan::CollectiveKind kind) {
   if (c.size() == 1) out.view(in.sizes()).copy_(in);
   return issue(c, kind, [&] { return c.all_gather(in, out); });
 }
 
 OperatorComm::InFlight OperatorComm::issue_reduce_scatter(Communicator& c, const at::Tensor& in,
-                                                          const at::Tensor& out, const char* kind) {
+                                                          const at::Tensor& out, plan::CollectiveKind kind) {
   if (c.size() == 1) out.view(in.sizes()).copy_(in);
   return issue(c, kind, [&] { return c.reduce_scatter(in, out); });
 }
@@ -41,7 +41,7 @@ void OperatorComm::wait(InFlight& f) {
   f.work.reset();
 }
 
-void OperatorComm::all_reduce(Communicator& c, const at::Tensor& t, const char* kind, ReduceOp op) {
+void OperatorComm::all_reduce(Communicator& c, const at::Tensor& t, plan::CollectiveKind kind, ReduceOp op) {
   InFlight f = issue_all_reduce(c, t, kind, op);
   wait(f);
 }

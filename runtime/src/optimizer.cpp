@@ -137,13 +137,13 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
         mixed_(c10::elementSize(params.front().tensor.scalar_type()) < 4) {
     AXONN_ASSERT((o.reduces_data_parallel() || mixed_) && o.bucket_elements > 0 && o.allreduce_coarsening >= 0);
     segments_[0].group = &grid.data();
-    segments_[0].name = "data";
+    segments_[0].kinds = {plan::CollectiveKind::ArData, plan::CollectiveKind::RsData, plan::CollectiveKind::AgData};
     // ZeRO-3's gathers block at points of the pass program, while the sink's reductions
     // are issued as the Z reduce-scatters complete: on one communicator their order
     // would differ between ranks, so the gathers get a communicator of their own.
     if (shard_weights_) gather_group_ = grid.data().split(0, grid.data().rank(), "data_gather");
     segments_[1].group = &grid.z_data();
-    segments_[1].name = "z_data";
+    segments_[1].kinds = {plan::CollectiveKind::ArZData, plan::CollectiveKind::RsZData, plan::CollectiveKind::AgZData};
     at::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
       Segment& seg = segments_[params[i].spec.replicated_over_z() ? 1 : 0];
@@ -232,7 +232,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
     at::Tensor full = at::empty({pc.elements}, seg.weights.options());
     const double t0 = tracer_ ? tracer_->now() : 0;
     gather_group_->all_gather_v(seg.weights.narrow(0, own.at, own.mine), own.counts, full)->wait();
-    if (tracer_) tracer_->comm("ag_data", t0, tracer_->now(), tracer_->now() - t0);
+    if (tracer_) tracer_->comm(plan::CollectiveKind::AgData, t0, tracer_->now(), tracer_->now() - t0);
     return full;
   }
 
@@ -339,7 +339,10 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   };
   struct Segment {
     Communicator* group = nullptr;
-    const char* name = "";
+    // Its collectives' kinds: all-reduce, reduce-scatter, all-gather.
+    struct Kinds {
+      plan::CollectiveKind all_reduce, reduce_scatter, all_gather;
+    } kinds{};
     std::vector<Piece> pieces;
     int64_t elements = 0;
     int64_t lo = 0, hi = 0;                  // the owned elements
@@ -355,7 +358,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   };
   struct Pending {
     WorkHandle work;
-    std::string kind;
+    plan::CollectiveKind kind = plan::CollectiveKind::ArData;
     double issued_at = 0;
   };
   struct Reduction {  // ZeRO-2: one layer's gradient on its way to the owners
@@ -398,7 +401,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
     const double t0 = tracer_ ? tracer_->now() : 0;
     if (block) red.work->wait();
     else if (!red.work->test()) return false;
-    if (tracer_) tracer_->comm("rs_data", red.issued_at, tracer_->now(), block ? tracer_->now() - t0 : 0);
+    if (tracer_) tracer_->comm(plan::CollectiveKind::RsData, red.issued_at, tracer_->now(), block ? tracer_->now() - t0 : 0);
     segments_[0].grad.narrow(0, red.at, red.out.numel()).add_(red.out);
     in_flight_.pop_front();
     return true;
@@ -423,7 +426,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
     }
     auto issue = [&](const Chunk& ch) {
       Segment& seg = segments_[ch.segment];
-      return start("ar_", seg, [&] { return seg.group->all_reduce(seg.grad.narrow(0, ch.offset, ch.elements), ReduceOp::Sum); });
+      return start(seg.kinds.all_reduce, seg, [&] { return seg.group->all_reduce(seg.grad.narrow(0, ch.offset, ch.elements), ReduceOp::Sum); });
     };
     const bool overlap = settings_.allreduce_coarsening > 0 && max_grad_norm <= 0;
     if (!overlap) {
@@ -465,7 +468,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
       }
       reduced[s] = at::empty({seg.hi - seg.lo}, seg.grad.options());
       if (seg.group->size() == 1) reduced[s].copy_(seg.grad);
-      else wait(start("rs_", seg, [&] { return seg.group->reduce_scatter(seg.grad, reduced[s]); }), ph);
+      else wait(start(seg.kinds.reduce_scatter, seg, [&] { return seg.group->reduce_scatter(seg.grad, reduced[s]); }), ph);
     }
     ph.grad_norm = sharded_norm(reduced);
     const double coef = max_grad_norm / (ph.grad_norm + 1e-6);  // as clip_gradients
@@ -476,7 +479,7 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
       update(seg, reduced[s], 0, seg.hi - seg.lo, c);  // ZeRO-2: seg.grad ends holding Adam's denominator
       reduced[s] = at::Tensor();  // the phase's buffer goes before the weights are gathered
       if (seg.group->size() > 1 && !seg.sharded_weights)  // ZeRO-3 gathers each layer when a pass fetches it
-        wait(start("ag_", seg, [&] { return seg.group->all_gather(seg.weights.narrow(0, seg.lo, seg.hi - seg.lo), seg.weights); }), ph);
+        wait(start(seg.kinds.all_gather, seg, [&] { return seg.group->all_gather(seg.weights.narrow(0, seg.lo, seg.hi - seg.lo), seg.weights); }), ph);
     }
     return ph;
   }
@@ -505,10 +508,10 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   }
 
   template <class Issue>
-  Pending start(const char* op, const Segment& seg, Issue issue) {
+  Pending start(plan::CollectiveKind kind, const Segment& seg, Issue issue) {
     Pending p;
     if (seg.group->size() == 1) return p;
-    p.kind = std::string(op) + seg.name;
+    p.kind = kind;
     p.issued_at = tracer_ ? tracer_->now() : 0;
     p.work = issue();
     return p;

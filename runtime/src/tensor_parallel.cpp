@@ -36,18 +36,18 @@ at::Tensor compute(Engine& e, LayerOp op, int64_t layer, F&& f) {
 
 // The 3d layout's row collectives over `c` (member i holds row block i): the rows'
 // all-gather, and the reduce-scatter of a full-row partial sum to this member's block.
-at::Tensor gather_rows(Engine& e, Communicator& c, const at::Tensor& block, const char* kind) {
+at::Tensor gather_rows(Engine& e, Communicator& c, const at::Tensor& block, plan::CollectiveKind kind) {
   at::Tensor out = at::empty({c.size() * block.size(0), block.size(1)}, block.options());
   OperatorComm::InFlight f = e.ops.issue_all_gather(c, block.contiguous(), out, kind);
   e.ops.wait(f);
   return out;
 }
 OperatorComm::InFlight issue_scatter_rows(Engine& e, Communicator& c, const at::Tensor& full, at::Tensor& out,
-                                          const char* kind) {
+                                          plan::CollectiveKind kind) {
   out = at::empty({full.size(0) / c.size(), full.size(1)}, full.options());
   return e.ops.issue_reduce_scatter(c, full.contiguous(), out, kind);
 }
-at::Tensor scatter_rows(Engine& e, Communicator& c, const at::Tensor& full, const char* kind) {
+at::Tensor scatter_rows(Engine& e, Communicator& c, const at::Tensor& full, plan::CollectiveKind kind) {
   at::Tensor out;
   OperatorComm::InFlight f = issue_scatter_rows(e, c, full, out, kind);
   e.ops.wait(f);
@@ -105,7 +105,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     at::Tensor w = e.weights.weight(layer).view({k_local, n_local});
     at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(input, w); });
     record(e, LayerOp::ForwardCollective, layer);
-    e.ops.all_reduce(transposed ? g.y() : g.x(), out, transposed ? "ar_y" : "ar_x");  // partial over W's rows
+    e.ops.all_reduce(transposed ? g.y() : g.x(), out, transposed ? plan::CollectiveKind::ArY : plan::CollectiveKind::ArX);  // partial over W's rows
     save_linear(ctx, e, engine, {layer, k_local, n_local, transposed, input, w});
     return out;
   }
@@ -123,7 +123,7 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
         compute(e, LayerOp::BackwardInput, layer, [&] { return at::matmul(dout, w.t()).contiguous(); });
     // Optimization 1: the dI all-reduce (partial over W's columns) runs under the dW matmul.
     Communicator& c = transposed ? g.x() : g.y();
-    const char* kind = transposed ? "ar_x" : "ar_y";
+    plan::CollectiveKind kind = transposed ? plan::CollectiveKind::ArX : plan::CollectiveKind::ArY;
     record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f = e.ops.issue_all_reduce(c, dinput, kind);
     weight_gradient(e, layer, f, input.reshape({-1, k}), dout.reshape({-1, n}));
@@ -147,8 +147,8 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
                                     : table.index_select(0, index) * mask.unsqueeze(1).to(table.scalar_type());
     });
     record(e, LayerOp::ForwardCollective, layer);
-    if (e.grid.grid().threed()) out = scatter_rows(e, e.grid.y(), out, "rs_y");  // this rank's rows
-    else e.ops.all_reduce(e.grid.y(), out, "ar_y");
+    if (e.grid.grid().threed()) out = scatter_rows(e, e.grid.y(), out, plan::CollectiveKind::RsY);  // this rank's rows
+    else e.ops.all_reduce(e.grid.y(), out, plan::CollectiveKind::ArY);
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["layer"] = layer;
     ctx->saved_data["vocab"] = vocab_local;
@@ -163,7 +163,7 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
     const auto vocab = ctx->saved_data["vocab"].toInt(), hidden = ctx->saved_data["hidden"].toInt();
     const int64_t layer = ctx->saved_data["layer"].toInt();
     at::Tensor grad = grads[0];
-    if (e.grid.grid().threed()) record(e, LayerOp::OutputGradGather, layer), grad = gather_rows(e, e.grid.y(), grad, "ag_y");
+    if (e.grid.grid().threed()) record(e, LayerOp::OutputGradGather, layer), grad = gather_rows(e, e.grid.y(), grad, plan::CollectiveKind::AgY);
     at::Tensor dtable = compute(e, LayerOp::BackwardWeight, layer, [&] {
       at::Tensor dout = grad * saved[1].unsqueeze(1).to(grad.scalar_type());
       return at::zeros({vocab, hidden}, dout.options()).index_add_(0, saved[0], dout);
@@ -180,7 +180,7 @@ at::Tensor gather_columns(Engine& e, const at::Tensor& block) {
   Communicator& y = e.grid.y();
   const int64_t q = y.size(), rows = block.size(0), width = block.size(1);
   at::Tensor out = at::empty({q, rows, width}, block.options());
-  OperatorComm::InFlight f = e.ops.issue_all_gather(y, block.contiguous(), out, "ag_y");
+  OperatorComm::InFlight f = e.ops.issue_all_gather(y, block.contiguous(), out, plan::CollectiveKind::AgY);
   e.ops.wait(f);
   return out.permute({1, 0, 2}).reshape({rows, q * width});
 }
@@ -213,7 +213,7 @@ struct Linear2dFn : public torch::autograd::Function<Linear2dFn> {
     });
     at::Tensor dinput = at::empty({rows, k / q}, dout.options());
     record(e, LayerOp::InputGradCollective, layer);
-    OperatorComm::InFlight f = e.ops.issue_reduce_scatter(y, dfull, dinput, "rs_y");
+    OperatorComm::InFlight f = e.ops.issue_reduce_scatter(y, dfull, dinput, plan::CollectiveKind::RsY);
     weight_gradient(e, layer, f, full, dout);
     return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -229,10 +229,10 @@ struct Linear3dFn : public torch::autograd::Function<Linear3dFn> {
     ProcessGrid& g = e.grid;
     at::Tensor w = e.weights.weight(layer).view({k_local, n_local});
     record(e, LayerOp::InputGather, layer);
-    at::Tensor full = gather_rows(e, transposed ? g.x() : g.y(), input, transposed ? "ag_x" : "ag_y");
+    at::Tensor full = gather_rows(e, transposed ? g.x() : g.y(), input, transposed ? plan::CollectiveKind::AgX : plan::CollectiveKind::AgY);
     at::Tensor partial = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(full, w); });
     record(e, LayerOp::ForwardCollective, layer);
-    at::Tensor out = scatter_rows(e, transposed ? g.y() : g.x(), partial, transposed ? "rs_y" : "rs_x");
+    at::Tensor out = scatter_rows(e, transposed ? g.y() : g.x(), partial, transposed ? plan::CollectiveKind::RsY : plan::CollectiveKind::RsX);
     save_linear(ctx, e, engine, {layer, k_local, n_local, transposed, full, w});
     return out;
   }
@@ -246,12 +246,12 @@ struct Linear3dFn : public torch::autograd::Function<Linear3dFn> {
     const at::Tensor& full = sv.input;
     const at::Tensor& w = sv.weight;
     record(e, LayerOp::OutputGradGather, layer);
-    const at::Tensor dout = gather_rows(e, transposed ? g.y() : g.x(), grads[0], transposed ? "ag_y" : "ag_x");
+    const at::Tensor dout = gather_rows(e, transposed ? g.y() : g.x(), grads[0], transposed ? plan::CollectiveKind::AgY : plan::CollectiveKind::AgX);
     at::Tensor dfull = compute(e, LayerOp::BackwardInput, layer, [&] { return at::matmul(dout, w.t()); });
     at::Tensor dinput;
     record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f =
-        issue_scatter_rows(e, transposed ? g.x() : g.y(), dfull, dinput, transposed ? "rs_x" : "rs_y");
+        issue_scatter_rows(e, transposed ? g.x() : g.y(), dfull, dinput, transposed ? plan::CollectiveKind::RsX : plan::CollectiveKind::RsY);
     weight_gradient(e, layer, f, full, dout);
     return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -270,7 +270,7 @@ struct RowsSumFn : public torch::autograd::Function<RowsSumFn> {
     Engine& e = engine_of(ctx);
     const bool x = ctx->saved_data["axis"].toInt() == 0;
     at::Tensor d = grads[0].contiguous().clone();
-    e.ops.all_reduce(x ? e.grid.x() : e.grid.y(), d, x ? "ar_x_vector" : "ar_y_vector");
+    e.ops.all_reduce(x ? e.grid.x() : e.grid.y(), d, x ? plan::CollectiveKind::ArXVector : plan::CollectiveKind::ArYVector);
     return {d, at::Tensor(), at::Tensor()};
   }
 };
@@ -304,7 +304,7 @@ struct Embedding2dFn : public torch::autograd::Function<Embedding2dFn> {
 
 // The group over which the hidden columns are split: X (AxoNN 3D), Y (2d).
 Communicator& hidden_group(Engine& e) { return e.grid.grid().summa() ? e.grid.y() : e.grid.x(); }
-const char* norm_kind(Engine& e) { return e.grid.grid().summa() ? "ar_y_norm" : "ar_x_norm"; }
+plan::CollectiveKind norm_kind(Engine& e) { return e.grid.grid().summa() ? plan::CollectiveKind::ArYNorm : plan::CollectiveKind::ArXNorm; }
 
 struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor gamma, at::Tensor beta, int64_t engine,
@@ -352,16 +352,16 @@ struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
     Engine& e = engine_of(engine);
     Communicator& y = e.grid.y();
     at::Tensor max = std::get<0>(logits.max(-1, true)).contiguous();
-    e.ops.all_reduce(y, max, "ar_y_loss", ReduceOp::Max);
+    e.ops.all_reduce(y, max, plan::CollectiveKind::ArYLoss, ReduceOp::Max);
     at::Tensor ex = (logits - max).exp();
     at::Tensor sum = ex.sum(-1, true).contiguous();
-    e.ops.all_reduce(y, sum, "ar_y_loss");
+    e.ops.all_reduce(y, sum, plan::CollectiveKind::ArYLoss);
     const int64_t first = e.grid.coord(Axis::Y) * vocab_local;
     at::Tensor local = targets - first;
     at::Tensor mask = (local >= 0).logical_and(local < vocab_local).to(logits.scalar_type());
     at::Tensor index = local.clamp(0, vocab_local - 1).unsqueeze(-1);
     at::Tensor target_logit = (logits.gather(-1, index).squeeze(-1) * mask).contiguous();
-    e.ops.all_reduce(y, target_logit, "ar_y_loss");
+    e.ops.all_reduce(y, target_logit, plan::CollectiveKind::ArYLoss);
     ctx->save_for_backward({ex / sum, index, mask});
     return sum.log().squeeze(-1) + max.squeeze(-1) - target_logit;
   }

@@ -26,13 +26,14 @@ void Tracer::compute(const std::string& name, double t0, double t1) {
   if (keep_events_) events_.push_back({name, false, t0, t1});
 }
 
-void Tracer::comm(const std::string& kind, double t0, double t1, double exposed_s) {
+void Tracer::comm(plan::CollectiveKind kind, double t0, double t1, double exposed_s) {
+  const std::string name = plan::collective_kind_name(kind);
   step_comm_.emplace_back(t0, t1);
-  auto& k = step_kinds_[kind];
+  auto& k = step_kinds_[name];
   k.busy_s += t1 - t0;
   k.exposed_s += exposed_s;
   k.count += 1;
-  if (keep_events_) events_.push_back({kind, true, t0, t1});
+  if (keep_events_) events_.push_back({name, true, t0, t1});
 }
 
 void Tracer::begin_step() {

@@ -254,9 +254,9 @@ struct Trainer::Impl {
     else
       for (const auto& in : sched.steps) run(in);
     // The losses of the other sequences (Z, data) and, with a pipeline, from the last stage.
-    se.engine().ops.all_reduce(grid.z_data(), loss_sum, "ar_z_data");
-    if (grid.grid().threed()) se.engine().ops.all_reduce(grid.x(), loss_sum, "ar_x_loss");  // 3d: rows split over X
-    se.engine().ops.all_reduce(grid.pipe(), loss_sum, "ar_pipe_loss");
+    se.engine().ops.all_reduce(grid.z_data(), loss_sum, plan::CollectiveKind::ArZData);
+    if (grid.grid().threed()) se.engine().ops.all_reduce(grid.x(), loss_sum, plan::CollectiveKind::ArXLoss);  // 3d: rows split over X
+    se.engine().ops.all_reduce(grid.pipe(), loss_sum, plan::CollectiveKind::ArPipeLoss);
     s.loss = loss_sum.item<double>();
   }
 };

@@ -2,7 +2,11 @@
 // (axonn/planner/validation.hpp), with hand-made rankings.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
+
 #include "axonn/common/load_average.hpp"
+#include "axonn/plan/collective_kind.hpp"
 #include "axonn/planner/validation.hpp"
 #include "test_util.hpp"
 
@@ -169,4 +173,45 @@ TEST(LoadAverage, ReadsTheThreeAveragesOrNothing) {
   EXPECT_NE(describe(*l).find("load average 0.52 / 1.25 / 2.00 (1 / 5 / 15 min) on"), std::string::npos);
   EXPECT_FALSE(read_load_average("/nonexistent/loadavg").has_value());
   EXPECT_FALSE(read_load_average(test::write_temp("garbage", "not a number\n")).has_value());
+}
+
+// Every collective kind has one name that parses back, and a term the planner's
+// breakdown has (or none: the small collectives).
+TEST(CollectiveKind, NamesRoundTripAndMapToBreakdownTerms) {
+  const std::vector<std::string> terms(plan::kBreakdownTerms.begin(), plan::kBreakdownTerms.end());
+  std::set<std::string> names;
+  for (int i = 0; i < plan::kNumCollectiveKinds; ++i) {
+    const auto k = static_cast<plan::CollectiveKind>(i);
+    const std::string name = plan::collective_kind_name(k);
+    EXPECT_TRUE(names.insert(name).second) << name;
+    ASSERT_TRUE(plan::parse_collective_kind(name).has_value()) << name;
+    EXPECT_EQ(*plan::parse_collective_kind(name), k);
+    const std::string term = plan::breakdown_term(k);
+    EXPECT_TRUE(term.empty() || std::find(terms.begin(), terms.end(), term) != terms.end()) << name << " -> " << term;
+  }
+  EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::RsY)), "act_y");
+  EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::RsData)), "ar_data");
+  EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::ArXNorm)), "");
+  EXPECT_FALSE(plan::parse_collective_kind("ar_w").has_value());
+  // Each term of the breakdown's JSON is one kBreakdownTerms names, and back.
+  plan::CommBreakdown b{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  double sum = 0;
+  for (const auto& t : terms) sum += predicted_term_s(b, t);
+  EXPECT_DOUBLE_EQ(sum, b.total());
+  EXPECT_DOUBLE_EQ(predicted_term_s(b, "act_x"), 8.0);
+  EXPECT_DOUBLE_EQ(predicted_term_s(b, kNotModeled), 0.0);
+}
+
+// A step's busy seconds by kind, summed by term; the median over steps.
+TEST(Validation, MeasuredCommunicationIsSummedByTermAndItsMedianTaken) {
+  const CommByTerm one = comm_by_term({{"ag_y", 0.5}, {"rs_y", 0.25}, {"ar_x", 1.0}, {"ar_x_norm", 0.1},
+                                       {"ar_y_loss", 0.2}, {"bcast_q", 0.05}});
+  EXPECT_DOUBLE_EQ(one.at("act_y"), 0.75);
+  EXPECT_DOUBLE_EQ(one.at("ar_x"), 1.0);
+  EXPECT_NEAR(one.at(kNotModeled), 0.3, 1e-12);
+  EXPECT_DOUBLE_EQ(one.at(kUnknownKind), 0.05);
+  EXPECT_EQ(one.count("ar_y"), 0u);
+  const CommByTerm m = median_by_term({one, comm_by_term({{"ar_x", 3.0}}), comm_by_term({{"ar_x", 2.0}})});
+  EXPECT_DOUBLE_EQ(m.at("ar_x"), 2.0);
+  EXPECT_DOUBLE_EQ(m.at("act_y"), 0.0);  // in one step of three
 }

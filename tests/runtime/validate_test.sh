@@ -87,8 +87,20 @@ for mode, m in per.items():
         assert -1 <= a["spearman"] <= 1 and 1 <= a["measured_best_predicted_rank"] <= 2 and 0 <= a["top5_overlap"] <= 1
 md = open(d + "/summary.md").read()
 assert "Per tensor mode" in md and "| 2d | 1 |" in md, md
+# Per collective: every kind axrun recorded maps to a term (none unknown); a tensor
+# group's collectives are measured and predicted under the same term.
+for c in measured:
+    t = c["comm_by_term"]
+    assert "unknown" not in t, (c["name"], t)
+    g = c["grid"]
+    if c["tensor_mode"] == "2d":
+        assert t["act_y"]["measured_busy_s"] > 0 and t["act_y"]["predicted_s"] > 0, (c["name"], t)
+    elif g["gx"] > 1 or g["gy"] > 1:
+        term = "ar_x" if g["gx"] > 1 else "ar_y"
+        assert t[term]["measured_busy_s"] > 0 and t[term]["predicted_s"] > 0, (c["name"], t)
+assert "Per collective" in md and "| not_modeled |" in md, md
 PY
-then ok "--tensor-mode all: every mode measured, statistics per mode"; else bad "--tensor-mode all (rc $rc)"; fi
+then ok "--tensor-mode all: every mode measured, statistics per mode and per collective"; else bad "--tensor-mode all (rc $rc)"; fi
 
 # --repeats 2 with --search-order on the 2 nodes of 2: the top 3 run twice each, in
 # rounds; each has its two runs and their spread, the statistics the median spread, the

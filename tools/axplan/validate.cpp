@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -73,6 +74,7 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
   const int status = std::system(cmd.c_str());
   const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::vector<double> steps;
+  std::vector<planner::CommByTerm> comm;  // each step's but the first (as measured_batch_s)
   if (code != 0) {
     c.status = planner::RunStatus::Failed;
     c.reason = code == 124 || code == 137 ? fmt::format("timed out after {:.0f} s", o.timeout_s)
@@ -83,7 +85,13 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
     std::ifstream f(measure);
     if (!f) throw std::runtime_error("no measurement file " + measure);
     const nlohmann::json m = nlohmann::json::parse(f);
-    for (const auto& s : m.at("steps")) steps.push_back(s.at("batch_s").get<double>());
+    for (const auto& s : m.at("steps")) {
+      steps.push_back(s.at("batch_s").get<double>());
+      if (steps.size() == 1 || !s.contains("breakdown")) continue;
+      std::map<std::string, double> busy_s;
+      for (const auto& [kind, stats] : s.at("breakdown").at("by_kind").items()) busy_s[kind] = stats.at("busy_s").get<double>();
+      comm.push_back(planner::comm_by_term(busy_s));
+    }
     if (steps.empty()) throw std::runtime_error("no steps in " + measure);
   } catch (const std::exception& e) {
     c.status = planner::RunStatus::Failed;
@@ -91,6 +99,8 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
     return;
   }
   c.steps_s.insert(c.steps_s.end(), steps.begin(), steps.end());
+  c.steps_comm_s.insert(c.steps_comm_s.end(), comm.begin(), comm.end());
+  c.measured_comm_s = planner::median_by_term(c.steps_comm_s);
   c.runs_s.push_back(planner::measured_batch_s(steps));
   c.measured_s = median(c.runs_s);
   c.status = planner::RunStatus::Measured;

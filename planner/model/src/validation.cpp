@@ -9,9 +9,40 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
+#include "axonn/plan/collective_kind.hpp"
 #include "axonn/planner/statistics.hpp"
 
 namespace axonn::planner {
+
+CommByTerm comm_by_term(const std::map<std::string, double>& busy_s_by_kind) {
+  CommByTerm out;
+  for (const auto& [name, busy_s] : busy_s_by_kind) {
+    const auto kind = plan::parse_collective_kind(name);
+    const std::string term = kind ? plan::breakdown_term(*kind) : kUnknownKind;
+    out[term.empty() ? kNotModeled : term] += busy_s;
+  }
+  return out;
+}
+
+CommByTerm median_by_term(const std::vector<CommByTerm>& steps) {
+  CommByTerm out;
+  for (const auto& s : steps)
+    for (const auto& [term, seconds] : s) out[term] = 0;
+  for (auto& [term, value] : out) {
+    std::vector<double> per_step;
+    for (const auto& s : steps) {
+      const auto it = s.find(term);
+      per_step.push_back(it == s.end() ? 0.0 : it->second);
+    }
+    value = median(per_step);
+  }
+  return out;
+}
+
+double predicted_term_s(const plan::CommBreakdown& b, const std::string& term) {
+  const nlohmann::json j = plan::breakdown_to_json(b);
+  return j.contains(term) ? j.at(term).get<double>() : 0.0;
+}
 
 const char* run_status_name(RunStatus s) {
   switch (s) {

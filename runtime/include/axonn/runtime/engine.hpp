@@ -5,7 +5,7 @@
 //
 // Example:
 //   at::Tensor w = engine.weights.weight(layer);        // Fetch (the schedule says how)
-//   engine.ops.all_reduce(engine.grid.x(), out, "ar_x");  // a partial output
+//   engine.ops.all_reduce(engine.grid.x(), out, plan::CollectiveKind::ArX);  // a partial output
 //   engine.grads.reduce_scatter(layer, dw);               // the dW block
 #pragma once
 

@@ -81,7 +81,7 @@ class BucketedReducer final : public GradientReducer {
  private:
   struct Pending {
     WorkHandle work;
-    const char* kind = "";
+    plan::CollectiveKind kind = plan::CollectiveKind::RsZ;
     double issued_at = 0;
     std::function<void()> on_done;
   };

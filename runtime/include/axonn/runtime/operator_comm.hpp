@@ -7,11 +7,12 @@
 //
 // Example:
 //   OperatorComm ops(&tracer);
-//   auto f = ops.issue_all_reduce(grid.y(), dinput, "ar_y");  ... dW ...  ops.wait(f);
+//   auto f = ops.issue_all_reduce(grid.y(), dinput, plan::CollectiveKind::ArY);  ... dW ...  ops.wait(f);
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include "axonn/plan/collective_kind.hpp"
 #include "axonn/runtime/communicator.hpp"
 #include "axonn/runtime/trace.hpp"
 
@@ -25,19 +26,20 @@ class OperatorComm {
   // An all-reduce in flight; `work` is null for a group of one.
   struct InFlight {
     WorkHandle work;
-    const char* kind = "";
+    plan::CollectiveKind kind = plan::CollectiveKind::ArX;
     double issued_at = 0;
   };
-  InFlight issue_all_reduce(Communicator& c, const at::Tensor& t, const char* kind, ReduceOp op = ReduceOp::Sum);
+  InFlight issue_all_reduce(Communicator& c, const at::Tensor& t, plan::CollectiveKind kind, ReduceOp op = ReduceOp::Sum);
   // Communicator::all_gather / reduce_scatter, as an InFlight (with one member: a copy).
-  InFlight issue_all_gather(Communicator& c, const at::Tensor& in, const at::Tensor& out, const char* kind);
-  InFlight issue_reduce_scatter(Communicator& c, const at::Tensor& in, const at::Tensor& out, const char* kind);
+  InFlight issue_all_gather(Communicator& c, const at::Tensor& in, const at::Tensor& out, plan::CollectiveKind kind);
+  InFlight issue_reduce_scatter(Communicator& c, const at::Tensor& in, const at::Tensor& out,
+                                plan::CollectiveKind kind);
   void wait(InFlight& f);
-  void all_reduce(Communicator& c, const at::Tensor& t, const char* kind, ReduceOp op = ReduceOp::Sum);
+  void all_reduce(Communicator& c, const at::Tensor& t, plan::CollectiveKind kind, ReduceOp op = ReduceOp::Sum);
 
  private:
   template <class Issue>
-  InFlight issue(Communicator& c, const char* kind, Issue&& start);
+  InFlight issue(Communicator& c, plan::CollectiveKind kind, Issue&& start);
   Tracer* tracer_;
 };
 

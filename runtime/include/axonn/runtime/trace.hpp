@@ -18,6 +18,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "axonn/plan/collective_kind.hpp"
+
 namespace axonn::runtime {
 
 struct CommStats {
@@ -33,7 +35,7 @@ struct OverlapBreakdown {
   double exposed_comm_s = 0;          // non-overlapped communication (blocked in wait)
   double overlapped_s = 0;            // communication hidden behind compute
   double non_overlapped_compute_s = 0;
-  std::map<std::string, CommStats> by_kind;
+  std::map<std::string, CommStats> by_kind;  // by plan::collective_kind_name
   nlohmann::json to_json() const;
 };
 
@@ -43,7 +45,7 @@ class Tracer {
   double now() const;  // seconds, steady clock
 
   void compute(const std::string& name, double t0, double t1);
-  void comm(const std::string& kind, double t0, double t1, double exposed_s);
+  void comm(plan::CollectiveKind kind, double t0, double t1, double exposed_s);
 
   void begin_step();
   OverlapBreakdown end_step();  // breakdown of the step since begin_step()

@@ -10,12 +10,28 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "axonn/planner/planner.hpp"
 
 namespace axonn::planner {
+
+// Seconds per step of each CommBreakdown term ("ag_z", ..., "act_y"; plan::kBreakdownTerms),
+// "not_modeled" (the small collectives; plan/collective_kind.hpp) and "unknown" (a kind
+// name plan::CollectiveKind does not have: a runtime newer than the planner).
+using CommByTerm = std::map<std::string, double>;
+inline constexpr const char* kNotModeled = "not_modeled";
+inline constexpr const char* kUnknownKind = "unknown";
+
+// One step's measured busy seconds by collective kind name (axrun's `by_kind`) summed
+// into the terms that predict them.
+CommByTerm comm_by_term(const std::map<std::string, double>& busy_s_by_kind);
+// Each term's median over the steps (0 in a step without it).
+CommByTerm median_by_term(const std::vector<CommByTerm>& steps);
+// The predicted seconds per step of `term` in `b` (0 for "not_modeled").
+double predicted_term_s(const plan::CommBreakdown& b, const std::string& term);
 
 enum class RunStatus { NotSelected, NotRunnable, Measured, Failed };
 const char* run_status_name(RunStatus s);  // "not selected", "not runnable", "measured", "failed"
@@ -32,6 +48,8 @@ struct ValidationConfig {
   std::string retried_after;                  // the first attempt's failure, when a retry succeeded
   std::vector<double> steps_s;                // measured batch time of every step of every run
   std::vector<double> runs_s;                 // measured_batch_s of each run (validate --repeats)
+  std::vector<CommByTerm> steps_comm_s;       // rank 0's busy seconds by term, each step but a run's first
+  CommByTerm measured_comm_s;                 // median_by_term of steps_comm_s
   double measured_s = 0;                      // the median of runs_s
   std::string log_path;                       // the run's output (set by whoever ran it)
 };

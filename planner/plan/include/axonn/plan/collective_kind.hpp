@@ -1,0 +1,51 @@
+// The kinds of collective a training step issues: one enum shared by the runtime, which
+// records each collective's time under its kind (the measurement JSON's `by_kind`), and
+// the planner, whose CommBreakdown predicts them term by term. validate sets the two
+// side by side per term (docs/validation.md, "Per collective").
+//
+// A kind names the operation and the group: `ar_x` an all-reduce over X, `rs_z` a
+// reduce-scatter over Z, `ag_data` an all-gather over the data group. Kinds with a
+// suffix are the small collectives docs/model.md section 9 leaves out of the model:
+// the layer norms' statistics (`ar_x_norm`), a bias or gain split by rows
+// (`ar_x_vector`), the loss's reductions (`ar_y_loss`, `ar_pipe_loss`), and the
+// parameters replicated over Z reduced over Z and data (`ar_z_data`; ZeRO's
+// `rs_z_data`, `ag_z_data`).
+//
+// Example:
+//   plan::collective_kind_name(plan::CollectiveKind::RsZ);   // "rs_z"
+//   plan::breakdown_term(plan::CollectiveKind::AgY);         // "act_y": 2d/3d activations
+//   plan::breakdown_term(plan::CollectiveKind::ArXNorm);     // "": not modeled
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace axonn::plan {
+
+enum class CollectiveKind : uint8_t {
+  AgZ, RsZ,                // the weights' all-gather and dW's reduce-scatter over Z
+  ArX, ArY,                // AxoNN's and 1d's all-reduces of activations and dI
+  AgX, RsX, AgY, RsY,      // 2d's and 3d's gathers and scatters of activations and dI
+  ArData, RsData, AgData,  // data parallelism: buckets; ZeRO's reduce-scatter and gather
+  ArZData, RsZData, AgZData,  // parameters replicated over Z, over Z x data (ZeRO: scattered, gathered)
+  ArXNorm, ArYNorm,        // the layer norms' row statistics
+  ArXVector, ArYVector,    // 3d: a vector's gradient summed over the rows' group
+  ArXLoss, ArYLoss, ArPipeLoss,  // the loss's reductions
+};
+inline constexpr int kNumCollectiveKinds = static_cast<int>(CollectiveKind::ArPipeLoss) + 1;
+
+const char* collective_kind_name(CollectiveKind k);  // "ag_z", "ar_x_norm", ...
+std::optional<CollectiveKind> parse_collective_kind(const std::string& name);
+
+// The CommBreakdown term (its JSON name: "ag_z", "rs_z", "ar_x", "ar_y", "act_x",
+// "act_y", "ar_data") that predicts the kind's time, or "" for the small collectives
+// the model leaves out.
+const char* breakdown_term(CollectiveKind k);
+
+// The CommBreakdown terms, in its JSON order.
+inline constexpr std::array<const char*, 9> kBreakdownTerms = {"ag_z",     "rs_z",  "ar_x",  "ar_y", "ar_data",
+                                                              "p2p_pipe", "p2p_seq", "act_x", "act_y"};
+
+}  // namespace axonn::plan

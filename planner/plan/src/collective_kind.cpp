@@ -1,0 +1,34 @@
+// Collective kinds; see axonn/plan/collective_kind.hpp.
+#include "axonn/plan/collective_kind.hpp"
+
+namespace axonn::plan {
+
+namespace {
+
+struct KindInfo {
+  const char* name;
+  const char* term;
+};
+// Indexed by CollectiveKind.
+constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
+    {"ag_z", "ag_z"},       {"rs_z", "rs_z"},       {"ar_x", "ar_x"},       {"ar_y", "ar_y"},
+    {"ag_x", "act_x"},      {"rs_x", "act_x"},      {"ag_y", "act_y"},      {"rs_y", "act_y"},
+    {"ar_data", "ar_data"}, {"rs_data", "ar_data"}, {"ag_data", "ar_data"}, {"ar_z_data", ""},
+    {"rs_z_data", ""},      {"ag_z_data", ""},
+    {"ar_x_norm", ""},      {"ar_y_norm", ""},      {"ar_x_vector", ""},    {"ar_y_vector", ""},
+    {"ar_x_loss", ""},      {"ar_y_loss", ""},      {"ar_pipe_loss", ""},
+}};
+
+}  // namespace
+
+const char* collective_kind_name(CollectiveKind k) { return kKinds[static_cast<size_t>(k)].name; }
+
+std::optional<CollectiveKind> parse_collective_kind(const std::string& name) {
+  for (size_t i = 0; i < kKinds.size(); ++i)
+    if (name == kKinds[i].name) return static_cast<CollectiveKind>(i);
+  return std::nullopt;
+}
+
+const char* breakdown_term(CollectiveKind k) { return kKinds[static_cast<size_t>(k)].term; }
+
+}  // namespace axonn::plan
