@@ -178,7 +178,8 @@ TEST(LoadAverage, ReadsTheThreeAveragesOrNothing) {
 // Every collective kind has one name that parses back, and a term the planner's
 // breakdown has (or none: the small collectives).
 TEST(CollectiveKind, NamesRoundTripAndMapToBreakdownTerms) {
-  const std::vector<std::string> terms(plan::kBreakdownTerms.begin(), plan::kBreakdownTerms.end());
+  std::vector<std::string> terms;
+  for (const plan::BreakdownTerm& t : plan::kBreakdownTerms) terms.push_back(t.name);
   std::set<std::string> names;
   for (int i = 0; i < plan::kNumCollectiveKinds; ++i) {
     const auto k = static_cast<plan::CollectiveKind>(i);
@@ -193,6 +194,8 @@ TEST(CollectiveKind, NamesRoundTripAndMapToBreakdownTerms) {
   EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::RsData)), "ar_data");
   EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::ArXNorm)), "");
   EXPECT_FALSE(plan::parse_collective_kind("ar_w").has_value());
+  EXPECT_TRUE(plan::term_is_traced("act_x"));
+  EXPECT_FALSE(plan::term_is_traced("p2p_pipe"));
   // Each term of the breakdown's JSON is one kBreakdownTerms names, and back.
   plan::CommBreakdown b{1, 2, 3, 4, 5, 6, 7, 8, 9};
   double sum = 0;

@@ -29,7 +29,8 @@ nlohmann::json prediction_json(const planner::Evaluation& e, int64_t rank) {
 // in any of `configs`.
 std::vector<std::string> comm_terms(const std::vector<const ValidationConfig*>& configs) {
   std::vector<std::string> terms;
-  std::vector<std::string> all(plan::kBreakdownTerms.begin(), plan::kBreakdownTerms.end());
+  std::vector<std::string> all;
+  for (const plan::BreakdownTerm& t : plan::kBreakdownTerms) all.push_back(t.name);
   all.push_back(planner::kNotModeled);
   all.push_back(planner::kUnknownKind);
   for (const auto& t : all)
@@ -41,13 +42,10 @@ std::vector<std::string> comm_terms(const std::vector<const ValidationConfig*>& 
   return terms;
 }
 
-// Whether the runtime records the term's collectives (no kind maps to the pipeline's and
-// the ring's point-to-point messages: they are not traced).
+// Whether the runtime records the term's collectives; the small ones and unknown kinds
+// are measured by definition.
 bool traced(const std::string& term) {
-  if (term == planner::kNotModeled || term == planner::kUnknownKind) return true;
-  for (int i = 0; i < plan::kNumCollectiveKinds; ++i)
-    if (term == plan::breakdown_term(static_cast<plan::CollectiveKind>(i))) return true;
-  return false;
+  return term == planner::kNotModeled || term == planner::kUnknownKind || plan::term_is_traced(term);
 }
 
 double measured_term_s(const ValidationConfig& c, const std::string& term) {

@@ -40,8 +40,9 @@ CommByTerm median_by_term(const std::vector<CommByTerm>& steps) {
 }
 
 double predicted_term_s(const plan::CommBreakdown& b, const std::string& term) {
-  const nlohmann::json j = plan::breakdown_to_json(b);
-  return j.contains(term) ? j.at(term).get<double>() : 0.0;
+  for (const plan::BreakdownTerm& t : plan::kBreakdownTerms)
+    if (term == t.name) return b.*t.seconds;
+  return 0.0;
 }
 
 const char* run_status_name(RunStatus s) {

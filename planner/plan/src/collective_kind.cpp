@@ -1,6 +1,8 @@
 // Collective kinds; see axonn/plan/collective_kind.hpp.
 #include "axonn/plan/collective_kind.hpp"
 
+#include <array>
+
 namespace axonn::plan {
 
 namespace {
@@ -30,5 +32,11 @@ std::optional<CollectiveKind> parse_collective_kind(const std::string& name) {
 }
 
 const char* breakdown_term(CollectiveKind k) { return kKinds[static_cast<size_t>(k)].term; }
+
+bool term_is_traced(const std::string& term) {
+  for (const KindInfo& k : kKinds)
+    if (term == k.term) return true;
+  return false;
+}
 
 }  // namespace axonn::plan

@@ -61,15 +61,8 @@ std::string rank_formula(const topo::PlacementOrder& order) {
 
 CommBreakdown breakdown_from(ObjectReader r) {
   CommBreakdown b;
-  b.ag_z = r.non_negative_number("ag_z");
-  b.rs_z = r.non_negative_number("rs_z");
-  b.ar_x = r.non_negative_number("ar_x");
-  b.ar_y = r.non_negative_number("ar_y");
-  b.ar_data = r.non_negative_number("ar_data");
-  b.p2p_pipe = r.non_negative_number("p2p_pipe");
-  if (r.has("p2p_seq")) b.p2p_seq = r.non_negative_number("p2p_seq");
-  if (r.has("act_x")) b.act_x = r.non_negative_number("act_x");
-  if (r.has("act_y")) b.act_y = r.non_negative_number("act_y");
+  for (const BreakdownTerm& t : kBreakdownTerms)
+    if (!t.optional || r.has(t.name)) b.*t.seconds = r.non_negative_number(t.name);
   r.finish();
   return b;
 }
@@ -77,11 +70,11 @@ CommBreakdown breakdown_from(ObjectReader r) {
 }  // namespace
 
 nlohmann::json breakdown_to_json(const CommBreakdown& b) {
-  nlohmann::json j = {{"ag_z", b.ag_z},       {"rs_z", b.rs_z},         {"ar_x", b.ar_x},
-                      {"ar_y", b.ar_y},       {"ar_data", b.ar_data},   {"p2p_pipe", b.p2p_pipe}};
-  if (b.p2p_seq > 0) j["p2p_seq"] = b.p2p_seq;  // sequence parallelism only
-  if (b.act_x > 0) j["act_x"] = b.act_x;        // the 3d layout only
-  if (b.act_y > 0) j["act_y"] = b.act_y;        // the 2d and 3d layouts only
+  // The optional terms: sequence parallelism's ring (p2p_seq), the 2d and 3d layouts'
+  // activations (act_x, act_y).
+  nlohmann::json j = nlohmann::json::object();
+  for (const BreakdownTerm& t : kBreakdownTerms)
+    if (!t.optional || b.*t.seconds > 0) j[t.name] = b.*t.seconds;
   return j;
 }
 

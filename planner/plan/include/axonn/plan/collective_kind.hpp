@@ -17,7 +17,6 @@
 //   plan::breakdown_term(plan::CollectiveKind::ArXNorm);     // "": not modeled
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -44,8 +43,8 @@ std::optional<CollectiveKind> parse_collective_kind(const std::string& name);
 // the model leaves out.
 const char* breakdown_term(CollectiveKind k);
 
-// The CommBreakdown terms, in its JSON order.
-inline constexpr std::array<const char*, 9> kBreakdownTerms = {"ag_z",     "rs_z",  "ar_x",  "ar_y", "ar_data",
-                                                              "p2p_pipe", "p2p_seq", "act_x", "act_y"};
+// Whether some kind is predicted by `term`: the runtime traces its collectives (the
+// pipeline's and the ring's point-to-point messages are not traced).
+bool term_is_traced(const std::string& term);
 
 }  // namespace axonn::plan

@@ -12,6 +12,7 @@
 //   p.overlap.prefetch_all_gather;  // switches of the four overlap optimizations
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -59,6 +60,23 @@ struct CommBreakdown {
     return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f};
   }
 };
+
+// Each term of CommBreakdown with its JSON name; `optional` terms are written only when
+// not zero (plans from before them lack them).
+struct BreakdownTerm {
+  const char* name;
+  double CommBreakdown::*seconds;
+  bool optional;
+};
+inline constexpr std::array<BreakdownTerm, 9> kBreakdownTerms = {{{"ag_z", &CommBreakdown::ag_z, false},
+                                                                  {"rs_z", &CommBreakdown::rs_z, false},
+                                                                  {"ar_x", &CommBreakdown::ar_x, false},
+                                                                  {"ar_y", &CommBreakdown::ar_y, false},
+                                                                  {"ar_data", &CommBreakdown::ar_data, false},
+                                                                  {"p2p_pipe", &CommBreakdown::p2p_pipe, false},
+                                                                  {"p2p_seq", &CommBreakdown::p2p_seq, true},
+                                                                  {"act_x", &CommBreakdown::act_x, true},
+                                                                  {"act_y", &CommBreakdown::act_y, true}}};
 
 // The four overlap optimizations of the 4D paper (section IV) plus bucketing.
 struct OverlapSettings {
