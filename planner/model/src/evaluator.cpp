@@ -91,7 +91,7 @@ std::vector<int64_t> balanced_stage_units(const std::vector<double>& unit_weight
 
 Evaluator::Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
                      Sharing sharing)
-    : m_(m), t_(t), o_(o), matmul_(t) {
+    : m_(m), t_(t), o_(o), matmul_(t), chain_(is_chain(m)) {
   std::map<std::pair<decltype(class_key(model::Layer{})), size_t>, int32_t> index;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const model::Layer& l = m.layers[i];
@@ -224,7 +224,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ms.overlap = o.overlap;
   ms.precision = o.precision;
   ms.optimizer = o.optimizer;
-  ms.chain = is_chain(m);
+  ms.chain = chain_;
 
   schedule::PassSettings ps;
   ps.overlap = o.overlap;

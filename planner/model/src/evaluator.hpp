@@ -70,6 +70,7 @@ class Evaluator {
   MatmulTimes matmul_;
   std::vector<LayerClass> classes_;
   std::vector<int32_t> class_of_;  // per layer
+  bool chain_ = false;             // is_chain(m_), for the memory model
 };
 
 // Contiguous units per stage, every stage at least one, minimizing the largest sum of
