@@ -218,3 +218,57 @@ TEST(Validation, MeasuredCommunicationIsSummedByTermAndItsMedianTaken) {
   EXPECT_DOUBLE_EQ(m.at("ar_x"), 2.0);
   EXPECT_DOUBLE_EQ(m.at("act_y"), 0.0);  // in one step of three
 }
+
+// The error of a measured configuration cut into parts that sum to measured - predicted,
+// and their shares over the sweep (hand-worked numbers in the comments).
+TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
+  ValidationConfig pipe;  // 2 stages: bubble = 2.0 - 1.0 - 0.6 = 0.4, waited for with p2p_pipe 0.3
+  pipe.status = RunStatus::Measured;
+  pipe.aware.grid = topo::Grid{1, 2, 2, 1, 2};
+  pipe.aware.batch_s = 2.0, pipe.aware.compute_s = 1.0, pipe.aware.comm_s = 0.6;
+  pipe.aware.comm.ag_z = 0.2, pipe.aware.comm.ar_y = 0.1, pipe.aware.comm.p2p_pipe = 0.3;
+  pipe.measured_s = 2.5, pipe.measured_pipeline_wait_s = 0.9;
+  pipe.measured_comm_s = {{"ag_z", 0.3}, {"ar_y", 0.1}, {kNotModeled, 0.05}};
+  const auto parts = error_parts(pipe);
+  ASSERT_EQ(parts.size(), 5u);
+  const std::vector<std::string> names = {"ag_z", "ar_y", kNotModeled, kPipelineWait, kComputeRest};
+  double error = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    EXPECT_EQ(parts[i].part, names[i]);
+    error += parts[i].measured_s - parts[i].predicted_s;
+  }
+  EXPECT_NEAR(error, 0.5, 1e-12);  // 2.5 - 2.0
+  EXPECT_NEAR(parts[3].predicted_s, 0.7, 1e-12);  // bubble 0.4 + p2p_pipe 0.3
+  EXPECT_NEAR(parts[4].predicted_s, 1.0, 1e-12);  // 2.0 - 0.2 - 0.1 - 0.7
+  EXPECT_NEAR(parts[4].measured_s, 1.15, 1e-12);  // 2.5 - 0.3 - 0.1 - 0.05 - 0.9
+
+  ValidationConfig flat;  // no pipeline; the ring's p2p_seq is not traced: it stays in compute
+  flat.status = RunStatus::Measured;
+  flat.aware.grid = topo::Grid{1, 1, 1, 8, 1};
+  flat.aware.batch_s = 1.5, flat.aware.compute_s = 0.8, flat.aware.comm_s = 0.7;
+  flat.aware.comm.ar_data = 0.5, flat.aware.comm.p2p_seq = 0.2;
+  flat.measured_s = 1.0, flat.measured_comm_s = {{"ar_data", 0.4}};
+  const auto flat_parts = error_parts(flat);
+  ASSERT_EQ(flat_parts.size(), 2u);  // no pipeline_wait
+  EXPECT_EQ(flat_parts[1].part, kComputeRest);
+  EXPECT_NEAR(flat_parts[1].predicted_s, 1.0, 1e-12);  // compute 0.8 + p2p_seq 0.2
+  EXPECT_NEAR(flat_parts[1].measured_s, 0.6, 1e-12);
+
+  ValidationConfig skipped = flat;
+  skipped.status = RunStatus::Failed;
+  const auto budget = error_budget({pipe, flat, skipped});
+  // Shares: compute (0.15/2.5 - 0.4/1) / 2 = -0.17, |.| 0.23; ar_data -0.1/2 = -0.05;
+  // pipeline_wait 0.2/2.5/2 = 0.04; ag_z 0.1/2.5/2 = 0.02; not_modeled 0.01; ar_y 0.
+  const std::vector<std::string> order = {kComputeRest, "ar_data", kPipelineWait, "ag_z", kNotModeled, "ar_y"};
+  ASSERT_EQ(budget.size(), order.size());
+  double mean = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(budget[i].part, order[i]);
+    mean += budget[i].mean_share;
+  }
+  EXPECT_NEAR(budget[0].mean_share, -0.17, 1e-12);
+  EXPECT_NEAR(budget[0].mean_abs_share, 0.23, 1e-12);
+  EXPECT_NEAR(budget[0].predicted_s, 2.0, 1e-12);
+  EXPECT_NEAR(budget[2].mean_abs_share, 0.04, 1e-12);
+  EXPECT_NEAR(mean, (0.5 / 2.5 - 0.5 / 1.0) / 2, 1e-12);  // the mean signed batch-time error
+}

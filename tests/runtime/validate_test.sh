@@ -54,21 +54,22 @@ for f in ("fig7.svg", "predicted_vs_measured.svg"):
     assert ET.parse(d + "/" + f).getroot().tag.endswith("svg")
 PY
 then ok "a failing configuration is recorded and the sweep goes on"; else bad "sweep with a failing configuration (rc $rc)"; fi
-# --tensor-mode all on 4 ranks (2 nodes of 2): the top 2 of each mode run (the 2d grid
-# 1,2,2 being 2d's only one), and the report gives statistics per mode.
+# --tensor-mode all on 4 ranks (2 nodes of 2), at overlap level 0 (where the error's
+# parts are separable): the top 2 of each mode run (the 2d grid 1,2,2 being 2d's only
+# one), and the report gives statistics per mode, per collective and per part.
 cat >"$T/four.json" <<JSON
 {"name": "four", "gpus_per_node": 2, "num_nodes": 2, "gpu_memory_bytes": 8589934592,
  "peak_flops_per_s": 1e10, "intra_node_bandwidth_bytes_per_s": 1e9, "inter_node_bandwidth_bytes_per_s": 1e8}
 JSON
 timeout 300 "$AXPLAN" validate --model gpt-tiny --batch-seqs 4 --steps 2 --axrun "$AXRUN" --topology "$T/four.json" \
-  --gpus 4 --tensor-mode all --top 2 --launcher "$MPIRUN_BIN --oversubscribe --allow-run-as-root -np 4" \
+  --gpus 4 --tensor-mode all --top 2 --overlap-level 0 --launcher "$MPIRUN_BIN --oversubscribe --allow-run-as-root -np 4" \
   --out-dir "$T/modes" --timeout 120 >"$T/out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/modes" <<'PY'
 import collections, json, sys
 d = sys.argv[1]
 r = json.load(open(d + "/report.json"))
-assert r["tensor_modes"] == "all"
+assert r["tensor_modes"] == "all" and r["overlap_level"] == 0
 measured = [c for c in r["configs"] if c["status"] == "measured"]
 failed = [c["name"] + ": " + c.get("reason", "") for c in r["configs"] if c["status"] == "failed"]
 assert not failed, failed
@@ -99,6 +100,21 @@ for c in measured:
         term = "ar_x" if g["gx"] > 1 else "ar_y"
         assert t[term]["measured_busy_s"] > 0 and t[term]["predicted_s"] > 0, (c["name"], t)
 assert "Per collective" in md and "| not_modeled |" in md, md
+# Where the error comes from: each configuration's parts sum to its error; the budget's
+# mean shares sum to the mean signed error.
+shares = []
+for c in measured:
+    parts = c["error_parts"]
+    error = c["measured_batch_s"] - c["predicted"]["placement_aware"]["batch_s"]
+    assert abs(sum(p["measured_s"] - p["predicted_s"] for p in parts.values()) - error) < 1e-9, (c["name"], parts)
+    assert parts["compute"]["measured_s"] > 0, (c["name"], parts)
+    if c["grid"]["ginter"] > 1:
+        assert parts["pipeline_wait"]["measured_s"] > 0, (c["name"], parts)
+    shares.append(error / c["measured_batch_s"])
+budget = r["statistics"]["error_budget"]
+assert abs(sum(b["mean_error_share"] for b in budget) - sum(shares) / len(shares)) < 1e-9, budget
+assert budget[0]["mean_abs_error_share"] == max(b["mean_abs_error_share"] for b in budget), budget
+assert "Most of the remaining error: `" + budget[0]["part"] + "`" in md, md
 PY
 then ok "--tensor-mode all: every mode measured, statistics per mode and per collective"; else bad "--tensor-mode all (rc $rc)"; fi
 

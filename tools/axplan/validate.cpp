@@ -75,6 +75,7 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
   const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::vector<double> steps;
   std::vector<planner::CommByTerm> comm;  // each step's but the first (as measured_batch_s)
+  std::vector<double> pipeline_wait;      // the same steps' recv_wait_s
   if (code != 0) {
     c.status = planner::RunStatus::Failed;
     c.reason = code == 124 || code == 137 ? fmt::format("timed out after {:.0f} s", o.timeout_s)
@@ -91,6 +92,7 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
       std::map<std::string, double> busy_s;
       for (const auto& [kind, stats] : s.at("breakdown").at("by_kind").items()) busy_s[kind] = stats.at("busy_s").get<double>();
       comm.push_back(planner::comm_by_term(busy_s));
+      pipeline_wait.push_back(s.value("recv_wait_s", 0.0));
     }
     if (steps.empty()) throw std::runtime_error("no steps in " + measure);
   } catch (const std::exception& e) {
@@ -101,6 +103,8 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
   c.steps_s.insert(c.steps_s.end(), steps.begin(), steps.end());
   c.steps_comm_s.insert(c.steps_comm_s.end(), comm.begin(), comm.end());
   c.measured_comm_s = planner::median_by_term(c.steps_comm_s);
+  c.steps_pipeline_wait_s.insert(c.steps_pipeline_wait_s.end(), pipeline_wait.begin(), pipeline_wait.end());
+  c.measured_pipeline_wait_s = c.steps_pipeline_wait_s.empty() ? 0.0 : median(c.steps_pipeline_wait_s);
   c.runs_s.push_back(planner::measured_batch_s(steps));
   c.measured_s = median(c.runs_s);
   c.status = planner::RunStatus::Measured;

@@ -112,6 +112,10 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
         by_term[t] = {{"predicted_s", planner::predicted_term_s(c.aware.comm, t)},
                       {"measured_busy_s", traced(t) ? nlohmann::json(measured_term_s(c, t)) : nlohmann::json(nullptr)}};
       j["comm_by_term"] = by_term;
+      nlohmann::json parts = nlohmann::json::object();
+      for (const auto& p : planner::error_parts(c))
+        parts[p.part] = {{"predicted_s", p.predicted_s}, {"measured_s", p.measured_s}};
+      j["error_parts"] = parts;
     }
     if (!c.log_path.empty()) j["log"] = c.log_path;
     report["configs"].push_back(j);
@@ -137,6 +141,11 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
                             {"other_mape", {{"placement_aware", stats->other_mape_aware},
                                             {"placement_agnostic", stats->other_mape_agnostic}}},
                             {"per_tensor_mode", modes}};
+    nlohmann::json budget = nlohmann::json::array();
+    for (const auto& b : planner::error_budget(configs))
+      budget.push_back({{"part", b.part}, {"predicted_s", b.predicted_s}, {"measured_s", b.measured_s},
+                        {"mean_error_share", b.mean_share}, {"mean_abs_error_share", b.mean_abs_share}});
+    report["statistics"]["error_budget"] = budget;
   }
   return report;
 }
@@ -207,21 +216,32 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
                        : fmt::format("| {} | 1 | - | - | - | {:.1f}% ({:.1f}%) |\n", s.mode, 100 * s.aware.mape,
                                      100 * s.agnostic.mape);
     }
-    const auto m = measured(configs);
-    md += "\nPer collective, summed over the measured configurations: the aware model's seconds per step (its "
-          "slowest stage) beside rank 0's busy seconds (issue to completion seen, the median step). Busy time includes "
-          "the wait for the slowest rank and what overlaps compute; `not_modeled` are the small collectives (norms, "
-          "loss, replicated parameters) the model leaves out:\n\n| term | predicted (s) | measured busy (s) | measured / "
-          "predicted |\n|---|---|---|---|\n";
-    for (const auto& t : comm_terms(m)) {
-      double predicted = 0, busy = 0;
-      for (const auto* c : m) predicted += planner::predicted_term_s(c->aware.comm, t), busy += measured_term_s(*c, t);
-      if (!traced(t))
-        md += fmt::format("| {} | {:.4f} | not traced | - |\n", t, predicted);
-      else
-        md += fmt::format("| {} | {:.4f} | {:.4f} | {} |\n", t, predicted, busy,
-                          predicted > 0 ? fmt::format("{:.2f}", busy / predicted) : "-");
-    }
+    const auto budget = planner::error_budget(configs);
+    double mean_error = 0;
+    for (const auto& b : budget) mean_error += b.mean_share;
+    md += fmt::format(
+        "\nPer collective and the rest of the step, where the error comes from. Each measured step is cut into parts "
+        "that the runtime measures and the aware model predicts apart, and the parts' errors sum to measured - "
+        "predicted. Collectives: rank 0's busy seconds (issue to completion seen, the median step; they include the "
+        "wait for the slowest rank), `not_modeled` being the small collectives the model leaves out; `{}`: rank 0 "
+        "waiting for the pipeline's messages, against the model's bubble and p2p_pipe; `{}`: the rest of the step "
+        "(the ring's p2p_seq is not traced and stays in it). Seconds are summed over the {} configurations; `error` "
+        "is (measured - predicted) / measured batch time, averaged over them (the column sums to the mean signed "
+        "error, {:+.1f}%), and `|error|` its absolute value, largest first:\n\n| part | predicted (s) | measured (s) "
+        "| measured / predicted | error | abs(error) |\n|---|---|---|---|---|---|\n",
+        planner::kPipelineWait, planner::kComputeRest, stats->measured, 100 * mean_error);
+    if (run.overlap_level > 0)
+      md += fmt::format("With overlap level {}, busy time overlaps compute and the model hides communication, so the "
+                        "parts are not separable: `{}` absorbs the difference (run at overlap level 0 to separate "
+                        "them).\n\n",
+                        run.overlap_level, planner::kComputeRest);
+    for (const auto& b : budget)
+      md += fmt::format("| {} | {:.4f} | {:.4f} | {} | {:+.1f}% | {:.1f}% |\n", b.part, b.predicted_s, b.measured_s,
+                        b.predicted_s > 0 ? fmt::format("{:.2f}", b.measured_s / b.predicted_s) : "-",
+                        100 * b.mean_share, 100 * b.mean_abs_share);
+    if (!budget.empty())
+      md += fmt::format("\nMost of the remaining error: `{}`, {:.1f}% of the batch time on average.\n",
+                        budget.front().part, 100 * budget.front().mean_abs_share);
     auto mark = [](bool ok) { return ok ? "met" : "NOT met"; };
     md += "\nAcceptance (issue #5), placement-aware model:\n\n";
     md += fmt::format("- measured best among the predicted top 3: {} (rank {})\n", mark(sa.best_rank <= 3), sa.best_rank);

@@ -2,6 +2,7 @@
 #include "axonn/planner/validation.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <random>
 
@@ -43,6 +44,56 @@ double predicted_term_s(const plan::CommBreakdown& b, const std::string& term) {
   for (const plan::BreakdownTerm& t : plan::kBreakdownTerms)
     if (term == t.name) return b.*t.seconds;
   return 0.0;
+}
+
+namespace {
+double term_or_zero(const CommByTerm& m, const std::string& term) {
+  const auto it = m.find(term);
+  return it == m.end() ? 0.0 : it->second;
+}
+}  // namespace
+
+std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
+  const Evaluation& e = c.aware;
+  std::vector<ErrorPart> parts;
+  double predicted_rest = e.batch_s, measured_rest = c.measured_s;
+  auto add = [&](const std::string& part, double predicted_s, double measured_s) {
+    parts.push_back({part, predicted_s, measured_s});
+    predicted_rest -= predicted_s, measured_rest -= measured_s;
+  };
+  for (const plan::BreakdownTerm& t : plan::kBreakdownTerms) {
+    if (!plan::term_is_traced(t.name)) continue;
+    const double predicted_s = e.comm.*t.seconds, measured_s = term_or_zero(c.measured_comm_s, t.name);
+    if (predicted_s > 0 || measured_s > 0) add(t.name, predicted_s, measured_s);
+  }
+  for (const char* t : {kNotModeled, kUnknownKind})
+    if (term_or_zero(c.measured_comm_s, t) > 0) add(t, 0.0, term_or_zero(c.measured_comm_s, t));
+  if (e.grid.ginter > 1 || c.measured_pipeline_wait_s > 0) {
+    const double bubble_s = e.grid.ginter > 1 ? std::max(0.0, e.batch_s - e.compute_s - e.comm_s) : 0.0;
+    add(kPipelineWait, bubble_s + e.comm.p2p_pipe, c.measured_pipeline_wait_s);
+  }
+  parts.push_back({kComputeRest, predicted_rest, measured_rest});
+  return parts;
+}
+
+std::vector<ErrorShare> error_budget(const std::vector<ValidationConfig>& configs) {
+  std::vector<ErrorShare> out;
+  size_t n = 0;
+  for (const auto& c : configs) {
+    if (c.status != RunStatus::Measured || c.measured_s <= 0) continue;
+    ++n;
+    for (const ErrorPart& p : error_parts(c)) {
+      auto it = std::find_if(out.begin(), out.end(), [&](const ErrorShare& s) { return s.part == p.part; });
+      if (it == out.end()) it = out.insert(out.end(), ErrorShare{p.part, 0, 0, 0, 0});
+      const double share = (p.measured_s - p.predicted_s) / c.measured_s;
+      it->predicted_s += p.predicted_s, it->measured_s += p.measured_s;
+      it->mean_share += share, it->mean_abs_share += std::abs(share);
+    }
+  }
+  for (auto& s : out) s.mean_share /= static_cast<double>(n), s.mean_abs_share /= static_cast<double>(n);
+  std::stable_sort(out.begin(), out.end(),
+                   [](const ErrorShare& a, const ErrorShare& b) { return a.mean_abs_share > b.mean_abs_share; });
+  return out;
 }
 
 const char* run_status_name(RunStatus s) {

@@ -50,9 +50,42 @@ struct ValidationConfig {
   std::vector<double> runs_s;                 // measured_batch_s of each run (validate --repeats)
   std::vector<CommByTerm> steps_comm_s;       // rank 0's busy seconds by term, each step but a run's first
   CommByTerm measured_comm_s;                 // median_by_term of steps_comm_s
+  std::vector<double> steps_pipeline_wait_s;  // rank 0's wait for pipeline messages (axrun's recv_wait_s), same steps
+  double measured_pipeline_wait_s = 0;        // their median
   double measured_s = 0;                      // the median of runs_s
   std::string log_path;                       // the run's output (set by whoever ran it)
 };
+
+// Where a measured configuration's batch-time error comes from (docs/validation.md,
+// "Where the error comes from"). The step is cut into parts that the runtime measures and
+// the aware model predicts apart, and the parts' errors sum to measured - predicted:
+//   - each traced CommBreakdown term, "not_modeled" and "unknown": rank 0's busy seconds
+//     (the median step) against the term's predicted seconds (0 for the last two);
+//   - kPipelineWait (pipelines): rank 0 waiting for the pipeline's messages against the
+//     model's bubble and p2p_pipe (batch_s - compute_s - comm_s + p2p_pipe, at least p2p_pipe);
+//   - kComputeRest: what is left of each, i.e. measured compute against compute_s plus the
+//     predicted terms the runtime does not trace outside the pipeline (p2p_seq).
+// Exact at overlap level 0, where the model hides no communication; with overlaps the
+// hidden part moves into kComputeRest.
+inline constexpr const char* kPipelineWait = "pipeline_wait";
+inline constexpr const char* kComputeRest = "compute";
+struct ErrorPart {
+  std::string part;
+  double predicted_s = 0, measured_s = 0;  // seconds per step
+};
+std::vector<ErrorPart> error_parts(const ValidationConfig& c);
+
+// Over the Measured configurations, each part's error as a share of the configuration's
+// measured batch time, (measured - predicted) / measured: its mean (the bias the part
+// adds; the parts' means sum to the mean signed batch-time error) and the mean of its
+// absolute value. Sums of both times over the configurations too. Largest mean absolute
+// share first: the part that accounts for most of the remaining error.
+struct ErrorShare {
+  std::string part;
+  double predicted_s = 0, measured_s = 0;  // summed over the configurations
+  double mean_share = 0, mean_abs_share = 0;
+};
+std::vector<ErrorShare> error_budget(const std::vector<ValidationConfig>& configs);
 
 // Every feasible grid of `aware`, in its order, with the same grid's agnostic
 // evaluation; grids `runnable` refuses are NotRunnable with `not_runnable_reason`.
