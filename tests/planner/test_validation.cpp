@@ -229,6 +229,7 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   pipe.aware.comm.ag_z = 0.2, pipe.aware.comm.ar_y = 0.1, pipe.aware.comm.p2p_pipe = 0.3;
   pipe.measured_s = 2.5, pipe.measured_pipeline_wait_s = 0.9;
   pipe.measured_comm_s = {{"ag_z", 0.3}, {"ar_y", 0.1}, {kNotModeled, 0.05}};
+  pipe.measured_calls = {{"ag_z", 4}, {"ar_y", 2}, {kNotModeled, 5}};
   const auto parts = error_parts(pipe);
   ASSERT_EQ(parts.size(), 5u);
   const std::vector<std::string> names = {"ag_z", "ar_y", kNotModeled, kPipelineWait, kComputeRest};
@@ -241,13 +242,15 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   EXPECT_NEAR(parts[3].predicted_s, 0.7, 1e-12);  // bubble 0.4 + p2p_pipe 0.3
   EXPECT_NEAR(parts[4].predicted_s, 1.0, 1e-12);  // 2.0 - 0.2 - 0.1 - 0.7
   EXPECT_NEAR(parts[4].measured_s, 1.15, 1e-12);  // 2.5 - 0.3 - 0.1 - 0.05 - 0.9
+  EXPECT_EQ(parts[0].calls, 4.0);
+  EXPECT_EQ(parts[3].calls, 0.0);  // the pipeline's wait is not a collective
 
   ValidationConfig flat;  // no pipeline; the ring's p2p_seq is not traced: it stays in compute
   flat.status = RunStatus::Measured;
   flat.aware.grid = topo::Grid{1, 1, 1, 8, 1};
   flat.aware.batch_s = 1.5, flat.aware.compute_s = 0.8, flat.aware.comm_s = 0.7;
   flat.aware.comm.ar_data = 0.5, flat.aware.comm.p2p_seq = 0.2;
-  flat.measured_s = 1.0, flat.measured_comm_s = {{"ar_data", 0.4}};
+  flat.measured_s = 1.0, flat.measured_comm_s = {{"ar_data", 0.4}}, flat.measured_calls = {{"ar_data", 2}};
   const auto flat_parts = error_parts(flat);
   ASSERT_EQ(flat_parts.size(), 2u);  // no pipeline_wait
   EXPECT_EQ(flat_parts[1].part, kComputeRest);
@@ -270,5 +273,8 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   EXPECT_NEAR(budget[0].mean_abs_share, 0.23, 1e-12);
   EXPECT_NEAR(budget[0].predicted_s, 2.0, 1e-12);
   EXPECT_NEAR(budget[2].mean_abs_share, 0.04, 1e-12);
+  EXPECT_NEAR(budget[1].excess_per_call_s(), -0.05, 1e-12);  // ar_data: (0.4 - 0.5) / 2 calls
+  EXPECT_NEAR(budget[3].excess_per_call_s(), 0.025, 1e-12);  // ag_z: (0.3 - 0.2) / 4 calls
+  EXPECT_EQ(budget[0].excess_per_call_s(), 0.0);              // compute has no calls
   EXPECT_NEAR(mean, (0.5 / 2.5 - 0.5 / 1.0) / 2, 1e-12);  // the mean signed batch-time error
 }

@@ -110,11 +110,13 @@ for c in measured:
     assert parts["compute"]["measured_s"] > 0, (c["name"], parts)
     if c["grid"]["ginter"] > 1:
         assert parts["pipeline_wait"]["measured_s"] > 0, (c["name"], parts)
+    for term, p in parts.items():  # a measured collective was called; the rest are not collectives
+        assert (p["calls"] >= 1) == (term not in ("compute", "pipeline_wait") and p["measured_s"] > 0), (term, p)
     shares.append(error / c["measured_batch_s"])
 budget = r["statistics"]["error_budget"]
 assert abs(sum(b["mean_error_share"] for b in budget) - sum(shares) / len(shares)) < 1e-9, budget
 assert budget[0]["mean_abs_error_share"] == max(b["mean_abs_error_share"] for b in budget), budget
-assert "Most of the remaining error: `" + budget[0]["part"] + "`" in md, md
+assert "Most of the remaining error: `" + budget[0]["part"] + "`" in md and "excess per call (ms)" in md, md
 PY
 then ok "--tensor-mode all: every mode measured, statistics per mode and per collective"; else bad "--tensor-mode all (rc $rc)"; fi
 

@@ -75,6 +75,7 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
   const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   std::vector<double> steps;
   std::vector<planner::CommByTerm> comm;  // each step's but the first (as measured_batch_s)
+  std::vector<planner::CommByTerm> calls;  // the same steps' collective calls
   std::vector<double> pipeline_wait;      // the same steps' recv_wait_s
   if (code != 0) {
     c.status = planner::RunStatus::Failed;
@@ -89,9 +90,13 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
     for (const auto& s : m.at("steps")) {
       steps.push_back(s.at("batch_s").get<double>());
       if (steps.size() == 1 || !s.contains("breakdown")) continue;
-      std::map<std::string, double> busy_s;
-      for (const auto& [kind, stats] : s.at("breakdown").at("by_kind").items()) busy_s[kind] = stats.at("busy_s").get<double>();
+      std::map<std::string, double> busy_s, count;
+      for (const auto& [kind, stats] : s.at("breakdown").at("by_kind").items()) {
+        busy_s[kind] = stats.at("busy_s").get<double>();
+        count[kind] = stats.value("count", 0.0);
+      }
       comm.push_back(planner::comm_by_term(busy_s));
+      calls.push_back(planner::comm_by_term(count));
       pipeline_wait.push_back(s.value("recv_wait_s", 0.0));
     }
     if (steps.empty()) throw std::runtime_error("no steps in " + measure);
@@ -103,6 +108,8 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
   c.steps_s.insert(c.steps_s.end(), steps.begin(), steps.end());
   c.steps_comm_s.insert(c.steps_comm_s.end(), comm.begin(), comm.end());
   c.measured_comm_s = planner::median_by_term(c.steps_comm_s);
+  c.steps_calls.insert(c.steps_calls.end(), calls.begin(), calls.end());
+  c.measured_calls = planner::median_by_term(c.steps_calls);
   c.steps_pipeline_wait_s.insert(c.steps_pipeline_wait_s.end(), pipeline_wait.begin(), pipeline_wait.end());
   c.measured_pipeline_wait_s = c.steps_pipeline_wait_s.empty() ? 0.0 : median(c.steps_pipeline_wait_s);
   c.runs_s.push_back(planner::measured_batch_s(steps));

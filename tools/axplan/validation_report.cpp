@@ -114,7 +114,7 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
       j["comm_by_term"] = by_term;
       nlohmann::json parts = nlohmann::json::object();
       for (const auto& p : planner::error_parts(c))
-        parts[p.part] = {{"predicted_s", p.predicted_s}, {"measured_s", p.measured_s}};
+        parts[p.part] = {{"predicted_s", p.predicted_s}, {"measured_s", p.measured_s}, {"calls", p.calls}};
       j["error_parts"] = parts;
     }
     if (!c.log_path.empty()) j["log"] = c.log_path;
@@ -144,7 +144,8 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
     nlohmann::json budget = nlohmann::json::array();
     for (const auto& b : planner::error_budget(configs))
       budget.push_back({{"part", b.part}, {"predicted_s", b.predicted_s}, {"measured_s", b.measured_s},
-                        {"mean_error_share", b.mean_share}, {"mean_abs_error_share", b.mean_abs_share}});
+                        {"calls", b.calls}, {"mean_error_share", b.mean_share},
+                        {"mean_abs_error_share", b.mean_abs_share}, {"excess_per_call_s", b.excess_per_call_s()}});
     report["statistics"]["error_budget"] = budget;
   }
   return report;
@@ -227,8 +228,9 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
         "waiting for the pipeline's messages, against the model's bubble and p2p_pipe; `{}`: the rest of the step "
         "(the ring's p2p_seq is not traced and stays in it). Seconds are summed over the {} configurations; `error` "
         "is (measured - predicted) / measured batch time, averaged over them (the column sums to the mean signed "
-        "error, {:+.1f}%), and `|error|` its absolute value, largest first:\n\n| part | predicted (s) | measured (s) "
-        "| measured / predicted | error | abs(error) |\n|---|---|---|---|---|---|\n",
+        "error, {:+.1f}%), and `|error|` its absolute value, largest first; a collective's `excess per call` is its "
+        "measured minus predicted seconds over rank 0's calls:\n\n| part | predicted (s) | measured (s) | measured / "
+        "predicted | error | abs(error) | calls | excess per call (ms) |\n|---|---|---|---|---|---|---|---|\n",
         planner::kPipelineWait, planner::kComputeRest, stats->measured, 100 * mean_error);
     if (run.overlap_level > 0)
       md += fmt::format("With overlap level {}, busy time overlaps compute and the model hides communication, so the "
@@ -236,9 +238,10 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
                         "them).\n\n",
                         run.overlap_level, planner::kComputeRest);
     for (const auto& b : budget)
-      md += fmt::format("| {} | {:.4f} | {:.4f} | {} | {:+.1f}% | {:.1f}% |\n", b.part, b.predicted_s, b.measured_s,
-                        b.predicted_s > 0 ? fmt::format("{:.2f}", b.measured_s / b.predicted_s) : "-",
-                        100 * b.mean_share, 100 * b.mean_abs_share);
+      md += fmt::format("| {} | {:.4f} | {:.4f} | {} | {:+.1f}% | {:.1f}% | {} | {} |\n", b.part, b.predicted_s,
+                        b.measured_s, b.predicted_s > 0 ? fmt::format("{:.2f}", b.measured_s / b.predicted_s) : "-",
+                        100 * b.mean_share, 100 * b.mean_abs_share, b.calls > 0 ? fmt::format("{:.0f}", b.calls) : "-",
+                        b.calls > 0 ? fmt::format("{:+.2f}", 1e3 * b.excess_per_call_s()) : "-");
     if (!budget.empty())
       md += fmt::format("\nMost of the remaining error: `{}`, {:.1f}% of the batch time on average.\n",
                         budget.front().part, 100 * budget.front().mean_abs_share);

@@ -58,7 +58,7 @@ std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
   std::vector<ErrorPart> parts;
   double predicted_rest = e.batch_s, measured_rest = c.measured_s;
   auto add = [&](const std::string& part, double predicted_s, double measured_s) {
-    parts.push_back({part, predicted_s, measured_s});
+    parts.push_back({part, predicted_s, measured_s, term_or_zero(c.measured_calls, part)});
     predicted_rest -= predicted_s, measured_rest -= measured_s;
   };
   for (const plan::BreakdownTerm& t : plan::kBreakdownTerms) {
@@ -84,9 +84,9 @@ std::vector<ErrorShare> error_budget(const std::vector<ValidationConfig>& config
     ++n;
     for (const ErrorPart& p : error_parts(c)) {
       auto it = std::find_if(out.begin(), out.end(), [&](const ErrorShare& s) { return s.part == p.part; });
-      if (it == out.end()) it = out.insert(out.end(), ErrorShare{p.part, 0, 0, 0, 0});
+      if (it == out.end()) it = out.insert(out.end(), ErrorShare{p.part, 0, 0, 0, 0, 0});
       const double share = (p.measured_s - p.predicted_s) / c.measured_s;
-      it->predicted_s += p.predicted_s, it->measured_s += p.measured_s;
+      it->predicted_s += p.predicted_s, it->measured_s += p.measured_s, it->calls += p.calls;
       it->mean_share += share, it->mean_abs_share += std::abs(share);
     }
   }

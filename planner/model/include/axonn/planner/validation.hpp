@@ -50,6 +50,8 @@ struct ValidationConfig {
   std::vector<double> runs_s;                 // measured_batch_s of each run (validate --repeats)
   std::vector<CommByTerm> steps_comm_s;       // rank 0's busy seconds by term, each step but a run's first
   CommByTerm measured_comm_s;                 // median_by_term of steps_comm_s
+  std::vector<CommByTerm> steps_calls;        // rank 0's collective calls by term (axrun's count), same steps
+  CommByTerm measured_calls;                  // median_by_term of steps_calls
   std::vector<double> steps_pipeline_wait_s;  // rank 0's wait for pipeline messages (axrun's recv_wait_s), same steps
   double measured_pipeline_wait_s = 0;        // their median
   double measured_s = 0;                      // the median of runs_s
@@ -72,6 +74,7 @@ inline constexpr const char* kComputeRest = "compute";
 struct ErrorPart {
   std::string part;
   double predicted_s = 0, measured_s = 0;  // seconds per step
+  double calls = 0;                        // collectives: rank 0's calls per step (median); 0 otherwise
 };
 std::vector<ErrorPart> error_parts(const ValidationConfig& c);
 
@@ -83,7 +86,11 @@ std::vector<ErrorPart> error_parts(const ValidationConfig& c);
 struct ErrorShare {
   std::string part;
   double predicted_s = 0, measured_s = 0;  // summed over the configurations
+  double calls = 0;                        // summed over the configurations
   double mean_share = 0, mean_abs_share = 0;
+  // (measured_s - predicted_s) / calls: what each call of the part's collectives costs
+  // beyond the model, seconds (0 without calls).
+  double excess_per_call_s() const { return calls > 0 ? (measured_s - predicted_s) / calls : 0.0; }
 };
 std::vector<ErrorShare> error_budget(const std::vector<ValidationConfig>& configs);
 
