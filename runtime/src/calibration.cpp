@@ -71,6 +71,29 @@ double time_point_to_point(Communicator& world, int a, int b, double bytes, int 
   return median(times);
 }
 
+// The sync-wait samples of `group`, p consecutive ranks of `world` (docs/model.md
+// section 8): every rank of the world runs the same burst of 128^3 matmuls at once,
+// then a one-element all-reduce over its group; per burst size, each rank's medians
+// over `repeats` runs (after a warm-up), then the medians over the ranks.
+void time_sync_waits(MpiCommunicator& world, MpiCommunicator& group, const std::vector<int>& bursts, int repeats,
+                     std::vector<topo::SyncWaitTiming>& out) {
+  const at::Tensor a = at::randn({128, 128}), b = at::randn({128, 128});
+  at::Tensor c;
+  float one = 1.0f;
+  for (int burst : bursts) {
+    std::vector<double> compute, wait;
+    for (int r = 0; r < repeats + 1; ++r) {
+      world.barrier();
+      const double t0 = now_s();
+      for (int i = 0; i < burst; ++i) c = at::matmul(a, b);
+      const double t1 = now_s();
+      AXONN_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_FLOAT, MPI_SUM, group.handle()));
+      if (r > 0) compute.push_back(t1 - t0), wait.push_back(now_s() - t1);
+    }
+    out.push_back({group.size(), median_over_ranks(world, median(compute)), median_over_ranks(world, median(wait))});
+  }
+}
+
 }  // namespace
 
 topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const CalibrationRequest& r) {
@@ -87,6 +110,7 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
       auto split = world.split(static_cast<int>(block * ip + offset), static_cast<int>(rank), "calibrate");
       auto& group = static_cast<MpiCommunicator&>(*split);  // the MPI backend splits into its own kind
       const bool inside = ip * p <= gpn && gpn % (ip * p) == 0;
+      if (ip == 1) time_sync_waits(world, group, r.sync_wait_bursts, r.repeats, m.sync_waits);
       for (double bytes : r.sizes_bytes)
         for (auto op : {topo::CollectiveOp::AllGather, topo::CollectiveOp::ReduceScatter, topo::CollectiveOp::AllReduce})
           m.collectives.push_back({op, ip, p, inside, bytes, time_collective(group, op, bytes, r.repeats)});

@@ -15,7 +15,7 @@ timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" ca
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
 
 # --model: every matmul shape of gpt-tiny on 2 GPUs is timed and lands in the table,
-# with the element-wise costs; the planner then uses the table (its exact entries).
+# with the element-wise costs and the sync wait of the group of 2; the planner then uses the table (its exact entries).
 timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
   --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/model.json" <<'PY'
@@ -28,8 +28,11 @@ assert all(e["seconds"] > 0 for e in c["matmul_table"]) and c["matmul_flops_per_
 ops = c["elementwise_s_per_element"]
 assert set(ops) == {"bias", "layer_norm", "gelu", "residual", "softmax", "cross_entropy", "adam"}, ops
 assert all(v["forward"] > 0 for v in ops.values())
+# the sync wait of the one group of 2 (docs/model.md section 8)
+w = json.load(open(sys.argv[1]))["sync_wait"]
+assert [e["ranks"] for e in w] == [2] and w[0]["fraction"] >= 0, w
 PY
-then ok "calibrate --model: matmul table and element-wise costs"; else bad "calibrate --model (rc $rc)"; fi
+then grep -q "sync wait over 2 ranks" "$T/out" && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait line"; else bad "calibrate --model (rc $rc)"; fi
 "$AXPLAN" calibrate --gpus-per-node 1 --model gpt-tiny >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "calibrate --model without mpirun: exit 2" || bad "calibrate --model without mpirun (rc $rc)"
 

@@ -64,6 +64,14 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
   else if (shapes > 0)
     fmt::print(out, "matmul ({} shapes of {}): no fit ({}); aggregate {:.3f} GFLOP/s\n", shapes, o.model,
                c.matmul_note, c.topology.compute.matmul_flops_per_s / 1e9);
+  for (const auto& w : c.sync_waits) {
+    if (w.fit)
+      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective, + {:.1f} us  "
+                 "R^2 {:.3f}  max rel. err {:.1f}%\n",
+                 w.p, 1.0 / w.fit->beta_bytes_per_s, w.fit->alpha_s * 1e6, w.fit->r2, 100 * w.fit->max_relative_error);
+    else
+      fmt::print(out, "sync wait over {} ranks: no fit ({}); 0\n", w.p, w.note);
+  }
   fmt::print(out, "inter-node bandwidth {:.3f} GB/s (ring over all {} ranks), latency {:.1f} us; wrote {}\n",
              c.topology.inter_node_bandwidth_bytes_per_s / 1e9, world, c.topology.collective_latency_s * 1e6,
              o.output);

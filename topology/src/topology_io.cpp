@@ -74,6 +74,16 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
     t.point_to_point.inter_node_bytes_per_s = pr.positive_number("inter_node");
     pr.finish();
   }
+  if (r.has("sync_wait"))
+    for (auto& e : r.object_array("sync_wait")) {
+      SyncWaitEntry entry{e.positive_int_at_most("ranks", int64_t{1} << 40), e.non_negative_number("fraction")};
+      e.finish();
+      if (entry.ranks < 2) e.fail("ranks", "a group of one rank waits for nobody", "an integer >= 2");
+      if (!t.sync_wait.empty() && t.sync_wait.back().ranks >= entry.ranks)
+        e.fail("ranks", "not after the previous entry's " + std::to_string(t.sync_wait.back().ranks),
+               "entries in ascending order of ranks, each once");
+      t.sync_wait.push_back(entry);
+    }
   r.finish();
   return t;
 }
@@ -115,6 +125,10 @@ nlohmann::json topology_to_json(const Topology& t) {
   if (t.point_to_point.intra_node_bytes_per_s > 0 && t.point_to_point.inter_node_bytes_per_s > 0)
     j["point_to_point_bytes_per_s"] = {{"intra_node", t.point_to_point.intra_node_bytes_per_s},
                                        {"inter_node", t.point_to_point.inter_node_bytes_per_s}};
+  if (!t.sync_wait.empty()) {
+    j["sync_wait"] = nlohmann::json::array();
+    for (const auto& e : t.sync_wait) j["sync_wait"].push_back({{"ranks", e.ranks}, {"fraction", e.fraction}});
+  }
   return j;
 }
 

@@ -25,11 +25,24 @@ struct PassClock {
   double bucket_ready = 0;  // the reduce-scatters of the bucket being filled are done by then
   double bucket_s = 0;      // its all-reduce time so far
   double unbucketed_s = 0;
+  double since_sync = 0;  // compute since the last collective of the tensor group
+  double sync_wait = 0;   // the waits charged so far
 
   void compute_for(double seconds) {
     t += seconds;
     compute += seconds;
+    since_sync += seconds;
   }
+  // The wait of a collective of `seconds` (0: none, the group has one member) for the
+  // group's last member: a fraction of the compute since the previous one.
+  double wait_of(const LayerCosts& l, double seconds) {
+    if (seconds <= 0) return 0;
+    const double w = l.comm.sync_wait_fraction * since_sync;
+    since_sync = 0;
+    sync_wait += w;
+    return w;
+  }
+  double blocking(const LayerCosts& l, double seconds) { return wait_of(l, seconds) + seconds; }
 
   void operator()(const LayerInstruction& in) {
     const LayerCosts& l = *costs[in.layer >= 0 ? in.layer : 0];
@@ -39,28 +52,29 @@ struct PassClock {
         prefetch_done[in.layer] = gather_free;
         break;
       case LayerOp::Fetch:
-        if (in.source == Source::Gather) t += l.comm.all_gather_s;
+        if (in.source == Source::Gather) t += blocking(l, l.comm.all_gather_s);
         if (in.source == Source::Prefetched) t = std::max(t, prefetch_done[in.layer]);
         break;
       case LayerOp::Forward:  // with sequence parallelism, attention waits for its ring
         compute_for(l.forward_s);
-        t += l.comm.ring_forward_s;
+        t += blocking(l, l.comm.ring_forward_s);
         break;
-      case LayerOp::ForwardCollective: t += l.comm.forward_all_reduce_s; break;
-      case LayerOp::InputGather: t += l.comm.input_gather_s; break;
-      case LayerOp::OutputGradGather: t += l.comm.output_grad_gather_s; break;
+      case LayerOp::ForwardCollective: t += blocking(l, l.comm.forward_all_reduce_s); break;
+      case LayerOp::InputGather: t += blocking(l, l.comm.input_gather_s); break;
+      case LayerOp::OutputGradGather: t += blocking(l, l.comm.output_grad_gather_s); break;
       case LayerOp::BackwardInput:
         compute_for(l.backward_input_s);
-        t += l.comm.ring_backward_s;
+        t += blocking(l, l.comm.ring_backward_s);
         break;
-      case LayerOp::InputGradCollective: input_grad_done = t + l.comm.input_grad_all_reduce_s; break;
+      case LayerOp::InputGradCollective: input_grad_done = t + blocking(l, l.comm.input_grad_all_reduce_s); break;
       case LayerOp::InputGradWait: t = std::max(t, input_grad_done); break;
       case LayerOp::BackwardWeight: compute_for(l.backward_weight_s); break;
       case LayerOp::ReduceScatter:
         if (async_rs) {
-          rs_free = std::max(t, rs_free) + l.comm.reduce_scatter_s;
+          const double w = wait_of(l, l.comm.reduce_scatter_s);
+          rs_free = std::max(t + w, rs_free) + l.comm.reduce_scatter_s;
         } else {
-          t += l.comm.reduce_scatter_s;
+          t += blocking(l, l.comm.reduce_scatter_s);
           rs_free = std::max(rs_free, t);
         }
         if (last) {  // the layer's gradient is final: it joins a bucket when reduce-scattered
@@ -101,6 +115,7 @@ PassTime simulate_pass(const PassLayer* layers, const LayerCosts* const* costs, 
   out.compute_s = c.compute;
   out.data_done_s = c.data_free;
   out.unbucketed_data_s = c.unbucketed_s;
+  out.sync_wait_s = c.sync_wait;
   return out;
 }
 
@@ -140,6 +155,7 @@ StageTime stage_time(const std::vector<LayerTimes>& layers, const StageSchedule&
   out.data_tail_s = std::max(0.0, last.data_done_s - last.duration_s) + last.unbucketed_data_s;
   out.batch_s = before_tail + out.data_tail_s + s.optimizer_s;
   out.compute_s = m * f.compute_s + (m - 1) * b.compute_s + last.compute_s + s.optimizer_s;
+  out.sync_wait_s = m * f.sync_wait_s + (m - 1) * b.sync_wait_s + last.sync_wait_s;
   out.exposed_comm_s = out.batch_s - out.compute_s;
   return out;
 }

@@ -78,6 +78,21 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       out.matmul_note = e.what();
     }
   }
+
+  std::map<int64_t, std::vector<CollectiveSample>> waits;
+  for (const auto& w : m.sync_waits) waits[w.p].push_back({1, w.compute_s, w.wait_s});
+  c.sync_wait.clear();
+  for (const auto& [p, s] : waits) {
+    SyncWaitFit f{p, std::nullopt, ""};
+    try {
+      f.fit = fit_latency_bandwidth(s);
+      c.sync_wait.push_back({p, 1.0 / f.fit->beta_bytes_per_s});
+    } catch (const Error& e) {  // waits that do not grow with the compute: none
+      f.note = e.what();
+      c.sync_wait.push_back({p, 0.0});
+    }
+    out.sync_waits.push_back(f);
+  }
   return out;
 }
 

@@ -163,6 +163,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ls.element_bytes = paper ? 2 : o.precision.compute_bytes;
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
   ls.latency_s = paper ? 0.0 : t.collective_latency_s;
+  ls.sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
   if (g.sequence > 1) {  // the data axis's innermost members: eq. 10 with the data axis's ip
     const int64_t ip = topo::RankLayout(g, order).inner_size(topo::Axis::Data);
     ls.sequence_bw = o.placement_aware ? group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle)
@@ -350,6 +351,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sp.forward_compute_s = f.compute_s;
       sp.backward_compute_s = b.compute_s;
       sp.last_backward_compute_s = lb.compute_s;
+      const double mbs = static_cast<double>(e.microbatches);
+      sp.sync_wait_s = mbs * f.sync_wait_s + (mbs - 1) * b.sync_wait_s + lb.sync_wait_s;
       sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
       sp.optimizer_s = stage_optimizer_s;
       if (o.optimizer.reduces_data_parallel()) {  // docs/model.md section 11
@@ -411,6 +414,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     first_unit += units;
   }
   if (!paper) {
+    for (const StagePasses& p : sc.stages) e.comm.sync_wait = std::max(e.comm.sync_wait, p.sync_wait_s);
+    e.comm_s = e.comm.total();
     if (g.ginter == 1 && !trace) {  // one stage: its micro-batches one after another
       const StagePasses& p = sc.stages[0];
       const double mbs = static_cast<double>(e.microbatches);

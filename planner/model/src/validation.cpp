@@ -66,6 +66,7 @@ std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
     const double predicted_s = e.comm.*t.seconds, measured_s = term_or_zero(c.measured_comm_s, t.name);
     if (predicted_s > 0 || measured_s > 0) add(t.name, predicted_s, measured_s);
   }
+  if (e.comm.sync_wait > 0) add("sync_wait", e.comm.sync_wait, 0.0);
   for (const char* t : {kNotModeled, kUnknownKind})
     if (term_or_zero(c.measured_comm_s, t) > 0) add(t, 0.0, term_or_zero(c.measured_comm_s, t));
   if (e.grid.ginter > 1 || c.measured_pipeline_wait_s > 0) {

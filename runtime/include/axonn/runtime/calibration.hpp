@@ -8,7 +8,9 @@
 // which move the bytes the model's ring formulas assume (its non-blocking all-gather
 // has no ring algorithm, and measured a third below the link rate on the emulated
 // cluster). A ping-pong between ranks 0 and 1 (same
-// node) and 0 and gpus_per_node (next node) gives the point-to-point times. Kernels
+// node) and 0 and gpus_per_node (next node) gives the point-to-point times. For each
+// group with ip = 1, every rank computes bursts of matmuls and then all-reduces one
+// element over its group: the wait for the group's last member (sync_waits). Kernels
 // are timed by every rank at once (ranks of a node share its cores, as in training);
 // each shape keeps the median over ranks of each rank's median (a rank descheduled
 // for a long stretch is an outlier, not the rate the ranks get).
@@ -34,6 +36,7 @@ struct CalibrationRequest {
   std::vector<topo::MatmulTiming> matmuls;                          // shapes to time (seconds ignored)
   std::map<std::string, topo::ElementwiseShape> elementwise;        // operations to time
   int kernel_repeats = 3;
+  std::vector<int> sync_wait_bursts = {8, 32, 128};  // 128^3 matmuls per burst; empty: no sync waits
 };
 
 topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const CalibrationRequest& r);

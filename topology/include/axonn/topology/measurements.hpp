@@ -34,6 +34,15 @@ struct PointToPointTiming {
   double seconds = 0;
 };
 
+// Every rank computes the same burst of matmuls, then a one-element all-reduce over
+// its group of `p` consecutive ranks: the medians over ranks of the burst's time and
+// of the all-reduce's (the wait for the group's last member plus its latency).
+struct SyncWaitTiming {
+  int64_t p = 2;
+  double compute_s = 0;
+  double wait_s = 0;
+};
+
 // The operand of one element-wise measurement: `rows` x `width` elements (softmax:
 // rows/width score matrices of width x width).
 struct ElementwiseShape {
@@ -46,6 +55,7 @@ struct ClusterMeasurements {
   std::vector<PointToPointTiming> point_to_point;
   std::vector<MatmulTiming> matmuls;                   // median over ranks, every rank busy at once
   std::map<std::string, ElementwiseCost> elementwise;  // by topo::elementwise_op_names(); may be empty
+  std::vector<SyncWaitTiming> sync_waits;              // may be empty
 };
 
 }  // namespace axonn::topo

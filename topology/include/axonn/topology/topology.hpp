@@ -69,6 +69,19 @@ struct PointToPointBandwidth {
   double inter_node_bytes_per_s = 0;
 };
 
+// The wait of a blocking collective for the last member of its group, as a fraction of
+// the compute each member did since the group's previous collective (docs/model.md
+// section 8). On ranks that share cores (an emulated cluster), equal work ends at
+// different times, and the ranks already waiting poll and take cores from the rest;
+// `axplan calibrate` measures it per group size. 0 on dedicated GPUs.
+//
+// Example: {4, 0.25}: 4 ranks that each computed 10 ms since their last collective
+// wait 2.5 ms more in the next one.
+struct SyncWaitEntry {
+  int64_t ranks = 2;
+  double fraction = 0;
+};
+
 struct Topology {
   std::string name;
   std::string description;
@@ -83,6 +96,7 @@ struct Topology {
   double host_link_bytes_per_s = 0;             // one GPU to its host memory, one direction; 0 = not modeled
   ComputeThroughput compute;                    // optional "compute" object
   PointToPointBandwidth point_to_point;         // optional "point_to_point_bytes_per_s"
+  std::vector<SyncWaitEntry> sync_wait;         // optional "sync_wait"; by ranks, ascending
 
   int64_t total_gpus() const { return gpus_per_node * num_nodes; }
 
@@ -92,6 +106,16 @@ struct Topology {
     for (const auto& e : intra_node_table)
       if (e.ip == ip && e.p == p) return e.bytes_per_s;
     return intra_node_bandwidth_bytes_per_s;
+  }
+
+  // The sync-wait fraction of a group of `ranks`: its entry, else that of the largest
+  // group below it, else 0 (also for one rank).
+  double sync_wait_fraction(int64_t ranks) const {
+    double f = 0;
+    int64_t best = 1;
+    for (const auto& e : sync_wait)
+      if (e.ranks <= ranks && e.ranks > best) best = e.ranks, f = e.fraction;
+    return ranks > 1 ? f : 0.0;
   }
 };
 

@@ -7,6 +7,9 @@
 // until waited for; reduce-scatters (optimization 2) queue on a FIFO the pass waits
 // for at its end; data-parallel buckets queue on a second FIFO, each starting when its
 // layers' reduce-scatters are done (bandwidth sharing between them is not modeled).
+// Each tensor-group collective (not prefetched, not the data group's) first waits for
+// the group's last member: LayerCollectives::sync_wait_fraction times the compute since
+// the previous one (docs/model.md section 8).
 //
 // Example: one layer, forward 1 s, dI 1 s, dW 1 s, all-reduces 0.5 s each, nothing else:
 //   all switches on: 1 + 0.5 (forward AR) + 1 (dI) + max(1, 0.5) = 3.5 s, compute 3 s.
@@ -50,6 +53,8 @@ struct PassTime {
   double compute_s = 0;       // compute inside it (matmuls, element-wise work)
   double data_done_s = 0;     // LastBackward: when its bucketed data all-reduces end (0: none)
   double unbucketed_data_s = 0;  // LastBackward: data all-reduces left for ReduceGradients
+  double sync_wait_s = 0;     // the collectives' waits for their group's last member (in duration_s
+                              // where blocking)
 };
 
 // Runs the pass program of `layers` (layer i costs `*costs[i]`). `prefetch_done` is
@@ -64,6 +69,7 @@ struct StageTime {
   double compute_s = 0;      // matmuls, element-wise work and the optimizer
   double exposed_comm_s = 0; // batch_s - compute_s
   double data_tail_s = 0;    // part of exposed_comm_s spent waiting for the data all-reduce
+  double sync_wait_s = 0;    // the collectives' waits for their group's last member (PassTime)
 };
 
 struct StageSchedule {

@@ -8,7 +8,10 @@
 //  - point-to-point pairs inside a node and across nodes: their own fits;
 //  - matmuls: the table of measured shapes plus a fit t = overhead + flops / rate (or,
 //    when the times do not grow with FLOPs, the aggregate rate);
-//  - element-wise costs: copied.
+//  - element-wise costs: copied;
+//  - sync waits, per group size: wait = alpha + fraction * compute fitted to the
+//    bursts (fraction = 1 / the fit's beta), written as the topology's sync_wait; a
+//    group whose waits do not grow with the burst gets fraction 0 and a note.
 // Memory and peak FLOP/s come from the base topology.
 //
 // Example:
@@ -35,12 +38,21 @@ struct GroupFit {
   BandwidthFit fit;
 };
 
+// The sync-wait fit of groups of p ranks: fit.alpha_s the wait after no compute (the
+// all-reduce's own latency), 1 / fit.beta_bytes_per_s the fraction.
+struct SyncWaitFit {
+  int64_t p = 2;
+  std::optional<BandwidthFit> fit;
+  std::string note;  // why there is no fit
+};
+
 struct CalibratedCluster {
   topo::Topology topology;
   std::vector<GroupFit> groups;  // by (ip, p)
   std::optional<BandwidthFit> point_to_point_intra, point_to_point_inter;
   std::optional<BandwidthFit> matmul;  // alpha = overhead (s), beta = FLOP/s
   std::string matmul_note;             // why there is no matmul fit, when there is none
+  std::vector<SyncWaitFit> sync_waits; // by p, ascending
 };
 
 // Throws InputError when no ring spans the nodes (one node only).

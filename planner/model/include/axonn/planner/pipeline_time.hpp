@@ -30,6 +30,7 @@ struct StagePasses {
   double forward_compute_s = 0, backward_compute_s = 0, last_backward_compute_s = 0;
   double tail_s = 0;       // after the last backward: waiting for the data-parallel reductions
   double optimizer_s = 0;
+  double sync_wait_s = 0;  // per step: the collectives' waits for their group's last member
 };
 
 struct PipelineTime {

@@ -65,6 +65,9 @@ struct ValidationConfig {
 //     (the median step) against the term's predicted seconds (0 for the last two);
 //   - kPipelineWait (pipelines): rank 0 waiting for the pipeline's messages against the
 //     model's bubble and p2p_pipe (batch_s - compute_s - comm_s + p2p_pipe, at least p2p_pipe);
+//   - "sync_wait": the predicted waits for the groups' last members against 0, since
+//     the runtime measures them inside the collectives' busy seconds above (read it
+//     with them: their sum's error is the waits' and the transfers' together);
 //   - kComputeRest: what is left of each, i.e. measured compute against compute_s plus the
 //     predicted terms the runtime does not trace outside the pipeline (p2p_seq).
 // Exact at overlap level 0, where the model hides no communication; with overlaps the

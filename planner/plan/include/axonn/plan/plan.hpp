@@ -42,8 +42,13 @@ struct CommBreakdown {
   // 2d and 3d: the activations' all-gathers and reduce-scatters (inputs, outputs and
   // their gradients) over X and over Y.
   double act_x = 0, act_y = 0;
+  // The blocking collectives' wait for their group's last member (topology sync_wait;
+  // docs/model.md section 8). Measured inside the collectives' own times, not apart.
+  double sync_wait = 0;
 
-  double total() const { return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_x + act_y; }
+  double total() const {
+    return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_x + act_y + sync_wait;
+  }
   CommBreakdown& operator+=(const CommBreakdown& o) {
     ag_z += o.ag_z;
     rs_z += o.rs_z;
@@ -54,10 +59,12 @@ struct CommBreakdown {
     p2p_seq += o.p2p_seq;
     act_x += o.act_x;
     act_y += o.act_y;
+    sync_wait += o.sync_wait;
     return *this;
   }
   CommBreakdown scaled(double f) const {
-    return {ag_z * f, rs_z * f, ar_x * f, ar_y * f, ar_data * f, p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f};
+    return {ag_z * f,     rs_z * f,    ar_x * f,  ar_y * f,  ar_data * f,
+            p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f, sync_wait * f};
   }
 };
 
@@ -68,7 +75,7 @@ struct BreakdownTerm {
   double CommBreakdown::*seconds;
   bool optional;
 };
-inline constexpr std::array<BreakdownTerm, 9> kBreakdownTerms = {{{"ag_z", &CommBreakdown::ag_z, false},
+inline constexpr std::array<BreakdownTerm, 10> kBreakdownTerms = {{{"ag_z", &CommBreakdown::ag_z, false},
                                                                   {"rs_z", &CommBreakdown::rs_z, false},
                                                                   {"ar_x", &CommBreakdown::ar_x, false},
                                                                   {"ar_y", &CommBreakdown::ar_y, false},
@@ -76,7 +83,8 @@ inline constexpr std::array<BreakdownTerm, 9> kBreakdownTerms = {{{"ag_z", &Comm
                                                                   {"p2p_pipe", &CommBreakdown::p2p_pipe, false},
                                                                   {"p2p_seq", &CommBreakdown::p2p_seq, true},
                                                                   {"act_x", &CommBreakdown::act_x, true},
-                                                                  {"act_y", &CommBreakdown::act_y, true}}};
+                                                                  {"act_y", &CommBreakdown::act_y, true},
+                                                                  {"sync_wait", &CommBreakdown::sync_wait, true}}};
 
 // The four overlap optimizations of the 4D paper (section IV) plus bucketing.
 struct OverlapSettings {
@@ -240,7 +248,7 @@ struct Plan {
 std::optional<std::string> runtime_problem(const model::ModelDescription& m);
 
 nlohmann::json plan_to_json(const Plan& p);
-// {"ag_z": ..., "p2p_pipe": ...} (and "p2p_seq", "act_x", "act_y" when not 0), seconds: the plan's
+// {"ag_z": ..., "p2p_pipe": ...} (and "p2p_seq", "act_x", "act_y", "sync_wait" when not 0), seconds: the plan's
 // prediction and axplan's reports write the breakdown alike.
 nlohmann::json breakdown_to_json(const CommBreakdown& b);
 // Validates every field and the consistency of the whole (grid product = gpus, grid

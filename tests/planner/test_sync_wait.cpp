@@ -1,0 +1,136 @@
+// The sync wait (docs/model.md section 8): a blocking collective waits for its group's
+// last member, a fraction of the compute since the group's previous collective. The
+// topology's field, calibrate's fit and the pass clock, on hand-computed cases.
+#include <gtest/gtest.h>
+
+#include "axonn/common/error.hpp"
+#include "axonn/model/model_description.hpp"
+#include "axonn/planner/batch_time.hpp"
+#include "axonn/planner/calibration.hpp"
+#include "axonn/planner/planner.hpp"
+#include "axonn/topology/topology_io.hpp"
+
+namespace axonn::planner {
+namespace {
+
+TEST(SyncWait, TopologyLooksUpTheLargestGroupNotAboveAndRoundTrips) {
+  topo::Topology t = topo::load_topology("perlmutter");
+  EXPECT_DOUBLE_EQ(t.sync_wait_fraction(8), 0.0);  // not measured: none
+  t.sync_wait = {{2, 0.1}, {4, 0.25}};
+  EXPECT_DOUBLE_EQ(t.sync_wait_fraction(1), 0.0);
+  EXPECT_DOUBLE_EQ(t.sync_wait_fraction(2), 0.1);
+  EXPECT_DOUBLE_EQ(t.sync_wait_fraction(3), 0.1);
+  EXPECT_DOUBLE_EQ(t.sync_wait_fraction(4), 0.25);
+  EXPECT_DOUBLE_EQ(t.sync_wait_fraction(16), 0.25);
+  const topo::Topology back = topo::topology_from_json(topo::topology_to_json(t), "round trip");
+  ASSERT_EQ(back.sync_wait.size(), 2u);
+  EXPECT_EQ(back.sync_wait[1].ranks, 4);
+  EXPECT_DOUBLE_EQ(back.sync_wait[1].fraction, 0.25);
+
+  auto error_of = [](const nlohmann::json& j) {
+    try {
+      topo::topology_from_json(j, "bad.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  nlohmann::json j = topo::topology_to_json(t);
+  j["sync_wait"][0]["ranks"] = 1;
+  EXPECT_NE(error_of(j).find("bad.json: /sync_wait/0/ranks"), std::string::npos) << error_of(j);
+  j = topo::topology_to_json(t);
+  j["sync_wait"][1]["ranks"] = 2;  // not ascending
+  EXPECT_NE(error_of(j).find("ascending"), std::string::npos) << error_of(j);
+  j = topo::topology_to_json(t);
+  j["sync_wait"][0]["fraction"] = -0.5;
+  EXPECT_NE(error_of(j).find("/sync_wait/0/fraction"), std::string::npos) << error_of(j);
+}
+
+TEST(SyncWait, EachBlockingCollectiveWaitsForTheComputeSinceThePreviousOne) {
+  LayerTimes l;
+  l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
+  l.comm.forward_all_reduce_s = l.comm.input_grad_all_reduce_s = 0.5;
+  l.comm.sync_wait_fraction = 0.2;
+  StageSchedule s;
+  s.activation_checkpointing = false;
+  s.overlap = plan::OverlapSettings::synchronous();
+  // forward 1, wait 0.2 * 1 + AR 0.5; dI 1, wait 0.2 * 1 + AR 0.5; dW 1 (no collective after it)
+  const StageTime st = stage_time({l}, s);
+  EXPECT_DOUBLE_EQ(st.batch_s, 1 + 0.2 + 0.5 + 1 + 0.2 + 0.5 + 1);
+  EXPECT_DOUBLE_EQ(st.compute_s, 3.0);
+  EXPECT_DOUBLE_EQ(st.sync_wait_s, 0.4);
+  // Two layers: the second layer's forward all-reduce waits for its own forward only.
+  LayerTimes two = l;
+  two.forward_s = 3;
+  const StageTime both = stage_time({l, two}, s);
+  EXPECT_DOUBLE_EQ(both.sync_wait_s, 0.2 * 1 + 0.2 * 3 + 0.2 * 1 + 0.2 * (1 + 1));
+  // No collective (a group of one): no wait.
+  LayerTimes alone;
+  alone.forward_s = 2;
+  alone.comm.sync_wait_fraction = 0.2;
+  EXPECT_DOUBLE_EQ(stage_time({alone}, s).sync_wait_s, 0.0);
+  EXPECT_DOUBLE_EQ(stage_time({alone}, s).batch_s, 2.0);
+}
+
+topo::ClusterMeasurements four_ranks_two_nodes() {
+  topo::ClusterMeasurements m;
+  m.world = 4;
+  m.gpus_per_node = 2;
+  for (double bytes : {1e6, 4e6})
+    m.collectives.push_back({topo::CollectiveOp::AllGather, 1, 4, false, bytes, 1e-4 + bytes / 1e8});
+  return m;
+}
+
+TEST(SyncWait, CalibrateFitsTheFractionPerGroupSize) {
+  topo::ClusterMeasurements m = four_ranks_two_nodes();
+  for (double compute : {0.001, 0.004, 0.016}) {
+    m.sync_waits.push_back({2, compute, 5e-5 + 0.1 * compute});
+    m.sync_waits.push_back({4, compute, 5e-5 + 0.3 * compute});
+  }
+  const CalibratedCluster c = calibrated_topology(topo::load_topology("perlmutter"), m, "mine", "test");
+  ASSERT_EQ(c.topology.sync_wait.size(), 2u);
+  EXPECT_EQ(c.topology.sync_wait[0].ranks, 2);
+  EXPECT_NEAR(c.topology.sync_wait[0].fraction, 0.1, 1e-9);
+  EXPECT_NEAR(c.topology.sync_wait[1].fraction, 0.3, 1e-9);
+  ASSERT_TRUE(c.sync_waits[1].fit.has_value());
+  EXPECT_NEAR(c.sync_waits[1].fit->alpha_s, 5e-5, 1e-9);
+  EXPECT_NEAR(c.sync_waits[1].fit->r2, 1.0, 1e-9);
+
+  // Waits that fall as the bursts grow: no fit, fraction 0, and the reason.
+  topo::ClusterMeasurements flat = four_ranks_two_nodes();
+  flat.sync_waits = {{2, 0.001, 3e-4}, {2, 0.01, 1e-4}};
+  const CalibratedCluster f = calibrated_topology(topo::load_topology("perlmutter"), flat, "mine", "test");
+  ASSERT_EQ(f.topology.sync_wait.size(), 1u);
+  EXPECT_DOUBLE_EQ(f.topology.sync_wait[0].fraction, 0.0);
+  EXPECT_FALSE(f.sync_waits[0].fit.has_value());
+  EXPECT_FALSE(f.sync_waits[0].note.empty());
+}
+
+TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
+  const model::ModelDescription m = model::load_model("gpt-bench");
+  topo::Topology t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 8;
+  o.batch_seqs = 16;
+  o.memory_limit = false;
+  o.overlap = plan::OverlapSettings::synchronous();
+  const topo::Grid tensor{2, 2, 1, 2, 1}, data{1, 1, 1, 8, 1};
+  const Evaluation before = evaluate(m, t, tensor, o), data_before = evaluate(m, t, data, o);
+  t.sync_wait = {{2, 0.1}, {4, 0.3}};
+  const Evaluation after = evaluate(m, t, tensor, o), data_after = evaluate(m, t, data, o);
+  ASSERT_TRUE(before.feasible && after.feasible);
+  EXPECT_EQ(before.comm.sync_wait, 0.0);
+  // The tensor group has 4 ranks: 0.3 of the compute before each collective, at most
+  // 0.3 of all compute (the optimizer's and the last dW's precede none).
+  EXPECT_GT(after.comm.sync_wait, 0.1 * after.compute_s);
+  EXPECT_LE(after.comm.sync_wait, 0.3 * after.compute_s + 1e-12);
+  EXPECT_NEAR(after.batch_s, before.batch_s + after.comm.sync_wait, 1e-9 * after.batch_s);
+  EXPECT_DOUBLE_EQ(after.comm_s, after.comm.total());
+  EXPECT_DOUBLE_EQ(after.compute_s, before.compute_s);
+  // Pure data parallelism has no tensor group: nothing charged.
+  EXPECT_EQ(data_after.comm.sync_wait, 0.0);
+  EXPECT_DOUBLE_EQ(data_after.batch_s, data_before.batch_s);
+}
+
+}  // namespace
+}  // namespace axonn::planner
