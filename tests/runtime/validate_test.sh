@@ -4,7 +4,8 @@
 # fails is recorded as failed and the sweep goes on to measure the others (the
 # pipeline grid included) and write the report, the summary and two well-formed SVG
 # plots; with --tensor-mode all, every mode is run and has its statistics; with
-# --repeats, each configuration runs in rounds and its spread is reported.
+# --repeats, each configuration runs in rounds and its spread is reported; --rescore
+# scores a report's measurements under another topology.
 #   validate_test.sh AXPLAN AXRUN MPIRUN LAUNCHER_SCRIPT
 set -uo pipefail
 AXPLAN=$1 AXRUN=$2 MPIRUN_BIN=$3 LAUNCHER=$4
@@ -119,6 +120,42 @@ assert budget[0]["mean_abs_error_share"] == max(b["mean_abs_error_share"] for b 
 assert "Most of the remaining error: `" + budget[0]["part"] + "`" in md and "excess per call (ms)" in md, md
 PY
 then ok "--tensor-mode all: every mode measured, statistics per mode and per collective"; else bad "--tensor-mode all (rc $rc)"; fi
+
+# --rescore: the modes sweep scored again without running anything. Under its own
+# topology every figure is the same; under one with a sync wait (docs/model.md section
+# 8) the measurements are the same and the tensor-parallel predictions grow. With a
+# flag the report fixes, or a report that is not one, it exits 2.
+python3 - "$T/four.json" "$T/four-sync.json" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1])); t["sync_wait"] = [{"ranks": 2, "fraction": 0.5}]
+json.dump(t, open(sys.argv[2], "w"))
+PY
+"$AXPLAN" validate --rescore "$T/modes/report.json" --topology "$T/four.json" --out-dir "$T/same" >"$T/out" 2>&1; rc1=$?
+"$AXPLAN" validate --rescore "$T/modes/report.json" --topology "$T/four-sync.json" --out-dir "$T/sync" >>"$T/out" 2>&1; rc2=$?
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && python3 - "$T/modes/report.json" "$T/same/report.json" "$T/sync/report.json" <<'PY'
+import json, sys
+old, same, sync = (json.load(open(f)) for f in sys.argv[1:])
+measured = lambda r: {c["name"]: c for c in r["configs"] if c["status"] == "measured"}
+assert measured(same).keys() == measured(old).keys() == measured(sync).keys()
+assert same["statistics"] == old["statistics"], (same["statistics"], old["statistics"])
+for name, c in measured(sync).items():
+    o = measured(old)[name]
+    assert c["measured_runs_s"] == o["measured_runs_s"], name
+    for term, t in o["comm_by_term"].items():  # the measured busy seconds carried over
+        assert t["measured_busy_s"] is None or c["comm_by_term"][term]["measured_busy_s"] == t["measured_busy_s"], term
+    p, q = c["predicted"]["placement_aware"]["batch_s"], o["predicted"]["placement_aware"]["batch_s"]
+    tensor = c["grid"]["gx"] * c["grid"]["gy"] * c["grid"]["gz"] * c["grid"].get("sequence", 1) > 1
+    assert (p > q) if tensor else (p == q), (name, p, q)
+    assert ("sync_wait" in c["error_parts"]) == tensor, (name, c["error_parts"])
+assert sync["statistics"]["placement_aware"]["mape"] != old["statistics"]["placement_aware"]["mape"]
+PY
+then ok "--rescore: the same figures under the same topology, new predictions under a new one"
+else bad "--rescore (rc $rc1, $rc2)"; fi
+"$AXPLAN" validate --rescore "$T/modes/report.json" --topology "$T/four.json" --gpus 4 --out-dir "$T/x" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "excludes" "$T/out" && ok "--rescore with --gpus: exit 2" || bad "--rescore with --gpus (rc $rc)"
+"$AXPLAN" validate --rescore "$T/four.json" --topology "$T/four.json" --out-dir "$T/x" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "four.json" "$T/out" && grep -q "model" "$T/out" && ok "--rescore of a non-report: exit 2" \
+  || bad "--rescore of a non-report (rc $rc)"
 
 # --repeats 2 with --search-order on the 2 nodes of 2: the top 3 run twice each, in
 # rounds; each has its two runs and their spread, the statistics the median spread, the

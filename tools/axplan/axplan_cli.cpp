@@ -439,28 +439,32 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   ValidateOptions val;
   auto* validate = app.add_subcommand(
       "validate", "run configurations on a cluster with axrun and compare measured with predicted batch times");
-  validate->add_option("--model", val.model, "model")->capture_default_str();
+  auto* val_model = validate->add_option("--model", val.model, "model")->capture_default_str();
   validate->add_option("--topology", val.topology, "the cluster's topology file (axplan calibrate)")->required();
-  validate->add_option("--gpus", val.gpus, "GPUs (ranks) of the cluster")->required()->check(CLI::PositiveNumber);
-  validate->add_option("--batch-seqs", val.batch_seqs, "global batch in sequences")->required()->check(CLI::PositiveNumber);
-  validate->add_option("--launcher", val.launcher,
-                       "command prefix that starts an MPI job of --gpus ranks, e.g. \"mpirun -np 8\" or "
-                       "\"bash tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 400mbit --\"")
-      ->required();
-  validate->add_option("--axrun", val.axrun, "the runtime program (default: axrun next to axplan)");
-  validate->add_option("--axrun-args", val.axrun_args, "extra axrun arguments, e.g. \"--progress poll\"");
-  validate->add_option("--overlap-level", val.overlap_level, "overlap switches of the plans run and predicted (0-4)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 4));
+  auto* val_gpus = validate->add_option("--gpus", val.gpus, "GPUs (ranks) of the cluster")->check(CLI::PositiveNumber);
+  auto* val_batch =
+      validate->add_option("--batch-seqs", val.batch_seqs, "global batch in sequences")->check(CLI::PositiveNumber);
+  auto* val_launcher = validate->add_option(
+      "--launcher", val.launcher,
+      "command prefix that starts an MPI job of --gpus ranks, e.g. \"mpirun -np 8\" or "
+      "\"bash tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 400mbit --\"");
+  auto* val_axrun = validate->add_option("--axrun", val.axrun, "the runtime program (default: axrun next to axplan)");
+  auto* val_axrun_args =
+      validate->add_option("--axrun-args", val.axrun_args, "extra axrun arguments, e.g. \"--progress poll\"");
+  auto* val_overlap =
+      validate->add_option("--overlap-level", val.overlap_level, "overlap switches of the plans run and predicted (0-4)")
+          ->capture_default_str()
+          ->check(CLI::Range(0, 4));
   validate->add_flag("--search-order", val.search_order,
                      "run each configuration in the placement order the search finds for it (as rank --search-order)");
-  validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
-  validate->add_option("--repeats", val.repeats,
+  auto* val_steps =
+      validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
+  auto* val_repeats = validate->add_option("--repeats", val.repeats,
                        "runs of each configuration, in rounds (measured = the median of the runs; the run-to-run "
                        "spread is reported beside the MAPE)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  validate->add_option("--tensor-mode", val.tensor_mode,
+  auto* val_modes = validate->add_option("--tensor-mode", val.tensor_mode,
                        "the tensor modes ranked and run (as for rank; all: every mode, with --top per mode)")
       ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"}))
       ->capture_default_str();
@@ -472,6 +476,21 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   validate->add_option("--timeout", val.timeout_s, "seconds per configuration")->capture_default_str()->check(CLI::Range(1.0, 1e9));
   validate->add_option("--out-dir", val.out_dir, "report directory")->capture_default_str();
   validate->add_option("--retries", val.retries, "runs again after a failure")->capture_default_str()->check(CLI::NonNegativeNumber);
+  validate
+      ->add_option("--rescore", val.rescore,
+                   "score an earlier report.json's measurements under --topology; nothing is run, and the report's "
+                   "model, cluster size, batch, steps, overlap level and tensor modes are used")
+      ->check(CLI::ExistingFile)
+      ->excludes(val_gpus)
+      ->excludes(val_batch)
+      ->excludes(val_launcher)
+      ->excludes(val_axrun)
+      ->excludes(val_axrun_args)
+      ->excludes(val_overlap)
+      ->excludes(val_model)
+      ->excludes(val_steps)
+      ->excludes(val_repeats)
+      ->excludes(val_modes);
 
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());

@@ -142,10 +142,40 @@ std::string check_programs(const ValidateOptions& o) {
   return axrun;
 }
 
+// With --rescore: an earlier measurement of the configuration taken over.
+void take_measurement(planner::ValidationConfig& c, const planner::ValidationConfig& measured) {
+  c.status = planner::RunStatus::Measured;
+  c.steps_s = measured.steps_s;
+  c.runs_s = measured.runs_s;
+  c.measured_s = measured.measured_s;
+  c.measured_comm_s = measured.measured_comm_s;
+  c.measured_calls = measured.measured_calls;
+  c.measured_pipeline_wait_s = measured.measured_pipeline_wait_s;
+  c.log_path = measured.log_path;
+}
+
 }  // namespace
 
-int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err) {
-  const std::string axrun = check_programs(o);
+int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream& err) {
+  // --rescore: the earlier report's settings and measurements; nothing is run.
+  std::optional<EarlierReport> earlier;
+  ValidateOptions o = options;
+  std::string axrun;
+  if (!options.rescore.empty()) {
+    if (o.topology.empty())
+      throw InputError("validate", "no topology", "--topology", "the topology to score the measurements under");
+    earlier = read_validation_report(options.rescore);
+    const ValidationRun& r = earlier->run;
+    o.model = r.model, o.gpus = r.gpus, o.batch_seqs = r.batch_seqs, o.steps = r.steps;
+    o.overlap_level = r.overlap_level, o.tensor_mode = r.tensor_mode, o.repeats = r.repeats;
+    o.launcher = r.launcher, o.axrun_args = r.axrun_args;
+    axrun = r.axrun;
+  } else {
+    if (o.gpus < 1 || o.batch_seqs < 1)
+      throw InputError("validate", "no cluster size or batch", "--gpus, --batch-seqs",
+                       "both (positive integers), unless --rescore gives them");
+    axrun = check_programs(o);
+  }
   const model::ModelDescription m = model::load_model(o.model);
   if (auto why = plan::runtime_problem(m)) throw InputError("validate", *why, "--model " + o.model, "a GPT model");
   const topo::Topology t = topo::load_topology(o.topology);
@@ -176,14 +206,31 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
   for (const auto& c : configs) runnable += c.status != planner::RunStatus::NotRunnable;
   const fs::path dir(o.out_dir), runs = dir / "runs";
   fs::create_directories(runs);
-  fmt::print(out, "axplan validate: {} on {} GPUs of {}, batch {} sequences; {} feasible, {} runnable, {} selected; {} "
-                  "steps each\n",
-             m.name, o.gpus, t.name, o.batch_seqs, configs.size(), runnable, selected.size(), o.steps);
+  if (earlier)
+    fmt::print(out, "axplan validate --rescore {}: its {} measured configurations under {} ({} feasible)\n",
+               options.rescore, earlier->measured.size(), o.topology, configs.size());
+  else
+    fmt::print(out,
+               "axplan validate: {} on {} GPUs of {}, batch {} sequences; {} feasible, {} runnable, {} selected; {} "
+               "steps each\n",
+               m.name, o.gpus, t.name, o.batch_seqs, configs.size(), runnable, selected.size(), o.steps);
 
   // --repeats R: R rounds, the configurations taking turns in each, so that drift in the
   // machine's speed hits all alike; a configuration that failed is not run again.
-  const std::optional<LoadAverage> load_before = read_load_average();
-  for (int64_t round = 1; round <= o.repeats; ++round)
+  std::optional<LoadAverage> load_before = read_load_average(), load_after;
+  if (earlier) {
+    std::map<std::string, bool> taken;
+    for (auto& c : configs)
+      if (auto it = earlier->measured.find(c.name); it != earlier->measured.end()) {
+        take_measurement(c, it->second);
+        taken[c.name] = true;
+      }
+    for (const auto& [name, c] : earlier->measured)
+      if (!taken.count(name))
+        fmt::print(err, "  {} was measured but is not feasible under {}: left out\n", name, o.topology);
+    load_before = earlier->run.load_before, load_after = earlier->run.load_after;
+  }
+  for (int64_t round = 1; round <= o.repeats && !earlier; ++round)
     for (size_t n = 0; n < selected.size(); ++n) {
       auto& c = configs[selected[n]];
       if (round > 1 && c.status != planner::RunStatus::Measured) continue;
@@ -212,7 +259,7 @@ int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err)
                      : "FAILED: " + c.reason);
       err.flush();
     }
-  const std::optional<LoadAverage> load_after = read_load_average();
+  if (!earlier) load_after = read_load_average();
 
   size_t measured = 0;
   for (const auto& c : configs) measured += c.status == planner::RunStatus::Measured;

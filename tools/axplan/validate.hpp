@@ -17,6 +17,13 @@
 // (--retries, default 1), then recorded with the reason, and the sweep goes on. Writes OUT/report.json, OUT/summary.md,
 // OUT/fig7.svg (measured time by predicted rank, efficient ones marked) and
 // OUT/predicted_vs_measured.svg; plans and logs under OUT/runs/.
+//
+//   axplan validate --rescore OLD/report.json --topology other.json [--out-dir NEW]
+//
+// scores an earlier sweep's measurements under another topology (or a changed model)
+// without running anything: the same report, summary and plots, from the old
+// measurements and the new predictions; a measured configuration the new ranking does
+// not hold as feasible is left out with a note.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +53,9 @@ struct ValidateOptions {
   int retries = 1;                // runs again after a failure (launches can fail transiently)
   double efficient_within = 0.10; // "efficient": measured within this fraction of the best
   std::string out_dir = "validate_report";
+  // An earlier report.json: its measured configurations scored again under `topology`
+  // (a changed model or topology), nothing run; the report's settings replace the above.
+  std::string rescore;
 };
 
 // Returns the exit code: 0 when at least two configurations were measured, 1 when

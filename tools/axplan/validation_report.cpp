@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "axonn/common/json_reader.hpp"
+#include "axonn/common/median.hpp"
 #include "axonn/plan/collective_kind.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "svg_plot.hpp"
@@ -149,6 +151,69 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
     report["statistics"]["error_budget"] = budget;
   }
   return report;
+}
+
+EarlierReport read_validation_report(const std::string& path) {
+  const nlohmann::json j = read_json_file("validate", path);
+  ObjectReader r(j, path, "validate");
+  EarlierReport out;
+  ValidationRun& run = out.run;
+  run.model = r.string("model");
+  run.gpus = r.positive_int("gpus");
+  run.batch_seqs = r.positive_int("batch_seqs");
+  run.steps = r.positive_int("steps");
+  auto text = [&](const char* key) {  // may be empty
+    return r.has(key) && r.raw(key).is_string() ? r.raw(key).get<std::string>() : std::string();
+  };
+  run.launcher = text("launcher");
+  run.axrun = text("axrun");
+  run.axrun_args = text("axrun_args");
+  run.overlap_level = static_cast<int>(r.non_negative_int("overlap_level"));
+  run.tensor_mode = r.string_or("tensor_modes", "axonn3d");
+  run.repeats = r.positive_int_or("repeats", 1);
+  if (r.has("machine_load")) {
+    const nlohmann::json& load = r.raw("machine_load");
+    auto one = [&](const char* key) -> std::optional<LoadAverage> {
+      if (!load.is_object() || !load.contains(key) || !load[key].is_object()) return std::nullopt;
+      const auto& l = load[key];
+      return LoadAverage{l.value("one_min", 0.0), l.value("five_min", 0.0), l.value("fifteen_min", 0.0),
+                         l.value("cores", 0u)};
+    };
+    run.load_before = one("before"), run.load_after = one("after");
+  }
+  for (ObjectReader& c : r.object_array("configs")) {
+    if (c.string("status") != run_status_name(RunStatus::Measured)) continue;
+    ValidationConfig v;
+    v.name = c.string("name");
+    v.status = RunStatus::Measured;
+    v.log_path = c.string_or("log", "");
+    auto seconds = [&](const char* key) {
+      std::vector<double> v;
+      const nlohmann::json& a = c.raw(key);
+      if (a.is_array())
+        for (const auto& x : a)
+          if (x.is_number() && x.get<double>() > 0) v.push_back(x.get<double>());
+      if (v.empty() || v.size() != a.size()) c.fail(key, "not a list of positive seconds", "[seconds, ...]");
+      return v;
+    };
+    v.steps_s = seconds("measured_steps_s");
+    v.runs_s = seconds("measured_runs_s");
+    v.measured_s = median(v.runs_s);
+    const nlohmann::json& terms = c.raw("comm_by_term");
+    if (!terms.is_object()) c.fail("comm_by_term", "not an object", "{term: {\"measured_busy_s\": seconds}}");
+    for (const auto& [term, t] : terms.items())
+      if (t.is_object() && t.contains("measured_busy_s") && t["measured_busy_s"].is_number())
+        v.measured_comm_s[term] = t["measured_busy_s"].get<double>();
+    if (c.has("error_parts") && c.raw("error_parts").is_object())
+      for (const auto& [part, p] : c.raw("error_parts").items()) {
+        if (!p.is_object()) continue;
+        const double measured_s = p.value("measured_s", 0.0), calls = p.value("calls", 0.0);
+        if (part == planner::kPipelineWait) v.measured_pipeline_wait_s = measured_s;
+        else if (calls > 0) v.measured_calls[part] = calls;
+      }
+    out.measured[v.name] = std::move(v);
+  }
+  return out;
 }
 
 std::string validation_summary(const ValidationRun& run, const std::vector<ValidationConfig>& configs,

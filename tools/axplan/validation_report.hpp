@@ -6,6 +6,7 @@
 //   std::string md = validation_summary(run, configs, stats);   // stats: nullopt with < 2 measured
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +33,17 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
                                       const std::optional<planner::ValidationStatistics>& stats);
 std::string validation_summary(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,
                                const std::optional<planner::ValidationStatistics>& stats);
+// What an earlier report.json holds for `axplan validate --rescore`: its settings
+// (topology, efficient_within and seq_len are not read back) and its measured
+// configurations by name, as ValidationConfig measurements (status Measured, no
+// predictions). Reports written before `calls` lack them (0). Throws InputError
+// naming the file and the field for anything else missing or malformed.
+struct EarlierReport {
+  ValidationRun run;
+  std::map<std::string, planner::ValidationConfig> measured;
+};
+EarlierReport read_validation_report(const std::string& path);
+
 // Measured batch time by each model's predicted rank (among the measured), the 4D
 // paper's Fig. 7; and predicted against measured with y = x. Need one measured config.
 std::string fig7_svg(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs);
