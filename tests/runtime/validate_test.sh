@@ -187,6 +187,10 @@ md = open(d + "/summary.md").read()
 assert "ran 2 times" in md and "run-to-run spread" in md and "load average" in md, md
 PY
 then ok "--repeats 2: two runs each, their spread and the machine's load"; else bad "--repeats (rc $rc)"; fi
+# Its configurations ran in searched orders, which the report does not record: --rescore refuses it.
+"$AXPLAN" validate --rescore "$T/repeats/report.json" --topology "$T/four.json" --out-dir "$T/x" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "placement orders" "$T/out" && ok "--rescore of a --search-order sweep: exit 2" \
+  || bad "--rescore of a --search-order sweep (rc $rc)"
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -455,7 +455,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       validate->add_option("--overlap-level", val.overlap_level, "overlap switches of the plans run and predicted (0-4)")
           ->capture_default_str()
           ->check(CLI::Range(0, 4));
-  validate->add_flag("--search-order", val.search_order,
+  auto* val_search = validate->add_flag("--search-order", val.search_order,
                      "run each configuration in the placement order the search finds for it (as rank --search-order)");
   auto* val_steps =
       validate->add_option("--steps", val.steps, "training steps per configuration")->capture_default_str();
@@ -490,7 +490,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->excludes(val_model)
       ->excludes(val_steps)
       ->excludes(val_repeats)
-      ->excludes(val_modes);
+      ->excludes(val_modes)
+      ->excludes(val_search);
 
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());

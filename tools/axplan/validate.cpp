@@ -166,7 +166,10 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
       throw InputError("validate", "no topology", "--topology", "the topology to score the measurements under");
     earlier = read_validation_report(options.rescore);
     const ValidationRun& r = earlier->run;
-    o.model = r.model, o.gpus = r.gpus, o.batch_seqs = r.batch_seqs, o.steps = r.steps;
+    if (r.search_order)
+      throw InputError("validate", "its configurations ran in the placement orders a search chose, which it does not record",
+                       "--rescore " + options.rescore, "a report of a sweep without --search-order");
+    o.model = r.model_file, o.gpus = r.gpus, o.batch_seqs = r.batch_seqs, o.steps = r.steps;
     o.overlap_level = r.overlap_level, o.tensor_mode = r.tensor_mode, o.repeats = r.repeats;
     o.launcher = r.launcher, o.axrun_args = r.axrun_args;
     axrun = r.axrun;
@@ -265,9 +268,11 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   for (const auto& c : configs) measured += c.status == planner::RunStatus::Measured;
   std::optional<planner::ValidationStatistics> stats;
   if (measured >= 2) stats = planner::compare_with_measurements(configs);
-  const ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
+  ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
                           o.gpus,    o.batch_seqs,  m.seq_len,         o.steps,      o.overlap_level,
                           o.efficient_within, o.tensor_mode, o.repeats, load_before, load_after};
+  run.model_file = o.model;
+  run.search_order = o.search_order;
   write_file_atomically((dir / "report.json").string(), validation_report_json(run, configs, stats).dump(2) + "\n",
                         "validate");
   const std::string md = validation_summary(run, configs, stats);

@@ -20,7 +20,7 @@
 //
 //   axplan validate --rescore OLD/report.json --topology other.json [--out-dir NEW]
 //
-// scores an earlier sweep's measurements under another topology (or a changed model)
+// scores an earlier sweep's measurements under another topology (or a changed cost model)
 // without running anything: the same report, summary and plots, from the old
 // measurements and the new predictions; a measured configuration the new ranking does
 // not hold as feasible is left out with a note.
@@ -54,7 +54,8 @@ struct ValidateOptions {
   double efficient_within = 0.10; // "efficient": measured within this fraction of the best
   std::string out_dir = "validate_report";
   // An earlier report.json: its measured configurations scored again under `topology`
-  // (a changed model or topology), nothing run; the report's settings replace the above.
+  // (another topology, or the same after a change of the cost model), nothing run; the
+  // report's settings replace the above. Refused for a sweep run with --search-order.
   std::string rescore;
 };
 

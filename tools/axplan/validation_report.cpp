@@ -88,6 +88,7 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
                            {"batch_seqs", run.batch_seqs}, {"steps", run.steps},       {"launcher", run.launcher},
                            {"axrun_args", run.axrun_args}, {"overlap_level", run.overlap_level}, {"tensor_modes", run.tensor_mode},
                            {"axrun", run.axrun},       {"precision", "fp32"},          {"repeats", run.repeats},
+                           {"model_file", run.model_file}, {"search_order", run.search_order},
                            {"configs", nlohmann::json::array()}};
   auto load_json = [](const std::optional<LoadAverage>& l) {
     return l ? nlohmann::json{{"one_min", l->one_min}, {"five_min", l->five_min}, {"fifteen_min", l->fifteen_min},
@@ -159,6 +160,8 @@ EarlierReport read_validation_report(const std::string& path) {
   EarlierReport out;
   ValidationRun& run = out.run;
   run.model = r.string("model");
+  run.model_file = r.has("model_file") ? r.string("model_file") : run.model;  // reports before it: a shipped name
+  run.search_order = r.boolean_or("search_order", false);
   run.gpus = r.positive_int("gpus");
   run.batch_seqs = r.positive_int("batch_seqs");
   run.steps = r.positive_int("steps");
@@ -169,6 +172,7 @@ EarlierReport read_validation_report(const std::string& path) {
   run.axrun = text("axrun");
   run.axrun_args = text("axrun_args");
   run.overlap_level = static_cast<int>(r.non_negative_int("overlap_level"));
+  if (run.overlap_level > 4) r.fail("overlap_level", "out of range", "an overlap level from 0 to 4");
   run.tensor_mode = r.string_or("tensor_modes", "axonn3d");
   run.repeats = r.positive_int_or("repeats", 1);
   if (r.has("machine_load")) {
@@ -207,7 +211,10 @@ EarlierReport read_validation_report(const std::string& path) {
     if (c.has("error_parts") && c.raw("error_parts").is_object())
       for (const auto& [part, p] : c.raw("error_parts").items()) {
         if (!p.is_object()) continue;
-        const double measured_s = p.value("measured_s", 0.0), calls = p.value("calls", 0.0);
+        auto number = [&](const char* key) {  // absent or null (NaN written by nlohmann): 0
+          return p.contains(key) && p[key].is_number() ? p[key].get<double>() : 0.0;
+        };
+        const double measured_s = number("measured_s"), calls = number("calls");
         if (part == planner::kPipelineWait) v.measured_pipeline_wait_s = measured_s;
         else if (calls > 0) v.measured_calls[part] = calls;
       }

@@ -27,6 +27,8 @@ struct ValidationRun {
   std::string tensor_mode = "axonn3d";  // the modes ranked (--tensor-mode)
   int64_t repeats = 1;                  // runs of each configuration
   std::optional<LoadAverage> load_before, load_after;  // the machine's load around the sweep
+  std::string model_file;     // the --model argument (a name or a path), for --rescore
+  bool search_order = false;  // --search-order: each configuration ran in its searched order
 };
 
 nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,
@@ -34,7 +36,8 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
 std::string validation_summary(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,
                                const std::optional<planner::ValidationStatistics>& stats);
 // What an earlier report.json holds for `axplan validate --rescore`: its settings
-// (topology, efficient_within and seq_len are not read back) and its measured
+// (topology, efficient_within and seq_len are not read back; the model from
+// "model_file", else "model") and its measured
 // configurations by name, as ValidationConfig measurements (status Measured, no
 // predictions). Reports written before `calls` lack them (0). Throws InputError
 // naming the file and the field for anything else missing or malformed.

@@ -256,6 +256,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   MemoryBreakdown memory_previous_stage;
 
   sc.stages.resize(static_cast<size_t>(g.ginter));
+  size_t comm_stage = 0;  // the stage whose breakdown e.comm is
   int64_t first_unit = 0;
   size_t first = 0;
   for (int64_t stage = 0; stage < g.ginter; ++stage) {
@@ -298,7 +299,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       const int64_t sends = e.microbatches * ((stage < g.ginter - 1) + (stage > 0));
       c.p2p_pipe = static_cast<double>(sends) * p2p_s;
     }
-    if (c.total() > e.comm.total() || stage == 0) e.comm = c;
+    if (c.total() > e.comm.total() || stage == 0) e.comm = c, comm_stage = static_cast<size_t>(stage);
     ms.inflight_microbatches =
         schedule::inflight_microbatches(o.pipeline_schedule, stage, g.ginter, e.microbatches, limit);
     ms.final_stage = stage == g.ginter - 1;
@@ -414,7 +415,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     first_unit += units;
   }
   if (!paper) {
-    for (const StagePasses& p : sc.stages) e.comm.sync_wait = std::max(e.comm.sync_wait, p.sync_wait_s);
+    e.comm.sync_wait = sc.stages[comm_stage].sync_wait_s;
     e.comm_s = e.comm.total();
     if (g.ginter == 1 && !trace) {  // one stage: its micro-batches one after another
       const StagePasses& p = sc.stages[0];
