@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -222,11 +223,11 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   // machine's speed hits all alike; a configuration that failed is not run again.
   std::optional<LoadAverage> load_before = read_load_average(), load_after;
   if (earlier) {
-    std::map<std::string, bool> taken;
+    std::set<std::string> taken;
     for (auto& c : configs)
       if (auto it = earlier->measured.find(c.name); it != earlier->measured.end()) {
         take_measurement(c, it->second);
-        taken[c.name] = true;
+        taken.insert(c.name);
       }
     for (const auto& [name, c] : earlier->measured)
       if (!taken.count(name))

@@ -36,7 +36,7 @@ struct PassClock {
   // The wait of a collective of `seconds` (0: none, the group has one member) for the
   // group's last member: a fraction of the compute since the previous one.
   double wait_of(const LayerCosts& l, double seconds) {
-    if (seconds <= 0) return 0;
+    if (seconds <= 0 || l.comm.sync_wait_fraction == 0) return 0;  // none, or nobody to wait for
     const double w = l.comm.sync_wait_fraction * since_sync;
     since_sync = 0;
     sync_wait += w;

@@ -8,7 +8,6 @@ namespace axonn::planner {
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s) {
   LayerCollectives c;
-  c.sync_wait_fraction = s.sync_wait_fraction;
   if (l.kind == model::LayerKind::Attention) {
     if (g.sequence > 1) {  // one member's chunk of K: its tokens x the heads' widths on it
       const double chunk_bytes = static_cast<double>(s.element_bytes) * static_cast<double>(s.tokens) *

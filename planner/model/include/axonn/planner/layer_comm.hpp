@@ -37,7 +37,6 @@ struct LayerCommSettings {
   int64_t grad_reduce_bytes = 4;    // wg
   double latency_s = 0;             // alpha per ring step
   double sequence_bw = 0;           // bytes/s of the sequence group's ring (Grid::sequence > 1)
-  double sync_wait_fraction = 0;    // the tensor group's (topology sync_wait; batch_time.hpp)
 };
 
 // One occurrence of each collective of a layer for one micro-batch, seconds (the
@@ -61,7 +60,8 @@ struct LayerCollectives {
   bool gathers_input = false;
   double input_gather_s = 0, output_grad_gather_s = 0;
   // Each blocking collective of the layer also waits this fraction of the compute since
-  // the previous one (topology sync_wait of the tensor group; batch_time.hpp).
+  // the previous one (topology sync_wait of the tensor group; set by the caller, 0 here;
+  // batch_time.hpp).
   double sync_wait_fraction = 0;
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
