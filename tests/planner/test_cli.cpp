@@ -170,6 +170,10 @@ TEST(CliErrors, BadFlagsAndGrids) {
   expect_usage_error(axplan({"plan", "--model", "gpt-20b", "--gpus", "32", "--batch-seqs", "32", "--grid", "1,1,1,32,1"}),
                      "grid rejected: memory");
   expect_usage_error(axplan(with({"plan", "--grid", "1,1,1,32,1"}, kGpt20b)), "not divisible by gdata=32");
+  // t = 1 is a grid of AxoNN's 3D (plain data parallelism), not of Megatron's 1D: named, not "rejected: ".
+  expect_usage_error(axplan({"plan", "--model", "gpt-tiny", "--topology", "perlmutter", "--gpus", "4", "--batch-seqs",
+                             "4", "--tensor-mode", "1d", "--grid", "1,4,1"}),
+                     "not a grid of --tensor-mode 1d");
   expect_usage_error(axplan({"rank", "--model", "no-such-model", "--gpus", "4", "--batch-seqs", "4"}), "gpt-20b");
   expect_usage_error(axplan({"rank", "--gpus", "4", "--batch-seqs", "4", "--zero", "4"}), "--zero: Value 4 not in range 0 to 3");
 }

@@ -17,6 +17,7 @@
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "report.hpp"
+#include "fit_published.hpp"
 #include "validate.hpp"
 
 namespace axonn::tools {
@@ -312,6 +313,10 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
       if (l.options.comm_model == planner::CommModel::Paper && g.ginter != 1)
         throw InputError("axplan", "the paper model has no pipeline", "--grid " + grid_text, "ginter = 1 with --comm-model paper");
       planner::Evaluation e = planner::evaluate(l.model, l.topology, g, l.options);
+      if (e.feasible)  // e.g. t = 1 with --tensor-mode 1d: a grid of another mode
+        throw InputError("axplan", "not a grid of --tensor-mode " + a.tensor_mode, "--grid " + grid_text,
+                         "a grid of that mode (1d needs t >= 2; t = 1 is plain data parallelism: --tensor-mode "
+                         "axonn3d --grid 1,1,1,gdata,ginter)");
       throw InputError("axplan", "grid rejected: " + e.rejected_because, "--grid " + grid_text,
                   "a grid that divides the model and batch and fits GPU memory");
     }
@@ -493,6 +498,18 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->excludes(val_modes)
       ->excludes(val_search);
 
+  FitPublishedOptions fitp;
+  auto* fit_published = app.add_subcommand(
+      "fit-published", "fit a GPU's compute model to published training runs and report the error on the runs left out");
+  fit_published->add_option("--runs", fitp.runs, "runs file: a shipped name (model_zoo/published) or a JSON path")
+      ->capture_default_str();
+  fit_published->add_option("--topology", fitp.topology, "the cluster the runs ran on (default: the runs file's)");
+  fit_published->add_option("--fit-rows", fitp.fit_rows, "1 to 3 rows (1-based) to fit on; the rest are held out")
+      ->capture_default_str();
+  fit_published->add_flag("--every-choice", fitp.every_choice,
+                          "also fit on every other choice of as many rows and summarize their held-out errors");
+  fit_published->add_option("--out", fitp.out, "write the topology with the fitted compute model to this file");
+
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());
   try {
@@ -517,6 +534,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       return run_program("axplan-calibrate", calibrate->remaining(), err);
     }
     if (validate->parsed()) return run_validate(val, out, err);
+    if (fit_published->parsed()) return run_fit_published(fitp, out);
     return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, bench_threads, out);
   } catch (const Error& e) {
     err << "axplan: " << e.what() << "\n";

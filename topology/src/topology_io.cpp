@@ -50,6 +50,7 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
     ObjectReader cr = r.object("compute");
     t.compute.matmul_flops_per_s = cr.positive_number("matmul_flops_per_s");
     t.compute.matmul_overhead_s = cr.non_negative_number_or("matmul_overhead_s", 0.0);
+    t.compute.memory_bytes_per_s = cr.non_negative_number_or("memory_bytes_per_s", 0.0);
     if (cr.has("matmul_table"))
       for (auto& e : cr.object_array("matmul_table")) {
         t.compute.matmul_table.push_back(MatmulTiming{e.positive_int("m"), e.positive_int("k"), e.positive_int("n"),
@@ -115,6 +116,7 @@ nlohmann::json topology_to_json(const Topology& t) {
     j["compute"] = {{"matmul_flops_per_s", t.compute.matmul_flops_per_s},
                     {"matmul_overhead_s", t.compute.matmul_overhead_s},
                     {"matmul_table", table}};
+    if (t.compute.memory_bytes_per_s > 0) j["compute"]["memory_bytes_per_s"] = t.compute.memory_bytes_per_s;
     if (!t.compute.elementwise.empty()) {
       nlohmann::json ew = nlohmann::json::object();
       for (const auto& [name, c] : t.compute.elementwise)

@@ -1,6 +1,10 @@
 // Local matmul shapes and their times; see axonn/planner/compute_model.hpp.
 #include "axonn/planner/compute_model.hpp"
 
+#include <algorithm>
+#include <map>
+#include <optional>
+
 namespace axonn::planner {
 namespace {
 
@@ -94,10 +98,16 @@ MatmulList backward_weight_matmul_list(const model::Layer& l, const topo::Grid& 
 ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& l) {
   ElementwiseRates r;
   using E = ElementwiseRates::Elements;
-  auto add = [&](const char* op, E elements) {
+  const double bandwidth = t.compute.memory_bytes_per_s;
+  auto cost = [&](const char* op) -> std::optional<topo::ElementwiseCost> {
     auto it = t.compute.elementwise.find(op);
-    if (it == t.compute.elementwise.end()) return;
-    r.terms[r.count++] = {elements, it->second.forward_s_per_element, it->second.backward_s_per_element};
+    if (it != t.compute.elementwise.end()) return it->second;
+    if (bandwidth <= 0) return std::nullopt;
+    const ElementwiseBytes b = elementwise_bytes(op);
+    return topo::ElementwiseCost{b.forward / bandwidth, b.backward / bandwidth};
+  };
+  auto add = [&](const char* op, E elements) {
+    if (auto c = cost(op)) r.terms[r.count++] = {elements, c->forward_s_per_element, c->backward_s_per_element};
   };
   if (l.kind == model::LayerKind::Attention) add("softmax", E::Scores);
   if (l.kind == model::LayerKind::Linear) {
@@ -107,8 +117,7 @@ ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& 
     if (l.residual_after) add("residual", E::Output);
     if (l.loss_after) add("cross_entropy", E::Output);
   }
-  auto adam = t.compute.elementwise.find("adam");
-  if (adam != t.compute.elementwise.end()) r.adam_s_per_element = adam->second.forward_s_per_element;
+  if (auto adam = cost("adam")) r.adam_s_per_element = adam->forward_s_per_element;
   return r;
 }
 
@@ -153,11 +162,34 @@ double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::G
   return optimizer_s(elementwise_rates(t, l), l, g);
 }
 
+ElementwiseBytes elementwise_bytes(const std::string& op) {
+  // Forward: read the input(s), write the output. Backward: read what the gradient
+  // needs (the output gradient, and the input or output it depends on), write the
+  // input gradient. 2 bytes per half-precision element.
+  static const std::map<std::string, ElementwiseBytes> bytes = {
+      {"bias", {4, 2}},           // y = x + b: read x, write y; db: read dy (dx is dy)
+      {"layer_norm", {4, 6}},     // read x, write y; read x and dy, write dx
+      {"gelu", {4, 6}},           // read x, write y; read x and dy, write dx
+      {"residual", {6, 6}},       // read h and y, write h + y; dh += dy: read two, write one
+      {"softmax", {4, 6}},        // read S, write P; read P and dP, write dS
+      {"cross_entropy", {4, 6}},  // read the logits, write log-probabilities; read them and write dlogits
+      {"adam", {30, 0}},          // fp32 w, g, m, v read (16), w, m, v written (12), half w written (2)
+  };
+  auto it = bytes.find(op);
+  return it == bytes.end() ? ElementwiseBytes{} : it->second;
+}
+
+double matmul_bytes(const MatmulShape& s) {
+  const double m = static_cast<double>(s.m), k = static_cast<double>(s.k), n = static_cast<double>(s.n);
+  return 2.0 * static_cast<double>(s.batch) * (m * k + k * n + m * n);
+}
+
 double matmul_s(const topo::Topology& t, const MatmulShape& s) { return MatmulTimes(t)(s); }
 
 MatmulTimes::MatmulTimes(const topo::Topology& t)
     : t_(t),
-      rate_flops_per_s_(t.compute.matmul_flops_per_s > 0 ? t.compute.matmul_flops_per_s : t.peak_flops_per_s) {
+      rate_flops_per_s_(t.compute.matmul_flops_per_s > 0 ? t.compute.matmul_flops_per_s : t.peak_flops_per_s),
+      memory_bytes_per_s_(t.compute.memory_bytes_per_s) {
   // The first entry of a shape wins, as a linear search would find it.
   for (const auto& e : t.compute.matmul_table) table_.emplace(MatmulShape{e.m, e.k, e.n, e.batch}, e.seconds);
 }
@@ -173,7 +205,9 @@ double MatmulTimes::operator()(const MatmulShape& s) const {
     auto it = table_.find(s);
     if (it != table_.end()) return it->second;
   }
-  return t_.compute.matmul_overhead_s + s.flops() / rate_flops_per_s_;
+  const double compute_s = s.flops() / rate_flops_per_s_;
+  if (memory_bytes_per_s_ <= 0) return t_.compute.matmul_overhead_s + compute_s;
+  return t_.compute.matmul_overhead_s + std::max(compute_s, matmul_bytes(s) / memory_bytes_per_s_);
 }
 
 double MatmulTimes::sum(const MatmulList& shapes) const {

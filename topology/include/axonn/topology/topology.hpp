@@ -52,12 +52,18 @@ inline const std::vector<std::string>& elementwise_op_names() {
   return names;
 }
 
-// What one GPU (here: one rank) computes per second, as `axplan calibrate` measures it.
-// Absent from a file: every matmul runs at peak_flops_per_s with no fixed cost, and
-// element-wise work costs nothing.
+// What one GPU (here: one rank) computes per second, as `axplan calibrate` measures it
+// (CPU ranks) or `axplan fit-published` fits to published runs (GPUs). Absent from a
+// file: every matmul runs at peak_flops_per_s with no fixed cost, and element-wise work
+// costs nothing.
+//
+// memory_bytes_per_s makes it a roofline (docs/model.md section 7): a matmul takes at
+// least its half-precision operands and result over the GPU's memory, and an
+// element-wise operation with no measured entry costs the bytes it moves over it.
 struct ComputeThroughput {
   double matmul_flops_per_s = 0;           // fitted sustained rate; 0 = peak_flops_per_s
   double matmul_overhead_s = 0;            // fitted fixed cost of one matmul call, seconds
+  double memory_bytes_per_s = 0;           // GPU memory (HBM) bandwidth; 0 = not modeled
   std::vector<MatmulTiming> matmul_table;  // measured shapes, used where they match exactly
   std::map<std::string, ElementwiseCost> elementwise;  // by operation name (above)
 };

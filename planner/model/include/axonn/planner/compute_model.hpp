@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -61,11 +62,12 @@ std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const to
 
 // Element-wise work of one layer for one micro-batch on one GPU, seconds: each of the
 // layer's operations (model::Layer flags; softmax for attention) costs its measured
-// seconds per element (topology compute.elementwise_s_per_element) times its elements:
+// seconds per element (topology compute.elementwise_s_per_element; unmeasured, with
+// compute.memory_bytes_per_s: elementwise_bytes / memory_bytes_per_s) times its elements:
 //   bias, gelu, residual, cross_entropy   rows * n/Gb      (the layer's local output)
 //   layer_norm                            rows * k/Ga      (the layer's local input)
 //   softmax                               (mb/Gz)*(heads/Gy) * s * s
-// Zero where the topology has no measurement.
+// Zero where the topology has neither.
 struct ElementwiseTime {
   double forward_s = 0;
   double backward_s = 0;
@@ -92,8 +94,23 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
                               int64_t microbatch_seqs, int64_t seq_len);
 double optimizer_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g);
 
+// Bytes one element-wise operation moves per element when memory bandwidth bounds it
+// (docs/model.md section 7): half-precision (2-byte) activations, each operand read
+// once and each result written once; Adam reads and writes fp32 master weights and
+// moments and writes the half-precision copy. {0, 0} for an unknown name.
+struct ElementwiseBytes {
+  double forward = 0;   // bytes per element
+  double backward = 0;  // bytes per element
+};
+ElementwiseBytes elementwise_bytes(const std::string& op);
+
+// Bytes a matmul moves at least: its half-precision operands and result, once each,
+// 2 * b * (m*k + k*n + m*n) bytes (the roofline's memory side).
+double matmul_bytes(const MatmulShape& s);
+
 // Seconds for one matmul: the measured table entry of exactly this shape if there is
-// one, else matmul_overhead_s + flops / matmul_flops_per_s (peak_flops_per_s if 0).
+// one, else matmul_overhead_s + max(flops / matmul_flops_per_s (peak_flops_per_s if
+// 0), matmul_bytes / memory_bytes_per_s (if set)).
 double matmul_s(const topo::Topology& t, const MatmulShape& s);
 
 // matmul_s with the table indexed once (the planner evaluates thousands of grids on
@@ -111,6 +128,7 @@ class MatmulTimes {
   const topo::Topology& t_;
   double rate_flops_per_s_;
   std::unordered_map<MatmulShape, double, Hash> table_;
+  double memory_bytes_per_s_;  // 0: no memory side
 };
 
 }  // namespace axonn::planner
