@@ -49,9 +49,9 @@ TEST(Roofline, MatmulTakesTheSlowerOfComputeAndMemory) {
   // its bytes, 2*3*4096^2 = 100.7 MB at 2 TB/s, take 0.050 ms.
   const planner::MatmulShape big{4096, 4096, 4096, 1};
   EXPECT_NEAR(planner::matmul_s(gpu(2e12), big), 10e-6 + 2.0 * 4096.0 * 4096.0 * 4096.0 / 50e12, 1e-12);
-  // Attention's QK^T of 64-wide heads is memory-bound: 32 products of (2048 x 64 x 2048)
-  // move 2*32*(2048*64*2 + 2048^2) = 285.2 MB (142.6 us at 2 TB/s) for 17.2 GFLOP (343.6 us
-  // at 50 TFLOP/s); at 0.2 TB/s the memory side wins.
+  // Attention's QK^T of 64-wide heads: 32 products of (2048 x 64 x 2048) move
+  // 2*32*(2048*64*2 + 2048^2) = 285.2 MB (142.6 us at 2 TB/s) for 17.2 GFLOP (343.6 us at
+  // 50 TFLOP/s): compute-bound at 2 TB/s, memory-bound at 0.2 TB/s.
   const planner::MatmulShape scores{2048, 64, 2048, 32};
   EXPECT_DOUBLE_EQ(planner::matmul_bytes(scores), 2.0 * 32 * (2048.0 * 64 * 2 + 2048.0 * 2048));
   EXPECT_NEAR(planner::matmul_s(gpu(2e12), scores), 10e-6 + scores.flops() / 50e12, 1e-12);
@@ -80,8 +80,27 @@ TEST(Roofline, ElementWiseCostsTheirBytesUnlessMeasured) {
   EXPECT_NEAR(measured.forward_s, (rows * k * 4 + rows * n * 4) / 2e12 + rows * n * 1e-9, 1e-15);
   // Neither: no element-wise cost (an uncalibrated topology, as before).
   EXPECT_EQ(planner::elementwise_s(gpu(0), *fc1, g, 2, m.seq_len).forward_s, 0.0);
-  EXPECT_EQ(planner::elementwise_bytes("adam").forward, 30.0);
   EXPECT_EQ(planner::elementwise_bytes("no-such-op").forward, 0.0);
+  // Every operation the topology can measure has bytes (the two lists agree).
+  for (const auto& op : topo::elementwise_op_names()) EXPECT_GT(planner::elementwise_bytes(op).forward, 0.0) << op;
+}
+
+TEST(Roofline, AdamAndSoftmaxCostTheirBytes) {
+  model::ModelDescription m = model::load_model("gpt-tiny");
+  const topo::Topology t = gpu(2e12);
+  const topo::Grid g{1, 1, 1, 1, 1};
+  for (const auto& l : m.layers) {
+    if (l.kind == model::LayerKind::Attention) {
+      // Softmax over (mb/Gz) * heads * s * s scores: 4 bytes forward, 6 backward.
+      const double scores = 2.0 * static_cast<double>(l.heads) * static_cast<double>(m.seq_len * m.seq_len);
+      const planner::ElementwiseTime e = planner::elementwise_s(t, l, g, 2, m.seq_len);
+      EXPECT_NEAR(e.forward_s, scores * 4 / 2e12, 1e-15);
+      EXPECT_NEAR(e.backward_s, scores * 6 / 2e12, 1e-15);
+    } else if (l.kind == model::LayerKind::Linear) {
+      // Adam: 30 bytes per local weight element.
+      EXPECT_NEAR(planner::optimizer_s(t, l, g), static_cast<double>(l.k * l.n) * 30 / 2e12, 1e-15) << l.name;
+    }
+  }
 }
 
 TEST(Roofline, TopologyFieldRoundTripsAndIsChecked) {
@@ -160,6 +179,14 @@ TEST(PublishedFit, CliPrintsTheFitAndRefusesBadRows) {
   const std::string fitted = write_temp("fitted.json", "");
   ASSERT_EQ(axplan({"fit-published", "--fit-rows", "2,4", "--out", fitted}, &out, &err), 0) << err;
   EXPECT_GT(topo::load_topology(fitted).compute.matmul_flops_per_s, 0.0);
+  EXPECT_EQ(topo::load_topology(fitted).compute.memory_bytes_per_s, 2039e9);  // kept from the base
+  // A bad runs file: exit 2, naming the file and the field.
+  nlohmann::json j = read_json_file("test", resolve_data_file("test", "model_zoo/published", "megatron-lm-2021"));
+  j["runs"][0]["batch_seqs"] = 500;  // 500 sequences do not divide over 32 data-parallel groups
+  const std::string bad_file = write_temp("bad-runs.json", j.dump());
+  EXPECT_EQ(axplan({"fit-published", "--runs", bad_file}, &out, &err), 2);
+  EXPECT_NE(err.find("bad-runs.json"), std::string::npos) << err;
+  EXPECT_NE(err.find("batch_seqs"), std::string::npos) << err;
   for (const char* bad : {"0", "11", "1,2,3,4", "1,1", "x"}) {
     EXPECT_EQ(axplan({"fit-published", "--fit-rows", bad}, &out, &err), 2) << bad;
     EXPECT_NE(err.find("--fit-rows"), std::string::npos) << err;

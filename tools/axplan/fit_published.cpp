@@ -104,7 +104,7 @@ PublishedRuns read_published_runs(const std::string& name_or_path) {
 
   ObjectReader s = r.object("settings");
   planner::PlannerOptions& o = p.options;
-  const int64_t microbatch = s.positive_int_or("microbatch_seqs", 1);
+  const int64_t microbatch = s.non_negative_int_or("microbatch_seqs", 1);  // 0: the planner's rule
   o.pipeline_schedule =
       plan::parse_pipeline_schedule(s.string_or("pipeline_schedule", "1f1b"), "axplan", s.where("pipeline_schedule"));
   o.order = topo::parse_order(s.string_or("order", "x,y,z,pipe,data"), "axplan", s.where("order"));
@@ -117,6 +117,7 @@ PublishedRuns read_published_runs(const std::string& name_or_path) {
   s.finish();
 
   for (auto& row : r.object_array("runs")) {
+    const std::string origin = fmt::format("{} (runs[{}])", path, p.runs.size());
     const std::string name = row.string("name");
     const int64_t heads = row.positive_int_at_most("heads", int64_t{1} << 20);
     const int64_t hidden = row.positive_int_at_most("hidden", int64_t{1} << 24);
@@ -129,6 +130,11 @@ PublishedRuns read_published_runs(const std::string& name_or_path) {
     if (gpus % (t * pipe) != 0)
       row.fail("gpus", fmt::format("{} GPUs with tensor {} x pipeline {}", gpus, t, pipe),
                "a multiple of tensor x pipeline (the rest is data parallelism)");
+    const int64_t data = gpus / (t * pipe);
+    if (batch % data != 0 || (microbatch > 0 && (batch / data) % microbatch != 0))
+      row.fail("batch_seqs", fmt::format("{} sequences over {} data-parallel groups in micro-batches of {}", batch, data,
+                                         microbatch),
+               "a multiple of the data-parallel groups, each group's share a multiple of settings.microbatch_seqs");
     check_row(row, row.positive_number("params_billion"), planner::megatron_parameters(seq_len, layers, hidden, vocab) / 1e9,
               row.positive_number("aggregate_pflops"), static_cast<double>(gpus) * tflops,
               row.positive_number("percent_of_peak"), tflops * 1e12 / p.peak_flops_per_s * 100.0);
@@ -137,8 +143,8 @@ PublishedRuns read_published_runs(const std::string& name_or_path) {
                                   {"heads", heads}, {"seq_len", seq_len}, {"vocab", vocab}, {"ffn_multiplier", 4}};
     planner::PublishedRun run;
     run.name = name;
-    run.model = model::model_from_json(model, row.where(""));
-    run.grid = topo::Grid{1, t, 1, gpus / (t * pipe), pipe};
+    run.model = model::model_from_json(model, origin);
+    run.grid = topo::Grid{1, t, 1, data, pipe};
     run.batch_seqs = batch;
     run.microbatch_seqs = microbatch;
     run.measured_step_s = planner::megatron_step_flops(batch, seq_len, layers, hidden, vocab) /
@@ -163,6 +169,9 @@ int run_fit_published(const FitPublishedOptions& o, std::ostream& out) {
 
   const planner::ComputeFit fit = planner::fit_compute(base, runs.options, runs.runs, rows, true);
   const planner::ComputeFit no_overhead = planner::fit_compute(base, runs.options, runs.runs, rows, false);
+  topo::Topology no_roofline = base;  // the same fit without the memory side
+  no_roofline.compute.memory_bytes_per_s = 0;
+  const planner::ComputeFit without_memory = planner::fit_compute(no_roofline, runs.options, runs.runs, rows, true);
   topo::Topology peak_only = base;
   peak_only.compute = {};
   const std::vector<planner::RunPrediction> at_peak = planner::predict_runs(peak_only, runs.options, runs.runs, rows);
@@ -189,8 +198,14 @@ int run_fit_published(const FitPublishedOptions& o, std::ostream& out) {
              base.compute.memory_bytes_per_s / 1e9);
   fmt::print(out, "MAPE: fitted rows {:.1f}%, held out {:.1f}% ({} runs)\n", 100 * fit.fitted_mape,
              100 * fit.held_out_mape, runs.runs.size() - rows.size());
+  if (fit.at_bound)
+    fmt::print(out, "warning: a fitted number is at the edge of its search interval (efficiency 0.05-1, overhead "
+                    "0-1 ms): the model misses something that the fit absorbs\n");
   fmt::print(out, "without the overhead (efficiency {:.4f} only): fitted {:.1f}%, held out {:.1f}%\n",
              no_overhead.efficiency, 100 * no_overhead.fitted_mape, 100 * no_overhead.held_out_mape);
+  if (base.compute.memory_bytes_per_s > 0)
+    fmt::print(out, "without the memory side (no roofline, no element-wise cost): fitted {:.1f}%, held out {:.1f}%\n",
+               100 * without_memory.fitted_mape, 100 * without_memory.held_out_mape);
   std::vector<planner::RunPrediction> all = at_peak;
   for (auto& p : all) p.fitted = true;
   fmt::print(out, "at peak (no compute model): MAPE {:.1f}% over all runs\n", 100 * planner::mean_abs_error(all, true));

@@ -172,8 +172,9 @@ ElementwiseBytes elementwise_bytes(const std::string& op) {
       {"gelu", {4, 6}},           // read x, write y; read x and dy, write dx
       {"residual", {6, 6}},       // read h and y, write h + y; dh += dy: read two, write one
       {"softmax", {4, 6}},        // read S, write P; read P and dP, write dS
-      {"cross_entropy", {4, 6}},  // read the logits, write log-probabilities; read them and write dlogits
-      {"adam", {30, 0}},          // fp32 w, g, m, v read (16), w, m, v written (12), half w written (2)
+      {"cross_entropy", {4, 4}},  // read the logits, write log-probabilities; read those, write dlogits
+      {"adam", {30, 0}},          // fp32 w, g, m, v read (16), w, m, v written (12), half w written (2),
+                                  // whatever the plan's precision (the topology does not know it)
   };
   auto it = bytes.find(op);
   return it == bytes.end() ? ElementwiseBytes{} : it->second;

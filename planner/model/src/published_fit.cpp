@@ -109,6 +109,9 @@ ComputeFit fit_compute(const topo::Topology& base, const PlannerOptions& o, cons
   fit.matmul_overhead_s =
       fit_overhead ? golden_minimum([&](double ov) { return loss(best_efficiency(ov), ov); }, 0.0, 1e-3, 1e-7) : 0.0;
   fit.efficiency = best_efficiency(fit.matmul_overhead_s);
+  constexpr double kEdge = 1e-3;  // of the interval's width
+  fit.at_bound = fit.efficiency < 0.05 + kEdge * 0.95 || fit.efficiency > 1.0 - kEdge * 0.95 ||
+                 (fit_overhead && fit.matmul_overhead_s > 1e-3 * (1.0 - kEdge));
   fit.runs = predict_runs(with_compute(base, fit.efficiency, fit.matmul_overhead_s), o, runs, fit_rows);
   fit.fitted_mape = mean_abs_error(fit.runs, true);
   fit.held_out_mape = mean_abs_error(fit.runs, false);

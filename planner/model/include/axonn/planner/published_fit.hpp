@@ -10,8 +10,8 @@
 // squared relative errors of the fitted runs, and reports the error on the others.
 //
 // Example (Narayanan et al. 2021, Table 1, 1.7B on 32 A100s: 137 TFLOP/s per GPU):
-//   megatron_step_flops(512, 2048, 24, 2304, 51200)  ->  1.546e16 FLOP
-//   measured step = 1.546e16 / (32 * 137e12) = 3.53 s
+//   megatron_step_flops(512, 2048, 24, 2304, 51200)  ->  1.547e16 FLOP
+//   measured step = 1.547e16 / (32 * 137e12) = 3.53 s
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,7 @@ struct PublishedRun {
   model::ModelDescription model;
   topo::Grid grid;
   int64_t batch_seqs = 0;       // global batch, sequences
-  int64_t microbatch_seqs = 0;  // sequences per micro-batch (0: the planner's rule)
+  int64_t microbatch_seqs = 0;  // sequences per micro-batch (0: the planner's rule, docs/model.md section 4)
   double measured_step_s = 0;   // seconds per step
 };
 
@@ -73,12 +73,16 @@ struct ComputeFit {
   std::vector<RunPrediction> runs;
   double fitted_mape = 0;        // fraction, over the fitted runs
   double held_out_mape = 0;      // fraction, over the others
+  // A fitted number ended at its search interval's edge (efficiency 0.05 or 1, overhead
+  // 1 ms): the optimum lies outside, and the fit absorbs what the model gets wrong.
+  bool at_bound = false;
 };
 
 // Fits the efficiency (in [0.05, 1]) and, with fit_overhead, the overhead per matmul
 // (in [0, 1 ms]) to the runs numbered `fit_rows` (0-based) by golden-section search on
-// the sum of their squared relative errors, then predicts every run. Throws InputError
-// for an empty or out-of-range `fit_rows`.
+// the sum of their squared relative errors (the best efficiency for each overhead
+// tried; each search assumes one minimum in its interval), then predicts every run.
+// Throws InputError for an empty or out-of-range `fit_rows`.
 ComputeFit fit_compute(const topo::Topology& base, const PlannerOptions& o, const std::vector<PublishedRun>& runs,
                        const std::vector<size_t>& fit_rows, bool fit_overhead);
 
