@@ -33,7 +33,7 @@ PlannerOptions options(int64_t gpus, int64_t seqs) {
 
 TEST(SequenceModel, GridsAreTheDataAxisSplitByEachGroupSize) {
   std::vector<std::string> got;
-  for (const auto& g : enumerate_sequence_grids(8)) got.push_back(g.to_string());
+  for (const auto& g : enumerate_mode_grids("sequence", 8)) got.push_back(g.to_string());
   // (1,1,1,gdata,ginter) in enumerate_grids' order, each sequence group >= 2 dividing gdata.
   std::vector<std::string> want;
   for (const auto& g : enumerate_grids(8))
@@ -135,12 +135,12 @@ TEST(SequenceModel, TensorModesRankAloneOrTogether) {
   const auto t = topo::load_topology("perlmutter");
   PlannerOptions o = options(32, 16);
   const Ranking axonn = rank_candidates(m, t, o);
-  o.rank_sequence = true;
+  o.tensor_modes = {"axonn3d", "sequence"};
   const Ranking all = rank_candidates(m, t, o);
-  o.rank_axonn3d = false;
+  o.tensor_modes = {"sequence"};
   const Ranking seq = rank_candidates(m, t, o);
   // Sequence grids: 32 GPUs = gdata x ginter, a group of 2 or more dividing gdata.
-  EXPECT_EQ(seq.feasible.size() + seq.rejected.size(), enumerate_sequence_grids(32).size());
+  EXPECT_EQ(seq.feasible.size() + seq.rejected.size(), enumerate_mode_grids("sequence", 32).size());
   for (const auto& r : {seq.feasible, seq.rejected})
     for (const auto& e : r) EXPECT_GT(e.grid.sequence, 1) << e.grid.to_string();
   EXPECT_EQ(all.feasible.size(), axonn.feasible.size() + seq.feasible.size());
@@ -163,10 +163,9 @@ TEST(OneDModel, IsAxonn3dOnTheYAxisAlone) {
   const auto t = topo::load_topology("perlmutter");
   PlannerOptions o = options(32, 16);
   const Ranking axonn = rank_candidates(m, t, o);
-  o.rank_axonn3d = false;
-  o.rank_1d = true;
+  o.tensor_modes = {"1d"};
   const Ranking one_d = rank_candidates(m, t, o);
-  EXPECT_EQ(one_d.feasible.size() + one_d.rejected.size(), enumerate_1d_grids(32).size());
+  EXPECT_EQ(one_d.feasible.size() + one_d.rejected.size(), enumerate_mode_grids("1d", 32).size());
   ASSERT_FALSE(one_d.feasible.empty());
   for (const auto& e : one_d.feasible) {
     EXPECT_EQ(e.grid.gx * e.grid.gz, 1);

@@ -27,7 +27,7 @@ topo::Grid three_d(topo::Grid g) {
 
 TEST(ThreeDModel, GridsAreTheCubes) {
   std::vector<std::string> got;
-  for (const auto& g : enumerate_3d_grids(16)) got.push_back(g.to_string());
+  for (const auto& g : enumerate_mode_grids("3d", 16)) got.push_back(g.to_string());
   EXPECT_EQ(got, (std::vector<std::string>{"gx=2 gy=2 gz=2 gdata=1 ginter=2 3d", "gx=2 gy=2 gz=2 gdata=2 ginter=1 3d"}));
   EXPECT_EQ(topo::parse_group_grid(topo::GroupMode::ThreeD, "8,2", "test", "--grid"), three_d({2, 2, 2, 2, 1}));
   EXPECT_THROW(topo::parse_group_grid(topo::GroupMode::ThreeD, "4,2", "test", "--grid"), InputError);
@@ -96,11 +96,11 @@ TEST(ThreeDModel, RanksAloneOrWithEveryMode) {
   o.gpus = 64;
   o.batch_seqs = 64;
   const Ranking axonn = rank_candidates(m, t, o);
-  o.rank_3d = true;
+  o.tensor_modes = {"axonn3d", "3d"};
   const Ranking all = rank_candidates(m, t, o);
-  o.rank_axonn3d = false;
+  o.tensor_modes = {"3d"};
   const Ranking three = rank_candidates(m, t, o);
-  EXPECT_EQ(three.feasible.size() + three.rejected.size(), enumerate_3d_grids(64).size());
+  EXPECT_EQ(three.feasible.size() + three.rejected.size(), enumerate_mode_grids("3d", 64).size());
   ASSERT_FALSE(three.feasible.empty());
   for (const auto& e : three.feasible) {
     EXPECT_TRUE(e.grid.threed());

@@ -39,7 +39,7 @@ model::Layer linear(int64_t k, int64_t n, bool transposed) {
 
 TEST(TwoDModel, GridsAreTheSquareTensorGroupsOnYAndZ) {
   std::vector<std::string> got, want;
-  for (const auto& g : enumerate_2d_grids(16)) got.push_back(g.to_string());
+  for (const auto& g : enumerate_mode_grids("2d", 16)) got.push_back(g.to_string());
   for (const auto& g : enumerate_grids(16))
     if (g.gx == 1 && g.gy == g.gz && g.gy >= 2) want.push_back(two_d(g.gy, g.gdata, g.ginter).to_string());
   EXPECT_EQ(got, want);
@@ -145,11 +145,11 @@ TEST(TwoDModel, RanksAloneOrWithEveryMode) {
   o.gpus = 32;
   o.batch_seqs = 16;
   const Ranking axonn = rank_candidates(m, t, o);
-  o.rank_2d = true;
+  o.tensor_modes = {"axonn3d", "2d"};
   const Ranking all = rank_candidates(m, t, o);
-  o.rank_axonn3d = false;
+  o.tensor_modes = {"2d"};
   const Ranking two = rank_candidates(m, t, o);
-  EXPECT_EQ(two.feasible.size() + two.rejected.size(), enumerate_2d_grids(32).size());
+  EXPECT_EQ(two.feasible.size() + two.rejected.size(), enumerate_mode_grids("2d", 32).size());
   ASSERT_FALSE(two.feasible.empty());
   for (const auto& e : two.feasible) {
     EXPECT_TRUE(e.grid.summa());

@@ -118,7 +118,7 @@ struct SequenceCase {
 };
 
 std::vector<plan::Plan> sequence_plans(const SequenceCase& c, std::vector<std::string>* skipped) {
-  return plans_on(planner::enumerate_sequence_grids(g_world->size()), c.desc, c.seqs, skipped);
+  return plans_on(planner::enumerate_mode_grids("sequence", g_world->size()), c.desc, c.seqs, skipped);
 }
 
 }  // namespace

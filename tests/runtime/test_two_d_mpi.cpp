@@ -28,7 +28,7 @@ struct TwoDCase {
 
 // Every grid of the world of the form 1,q,q,gdata,ginter with q >= 2, in the 2d layout.
 std::vector<plan::Plan> two_d_plans(const TwoDCase& c, std::vector<std::string>* skipped) {
-  return plans_on(planner::enumerate_2d_grids(g_world->size()), c.desc, c.seqs, skipped);
+  return plans_on(planner::enumerate_mode_grids("2d", g_world->size()), c.desc, c.seqs, skipped);
 }
 
 

@@ -14,6 +14,7 @@
 #include "axonn/common/median.hpp"
 #include "axonn/common/units.hpp"
 #include "axonn/plan/plan.hpp"
+#include "axonn/plan/tensor_mode.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "report.hpp"
@@ -24,6 +25,19 @@ namespace axonn::tools {
 namespace {
 
 // Options shared by `rank` and `plan`.
+// --tensor-mode's choices and help, from the registry (plan/tensor_mode.hpp) and "all".
+std::vector<std::string> tensor_mode_choices() {
+  std::vector<std::string> names;
+  for (const auto& m : plan::tensor_modes()) names.push_back(m.name);
+  names.push_back("all");
+  return names;
+}
+std::string tensor_mode_help() {
+  std::string help = "the 4D grids' tensor parallelism: ";
+  for (const auto& m : plan::tensor_modes()) help += fmt::format("{} ({}), ", m.name, m.help);
+  return help + "or all (every mode, ranked together)";
+}
+
 struct CommonArgs {
   std::string model = "gpt-20b";
   std::string topology = "perlmutter";
@@ -128,15 +142,8 @@ void add_common(CLI::App* app, CommonArgs& a) {
                   "relayed through the device unit by unit); all: both, ranked together")
       ->check(CLI::IsMember({"4d", "l2l", "all"}))
       ->capture_default_str();
-  app->add_option("--tensor-mode", a.tensor_mode,
-                  "the 4D grids' tensor parallelism: axonn3d (AxoNN's 3D, gx,gy,gz), 1d (Megatron's column/row pairs: "
-                  "AxoNN's 3D on 1,t,1; --grid t,gdata,ginter), sequence (ring self-attention, Colossal-AI: the sequence "
-                  "split over a group of the data axis; --grid t,gdata,ginter), 2d (Colossal-AI's 2D, SUMMA on a q x q "
-                  "grid: --grid t,gdata,ginter with t = q^2), 2.5d (Tesseract: 2d on each of --tensor-depth d layers, "
-                  "which is 2d with d-way data parallelism; --grid t,gdata,ginter with t = d q^2), 3d (Colossal-AI's 3D: "
-                  "AxoNN's 3D with no activation replicated; --grid t,gdata,ginter with t = l^3), or all (every mode, "
-                  "ranked together)")
-      ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"}))
+  app->add_option("--tensor-mode", a.tensor_mode, tensor_mode_help())
+      ->check(CLI::IsMember(tensor_mode_choices()))
       ->capture_default_str();
   app->add_option("--tensor-depth", a.tensor_depth, "2.5d: the depth d (layers of the q x q grid)")
       ->check(CLI::PositiveNumber)
@@ -221,10 +228,14 @@ Loaded load(const CommonArgs& a) {
   o.rank_4d = a.strategy != "l2l";
   o.rank_l2l = a.strategy != "4d";
   planner::select_tensor_modes(o, a.tensor_mode, "--tensor-mode");
-  if (a.tensor_depth > 1 && a.tensor_mode != "2.5d")
+  const bool all_modes = a.tensor_mode == "all";
+  if (a.tensor_depth > 1 && (all_modes || !plan::find_tensor_mode(a.tensor_mode, "axplan", "--tensor-mode").takes_depth))
     throw InputError("axplan", "--tensor-depth " + std::to_string(a.tensor_depth) + " with --tensor-mode " + a.tensor_mode,
                      "--tensor-depth", "--tensor-mode 2.5d (the depth of Tesseract's layers)");
-  if ((o.rank_sequence || o.rank_2d || o.rank_3d) && o.comm_model == planner::CommModel::Paper)
+  if (o.comm_model == planner::CommModel::Paper &&
+      std::any_of(o.tensor_modes.begin(), o.tensor_modes.end(), [](const std::string& m) {
+        return !plan::find_tensor_mode(m, "axplan", "--tensor-mode").paper_model;
+      }))
     throw InputError("axplan", "--tensor-mode " + a.tensor_mode + " with --comm-model paper", "--tensor-mode",
                      "axonn3d or 1d with the paper model (the 4D paper's model has no sequence parallelism, 2d or 3d)");
   o.l2l_microbatches = a.l2l_microbatches;
@@ -249,7 +260,9 @@ ReportContext context(const Loaded& l) {
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
   c.order_searched = l.options.search_order;
-  c.strategies_ranked = l.options.rank_l2l || l.options.rank_sequence || l.options.rank_2d || l.options.rank_3d;
+  // A strategy column where the ranking mixes kinds: L2L, or a mode beside AxoNN's 3D grids.
+  c.strategies_ranked = l.options.rank_l2l || std::any_of(l.options.tensor_modes.begin(), l.options.tensor_modes.end(),
+                                                          [](const std::string& m) { return m != "axonn3d" && m != "1d"; });
   return c;
 }
 
@@ -267,14 +280,10 @@ planner::Ranking rank_or_throw(const Loaded& l) {
 // with the 2.5d depth).
 topo::Grid parse_grid(const std::string& text, int64_t gpus, const std::string& tensor_mode, int64_t depth) {
   const std::string where = "--grid " + text;
-  const bool two_d = tensor_mode == "2d" || tensor_mode == "2.5d";
-  const bool group = tensor_mode == "sequence" || tensor_mode == "1d" || two_d || tensor_mode == "3d";
-  const topo::GroupMode mode = tensor_mode == "sequence" ? topo::GroupMode::Sequence
-                               : two_d                   ? topo::GroupMode::TwoD
-                               : tensor_mode == "3d"     ? topo::GroupMode::ThreeD
-                                                         : topo::GroupMode::OneD;
+  const std::optional<topo::GroupMode> group =  // all: AxoNN's five fields (explain)
+      tensor_mode == "all" ? std::nullopt : plan::find_tensor_mode(tensor_mode, "axplan", "--tensor-mode").group_grid;
   const topo::Grid g =
-      group ? topo::parse_group_grid(mode, text, "axplan", where, depth) : topo::parse_grid(text, "axplan", where);
+      group ? topo::parse_group_grid(*group, text, "axplan", where, depth) : topo::parse_grid(text, "axplan", where);
   if (g.total() != gpus)
     throw InputError("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
                      fmt::format("{} whose product is {}", group ? "t,gdata,ginter" : "gx,gy,gz,gdata,ginter", gpus));
@@ -315,8 +324,9 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
       planner::Evaluation e = planner::evaluate(l.model, l.topology, g, l.options);
       if (e.feasible)  // e.g. t = 1 with --tensor-mode 1d: a grid of another mode
         throw InputError("axplan", "not a grid of --tensor-mode " + a.tensor_mode, "--grid " + grid_text,
-                         "a grid of that mode (1d needs t >= 2; t = 1 is plain data parallelism: --tensor-mode "
-                         "axonn3d --grid 1,1,1,gdata,ginter)");
+                         fmt::format("a grid of that mode ({}); t = 1 is plain data parallelism: --tensor-mode "
+                                     "axonn3d --grid 1,1,1,gdata,ginter",
+                                     plan::find_tensor_mode(a.tensor_mode, "axplan", "--tensor-mode").help));
       throw InputError("axplan", "grid rejected: " + e.rejected_because, "--grid " + grid_text,
                   "a grid that divides the model and batch and fits GPU memory");
     }
@@ -471,7 +481,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->check(CLI::PositiveNumber);
   auto* val_modes = validate->add_option("--tensor-mode", val.tensor_mode,
                        "the tensor modes ranked and run (as for rank; all: every mode, with --top per mode)")
-      ->check(CLI::IsMember({"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"}))
+      ->check(CLI::IsMember(tensor_mode_choices()))
       ->capture_default_str();
   validate->add_option("--top", val.top,
                        "run only the aware model's top K (0 = every runnable one; with --tensor-mode all, of each mode)")
@@ -507,7 +517,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   fit_published->add_option("--fit-rows", fitp.fit_rows, "1 to 3 rows (1-based) to fit on; the rest are held out")
       ->capture_default_str();
   fit_published->add_flag("--every-choice", fitp.every_choice,
-                          "also fit on every other choice of as many rows and summarize their held-out errors");
+                          "also fit on every choice of as many rows (the given one included) and summarize their "
+                          "held-out errors");
   fit_published->add_option("--out", fitp.out, "write the topology with the fitted compute model to this file");
 
   std::vector<const char*> argv;

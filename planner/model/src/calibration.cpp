@@ -7,6 +7,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/plan/divisibility.hpp"
+#include "axonn/plan/tensor_mode.hpp"
 #include "axonn/planner/planner.hpp"
 
 namespace axonn::planner {
@@ -104,9 +105,10 @@ std::vector<MatmulShape> model_matmul_shapes(const model::ModelDescription& m, i
     for (const auto& s : v)
       if (std::find(shapes.begin(), shapes.end(), s) == shapes.end()) shapes.push_back(s);
   };
-  std::vector<topo::Grid> grids = enumerate_grids(gpus);
-  for (const auto& more : {enumerate_sequence_grids(gpus), enumerate_2d_grids(gpus), enumerate_3d_grids(gpus)})
-    grids.insert(grids.end(), more.begin(), more.end());
+  std::vector<topo::Grid> grids;  // of every mode ranked together (axonn3d's include 1d's)
+  for (const auto& mode : plan::tensor_modes())
+    if (mode.in_all)
+      for (const auto& g : enumerate_mode_grids(mode.name, gpus)) grids.push_back(g);
   for (const auto& g : grids) {
     if (g.ginter != 1 || batch_seqs % g.replicas() != 0) continue;
     const int64_t mb = batch_seqs / g.replicas();

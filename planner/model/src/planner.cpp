@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
+#include "axonn/plan/tensor_mode.hpp"
 #include "axonn/planner/l2l_model.hpp"
 #include "evaluator.hpp"
 
@@ -64,49 +65,10 @@ std::vector<topo::Grid> enumerate_grids(int64_t gpus) {
   return out;
 }
 
-namespace {
-bool is_1d(const topo::Grid& g) {
-  return g.gx == 1 && g.gz == 1 && g.gy > 1 && g.sequence == 1 && g.layout == topo::TensorLayout::Axonn3d;
-}
-}  // namespace
-
-std::vector<topo::Grid> enumerate_1d_grids(int64_t gpus) {
+std::vector<topo::Grid> enumerate_mode_grids(const std::string& mode, int64_t gpus) {
+  const plan::TensorMode& m = plan::find_tensor_mode(mode, "planner", "tensor mode");
   std::vector<topo::Grid> out;
-  for (const auto& g : enumerate_grids(gpus))
-    if (is_1d(g)) out.push_back(g);
-  return out;
-}
-
-std::vector<topo::Grid> enumerate_2d_grids(int64_t gpus) {
-  std::vector<topo::Grid> out;
-  for (topo::Grid g : enumerate_grids(gpus))
-    if (g.gx == 1 && g.gy == g.gz && g.gy >= 2) {
-      g.layout = topo::TensorLayout::TwoD;
-      out.push_back(g);
-    }
-  return out;
-}
-
-std::vector<topo::Grid> enumerate_3d_grids(int64_t gpus) {
-  std::vector<topo::Grid> out;
-  for (topo::Grid g : enumerate_grids(gpus))
-    if (g.gx == g.gy && g.gy == g.gz && g.gx >= 2) {
-      g.layout = topo::TensorLayout::ThreeD;
-      out.push_back(g);
-    }
-  return out;
-}
-
-std::vector<topo::Grid> enumerate_sequence_grids(int64_t gpus) {
-  std::vector<topo::Grid> out;
-  for (topo::Grid g : enumerate_grids(gpus)) {
-    if (g.gx * g.gy * g.gz != 1) continue;
-    for (int64_t n = 2; n <= g.gdata; ++n)
-      if (g.gdata % n == 0) {
-        g.sequence = n;
-        out.push_back(g);
-      }
-  }
+  for (const auto& g : enumerate_grids(gpus)) m.candidates(g, out);
   return out;
 }
 
@@ -227,15 +189,15 @@ Evaluation evaluate_layer_by_layer(const model::ModelDescription& m, const topo:
 Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o) {
   check_request(m, t, o);
   std::vector<topo::Grid> grids;
-  if (o.rank_4d && (o.rank_axonn3d || o.rank_1d))  // 1d alone: its subset of the grids
-    for (const auto& g : enumerate_grids(o.gpus))
-      if ((o.comm_model != CommModel::Paper || g.ginter == 1) && (o.rank_axonn3d || is_1d(g))) grids.push_back(g);
-  if (o.rank_4d && o.rank_sequence && o.comm_model != CommModel::Paper)
-    for (const auto& g : enumerate_sequence_grids(o.gpus)) grids.push_back(g);
-  if (o.rank_4d && o.rank_2d && o.comm_model != CommModel::Paper)
-    for (const auto& g : enumerate_2d_grids(o.gpus)) grids.push_back(g);
-  if (o.rank_4d && o.rank_3d && o.comm_model != CommModel::Paper)
-    for (const auto& g : enumerate_3d_grids(o.gpus)) grids.push_back(g);
+  if (o.rank_4d) {
+    const std::vector<topo::Grid> all = enumerate_grids(o.gpus);
+    for (const auto& name : o.tensor_modes) {
+      const plan::TensorMode& mode = plan::find_tensor_mode(name, "planner", "tensor mode");
+      if (o.comm_model == CommModel::Paper && !mode.paper_model) continue;
+      for (const auto& g : all)
+        if (o.comm_model != CommModel::Paper || g.ginter == 1) mode.candidates(g, grids);
+    }
+  }
   const OptionSearch search(m, t, o);
   std::vector<Evaluation> results(grids.size());
   // Threads take chunks of candidates in turn; each result lands at its grid's index,
@@ -295,19 +257,18 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
   return r;
 }
 
-std::string tensor_mode_name(const topo::Grid& g) {
-  return g.sequence > 1 ? "sequence" : g.summa() ? "2d" : g.threed() ? "3d" : is_1d(g) ? "1d" : "axonn3d";
-}
+std::string tensor_mode_name(const topo::Grid& g) { return plan::tensor_mode_of(g).name; }
 
 void select_tensor_modes(PlannerOptions& o, const std::string& mode, const std::string& where) {
-  static const std::vector<std::string> known = {"axonn3d", "1d", "sequence", "2d", "2.5d", "3d", "all"};
-  if (std::find(known.begin(), known.end(), mode) == known.end())
-    throw InputError("planner", "tensor mode '" + mode + "'", where, "axonn3d, 1d, sequence, 2d, 2.5d, 3d or all");
-  o.rank_axonn3d = mode == "axonn3d" || mode == "all";
-  o.rank_1d = mode == "1d";
-  o.rank_sequence = mode == "sequence" || mode == "all";
-  o.rank_2d = mode == "2d" || mode == "2.5d" || mode == "all";
-  o.rank_3d = mode == "3d" || mode == "all";
+  o.tensor_modes.clear();
+  if (mode == "all") {
+    for (const auto& m : plan::tensor_modes())
+      if (m.in_all) o.tensor_modes.push_back(m.name);
+    return;
+  }
+  for (const auto& m : plan::tensor_modes())
+    if (mode == m.name) return o.tensor_modes.push_back(m.name);
+  throw InputError("planner", "tensor mode '" + mode + "'", where, plan::tensor_mode_list() + " or all");
 }
 
 std::string strategy_label(const Evaluation& e) {

@@ -62,16 +62,9 @@ struct PlannerOptions {
   // (or `l2l_microbatches`) and each stash tier (or `l2l_stash`).
   bool rank_4d = true;
   bool rank_l2l = false;
-  // Tensor modes of the 4D grids (--tensor-mode): AxoNN's 3D tensor parallelism (every
-  // (gx, gy, gz, gdata, ginter)); Megatron's 1D alone (its grids 1,t,1,gdata,ginter with
-  // t >= 2, a subset of the former); and sequence parallelism (grids 1,1,1,gdata,ginter
-  // with each sequence group of 2 or more dividing gdata; Grid::sequence); and
-  // Colossal-AI's 2D (grids 1,q,q,gdata,ginter with q >= 2 in the SUMMA layout; Grid::summa).
-  bool rank_axonn3d = true;
-  bool rank_1d = false;
-  bool rank_sequence = false;
-  bool rank_2d = false;
-  bool rank_3d = false;  // Colossal-AI's 3D: grids l,l,l,gdata,ginter (l >= 2) in the 3d layout
+  // Tensor modes of the 4D grids (--tensor-mode; plan/tensor_mode.hpp's registry), by
+  // name, ranked in the registry's order: AxoNN's 3D alone by default.
+  std::vector<std::string> tensor_modes = {"axonn3d"};
   int64_t l2l_microbatches = 0;  // 0: every divisor
   std::optional<plan::StashTier> l2l_stash;  // unset: host and device
   bool l2l_prefetch = true;
@@ -108,14 +101,15 @@ struct Evaluation {
 // or "l2l u=4 host" (the micro-batches, the stash tier, "no-prefetch" when off).
 std::string strategy_label(const Evaluation& e);
 
-// The tensor mode of a 4D grid: "sequence" (Grid::sequence > 1), "2d", "3d", "1d"
-// (1,t,1,gdata,ginter with t >= 2 in AxoNN's layout) or "axonn3d" (every other grid).
+// The tensor mode of a 4D grid (plan::tensor_mode_of's name): "sequence"
+// (Grid::sequence > 1), "2d", "3d", "1d" (1,t,1,gdata,ginter with t >= 2 in AxoNN's
+// layout) or "axonn3d" (every other grid).
 std::string tensor_mode_name(const topo::Grid& g);
 
-// Sets o.rank_axonn3d, rank_1d, rank_sequence, rank_2d and rank_3d for the
-// --tensor-mode named `mode`: axonn3d, 1d, sequence, 2d, 2.5d (2d's grids: the depth is
-// data parallelism, docs/model.md section 15), 3d or all (axonn3d, sequence, 2d and 3d,
-// 1d being among axonn3d's grids). Throws InputError (naming `where`) for another name.
+// Sets o.tensor_modes for the --tensor-mode named `mode`: a registered mode
+// (plan::tensor_modes()), or all (those ranked together: axonn3d, sequence, 2d and 3d,
+// 1d being among axonn3d's grids and 2.5d's being 2d's). Throws InputError (naming
+// `where`) for another name.
 void select_tensor_modes(PlannerOptions& o, const std::string& mode, const std::string& where);
 
 // docs/model.md section 4: one micro-batch without a pipeline; with one, the fewest
@@ -124,18 +118,9 @@ int64_t default_microbatch_seqs(int64_t per_group, int64_t gz, int64_t ginter);
 
 // Every ordered (gx, gy, gz, gdata, ginter) with product `gpus`, all divisors.
 std::vector<topo::Grid> enumerate_grids(int64_t gpus);
-// Megatron's 1D grids for `gpus`: (1, t, 1, gdata, ginter) with t >= 2, in
-// enumerate_grids' order.
-std::vector<topo::Grid> enumerate_1d_grids(int64_t gpus);
-// The sequence-parallel grids for `gpus`: (1, 1, 1, gdata, ginter) with each sequence
-// group of 2 or more that divides gdata, in enumerate_grids' order.
-std::vector<topo::Grid> enumerate_sequence_grids(int64_t gpus);
-// Colossal-AI's 2D grids for `gpus`: (1, q, q, gdata, ginter) with q >= 2 and summa set,
-// in enumerate_grids' order.
-std::vector<topo::Grid> enumerate_2d_grids(int64_t gpus);
-// Colossal-AI's 3D grids for `gpus`: (l, l, l, gdata, ginter) with l >= 2 in the 3d
-// layout, in enumerate_grids' order.
-std::vector<topo::Grid> enumerate_3d_grids(int64_t gpus);
+// The grids of the tensor mode named `mode` for `gpus` GPUs, in enumerate_grids'
+// order (plan::TensorMode::candidates of each). Throws InputError for an unknown name.
+std::vector<topo::Grid> enumerate_mode_grids(const std::string& mode, int64_t gpus);
 
 // Throws axonn::Error for requests that no grid can satisfy whatever its shape:
 // GPU count vs topology, batch size.

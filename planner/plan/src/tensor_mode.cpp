@@ -1,0 +1,83 @@
+// The tensor-mode registry; see axonn/plan/tensor_mode.hpp.
+#include "axonn/plan/tensor_mode.hpp"
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::plan {
+namespace {
+
+using topo::Grid;
+using topo::TensorLayout;
+
+bool axonn_layout(const Grid& g) { return g.layout == TensorLayout::Axonn3d && g.sequence == 1; }
+bool is_1d(const Grid& g) { return axonn_layout(g) && g.gx == 1 && g.gz == 1 && g.gy > 1; }
+
+void axonn3d_grids(const Grid& g, std::vector<Grid>& out) { out.push_back(g); }
+void one_d_grids(const Grid& g, std::vector<Grid>& out) {
+  if (is_1d(g)) out.push_back(g);
+}
+void sequence_grids(const Grid& g, std::vector<Grid>& out) {
+  if (g.gx * g.gy * g.gz != 1) return;
+  for (int64_t n = 2; n <= g.gdata; ++n)
+    if (g.gdata % n == 0) {
+      Grid s = g;
+      s.sequence = n;
+      out.push_back(s);
+    }
+}
+void two_d_grids(const Grid& g, std::vector<Grid>& out) {
+  if (g.gx != 1 || g.gy != g.gz || g.gy < 2) return;
+  Grid s = g;
+  s.layout = TensorLayout::TwoD;
+  out.push_back(s);
+}
+void three_d_grids(const Grid& g, std::vector<Grid>& out) {
+  if (g.gx != g.gy || g.gy != g.gz || g.gx < 2) return;
+  Grid s = g;
+  s.layout = TensorLayout::ThreeD;
+  out.push_back(s);
+}
+
+}  // namespace
+
+const std::vector<TensorMode>& tensor_modes() {
+  using topo::GroupMode;
+  static const std::vector<TensorMode> modes = {
+      {"axonn3d", "AxoNN's 3D, gx,gy,gz", true, true, false, std::nullopt,
+       [](const Grid& g) { return axonn_layout(g) && !is_1d(g); }, axonn3d_grids},
+      {"1d", "Megatron's column/row pairs: AxoNN's 3D on 1,t,1 with t >= 2; --grid t,gdata,ginter", false, true, false,
+       GroupMode::OneD, is_1d, one_d_grids},
+      {"sequence",
+       "ring self-attention, Colossal-AI: the sequence split over a group of the data axis; --grid t,gdata,ginter",
+       true, false, false, GroupMode::Sequence, [](const Grid& g) { return g.sequence > 1; }, sequence_grids},
+      {"2d", "Colossal-AI's 2D, SUMMA on a q x q grid: --grid t,gdata,ginter with t = q^2", true, false, false,
+       GroupMode::TwoD, [](const Grid& g) { return g.summa() && g.sequence == 1; }, two_d_grids},
+      {"2.5d",
+       "Tesseract: 2d on each of --tensor-depth d layers, which is 2d with d-way data parallelism; --grid "
+       "t,gdata,ginter with t = d q^2",
+       false, false, true, GroupMode::TwoD, [](const Grid&) { return false; }, two_d_grids},
+      {"3d", "Colossal-AI's 3D: AxoNN's 3D with no activation replicated; --grid t,gdata,ginter with t = l^3", true,
+       false, false, GroupMode::ThreeD, [](const Grid& g) { return g.threed() && g.sequence == 1; }, three_d_grids},
+  };
+  return modes;
+}
+
+std::string tensor_mode_list() {
+  std::string s;
+  for (const auto& m : tensor_modes()) s += (s.empty() ? "" : ", ") + std::string(m.name);
+  return s;
+}
+
+const TensorMode& find_tensor_mode(const std::string& name, const std::string& module, const std::string& where) {
+  for (const auto& m : tensor_modes())
+    if (name == m.name) return m;
+  throw InputError(module, "tensor mode '" + name + "'", where, "one of " + tensor_mode_list());
+}
+
+const TensorMode& tensor_mode_of(const topo::Grid& g) {
+  for (const auto& m : tensor_modes())
+    if (m.owns(g)) return m;
+  throw InternalError("plan", "a grid no tensor mode owns", g.to_string(), "a grid of one registered mode");
+}
+
+}  // namespace axonn::plan
