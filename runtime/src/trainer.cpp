@@ -11,6 +11,7 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/tensor_ops.hpp"
 
 namespace axonn::runtime {
 
@@ -255,7 +256,9 @@ struct Trainer::Impl {
       for (const auto& in : sched.steps) run(in);
     // The losses of the other sequences (Z, data) and, with a pipeline, from the last stage.
     se.engine().ops.all_reduce(grid.z_data(), loss_sum, plan::CollectiveKind::ArZData);
-    if (grid.grid().threed()) se.engine().ops.all_reduce(grid.x(), loss_sum, plan::CollectiveKind::ArXLoss);  // 3d: rows split over X
+    if (auto rows = tensor_ops(grid.grid().layout).output_rows_split)  // 3d: the logits' rows split over X
+      se.engine().ops.all_reduce(grid.axis(*rows), loss_sum,
+                                 *rows == topo::Axis::X ? plan::CollectiveKind::ArXLoss : plan::CollectiveKind::ArYLoss);
     se.engine().ops.all_reduce(grid.pipe(), loss_sum, plan::CollectiveKind::ArPipeLoss);
     s.loss = loss_sum.item<double>();
   }

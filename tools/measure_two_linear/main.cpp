@@ -34,7 +34,7 @@
 #include "axonn/runtime/parallel_model.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/stage_engine.hpp"
-#include "axonn/runtime/tensor_parallel.hpp"
+#include "axonn/runtime/tensor_ops.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/schedule/schedule.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -66,9 +66,9 @@ class TwoLinear : public runtime::ParallelModel {
             int64_t ffn, const at::Tensor& w1, const at::Tensor& w2)
       : grid_(grid), engine_(engine), hidden_(hidden), ffn_(ffn) {
     const auto coords = grid.layout().coords_of(grid.world().rank());
-    const bool summa = grid.grid().summa();
+    const runtime::TensorOps& ops = runtime::tensor_ops(grid.grid().layout);
     auto add = [&](const std::string& layer, const at::Tensor& full, bool transposed) {
-      const auto spec = runtime::ShardSpec::matrix(transposed && !summa);
+      const auto spec = ops.matrix(transposed, 0);
       params_.push_back({layer + ".weight", runtime::shard_of(full, spec, grid.grid(), coords).set_requires_grad(true),
                          spec, full.sizes().vec()});
     };
@@ -87,29 +87,20 @@ class TwoLinear : public runtime::ParallelModel {
     const topo::Grid& g = grid_.grid();
     // This rank's input block, a function of the tokens: rows = its tokens (3d: a 1/Gy of
     // them, as a normal layer's input there), columns = its share of H.
+    const runtime::TensorOps& ops = runtime::tensor_ops(g.layout);
     int64_t rows = tokens.size(0) * (tokens.size(1) - 1);
     int64_t row0 = 0;
-    if (g.threed()) {
-      rows /= g.gy;
-      row0 = grid_.coord(topo::Axis::Y) * rows;
+    if (ops.input_rows_split) {
+      rows /= g.size(*ops.input_rows_split);
+      row0 = grid_.coord(*ops.input_rows_split) * rows;
     }
-    const topo::Axis cols = g.summa() ? topo::Axis::Y : topo::Axis::X;
+    const topo::Axis cols = g.hidden_axis();
     const int64_t width = hidden_ / g.size(cols);
     at::Tensor x = tokens.narrow(1, 0, tokens.size(1) - 1).reshape({-1}).narrow(0, row0, rows).to(at::kFloat);
     x = (x.unsqueeze(1) * at::arange(1, width + 1, at::kFloat).unsqueeze(0) * (1e-3 / width)).sin();
-    at::Tensor y;
-    if (g.summa()) {
-      y = runtime::tp2d_linear(engine_, index_[1], runtime::tp2d_linear(engine_, index_[0], x, {}, hidden_, ffn_), {},
-                               ffn_, hidden_);
-    } else if (g.threed()) {
-      y = runtime::tp3d_linear(engine_, index_[1],
-                               runtime::tp3d_linear(engine_, index_[0], x, {}, runtime::LinearShape{hidden_, ffn_, false}),
-                               {}, runtime::LinearShape{ffn_, hidden_, true});
-    } else {
-      y = runtime::tp_linear(engine_, index_[1],
-                             runtime::tp_linear(engine_, index_[0], x, {}, runtime::LinearShape{hidden_, ffn_, false}),
-                             {}, runtime::LinearShape{ffn_, hidden_, true});
-    }
+    const at::Tensor y = ops.linear(engine_, index_[1],
+                                    ops.linear(engine_, index_[0], x, {}, runtime::LinearShape{hidden_, ffn_, false}),
+                                    {}, runtime::LinearShape{ffn_, hidden_, true});
     return y.sum() / global_tokens;
   }
   std::vector<int64_t> activation_shape(int64_t) const override { return {}; }  // no pipeline

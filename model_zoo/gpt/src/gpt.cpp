@@ -52,13 +52,14 @@ at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dty
 }
 
 std::vector<ParameterLayout> parameter_layout(const GptConfig& c, topo::TensorLayout layout) {
-  const bool summa = layout == topo::TensorLayout::TwoD;
+  const runtime::TensorOps& ops = runtime::tensor_ops(layout);
   const int64_t H = c.hidden, F = c.ffn, V = c.vocab;
-  // AxoNN's 3D alternates normal and transposed layers and splits vectors like the
-  // activations they meet (over X after a transposed layer, over Y after a normal one);
-  // the 2d layout has normal layers only and every vector over Y.
-  auto matrix = [&](bool transposed, int64_t heads = 0) { return ShardSpec::matrix(transposed && !summa, heads); };
-  auto vector = [&](Axis axis, int64_t heads = 0) { return ShardSpec::vector(summa ? Axis::Y : axis, heads); };
+  // Each layer by its role (transposed: the row-parallel member of a pair) and each
+  // vector by the axis that splits the activation it meets in AxoNN's layout (over X
+  // after a transposed layer, over Y after a normal one); the layout's entry decides
+  // (the 2d layout: normal layers only and every vector over Y).
+  auto matrix = [&](bool transposed, int64_t heads = 0) { return ops.matrix(transposed, heads); };
+  auto vector = [&](Axis axis, int64_t heads = 0) { return ops.vector(axis, heads); };
   std::vector<ParameterLayout> out;
   out.push_back({"embedding.weight", {V, H}, matrix(true)});
   auto norm = [&](const std::string& n) {
@@ -217,6 +218,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const I
     : c_(c),
       grid_(grid),
       engine_(engine),
+      ops_(runtime::tensor_ops(grid.grid().layout)),
       first_stage_(stage.first_stage()),
       last_stage_(stage.last_stage()),
       checkpointing_(stage.settings.checkpointing),
@@ -260,10 +262,12 @@ const at::Tensor& ParallelGpt::p(const std::string& name) const {
 std::vector<int64_t> ParallelGpt::activation_shape(int64_t seqs) const {
   const topo::Grid& g = grid_.grid();
   // 3d: the rows between blocks are split over Y too (a normal layer's input).
-  return {seqs * c_.seq_len / g.sequence / (g.threed() ? g.gy : 1), c_.hidden / g.size(hidden_axis())};
+  return {seqs * c_.seq_len / g.sequence / rows_split(ops_.input_rows_split), c_.hidden / g.size(hidden_axis())};
 }
 
 topo::Axis ParallelGpt::hidden_axis() const { return grid_.grid().hidden_axis(); }
+
+int64_t ParallelGpt::rows_split(std::optional<topo::Axis> axis) const { return axis ? grid_.grid().size(*axis) : 1; }
 
 at::Tensor ParallelGpt::rows_of(const at::Tensor& t, topo::Axis axis) const {
   const int64_t parts = grid_.grid().size(axis), rows = t.size(0) / parts;
@@ -278,15 +282,12 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
     return runtime::tp_layer_norm(e, x, p(n + ".weight"), p(n + ".bias"), H, c_.layer_norm_eps);
   };
   auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed) {
-    const int64_t layer = layer_of_.at(n + ".weight");
-    if (grid_.grid().summa()) return runtime::tp2d_linear(e, layer, x, p(n + ".bias"), k, nn);
-    if (grid_.grid().threed()) return runtime::tp3d_linear(e, layer, x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
-    return runtime::tp_linear(e, layer, x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
+    return ops_.linear(e, layer_of_.at(n + ".weight"), x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
   };
   const std::string pre = "block" + std::to_string(b) + ".";
   at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
   // 3d: qkv's rows are this X-rank's sequences, a 1/Gx of those of the stage's input.
-  const int64_t n = grid_.grid().threed() ? seqs / grid_.grid().gx : seqs;
+  const int64_t n = seqs / rows_split(ops_.output_rows_split);
   at::Tensor ctx = grid_.grid().sequence > 1
                        ? sequence_attention(qkv.view({n, qkv.size(0) / n, -1}), heads_local)
                        : causal_attention(qkv.view({n, qkv.size(0) / n, -1}), heads_local);
@@ -322,10 +323,8 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
     // With sequence parallelism S is this member's chunk, at its global positions.
     const int64_t table = layer_of_.at("embedding.weight");
     at::Tensor positions = positions_.narrow(0, grid_.sequence().rank() * S, S).repeat({B, 1});
-    if (grid_.grid().threed()) positions = rows_of(positions, Axis::Y);  // the embedding's rows: block y
-    h = (grid_.grid().summa() ? runtime::tp2d_embedding(e, table, input, c_.vocab, H)
-                              : runtime::tp_embedding(e, table, input, c_.vocab, H)) +
-        positions;
+    if (ops_.input_rows_split) positions = rows_of(positions, *ops_.input_rows_split);  // 3d: block y
+    h = ops_.embedding(e, table, input, c_.vocab, H) + positions;
   }
   for (int64_t b = first_block_; b < first_block_ + blocks_; b += interval_) {
     const int64_t end = std::min(b + interval_, first_block_ + blocks_);
@@ -337,10 +336,8 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
   at::Tensor hf = runtime::tp_layer_norm(e, h, p("ln_f.weight"), p("ln_f.bias"), H, c_.layer_norm_eps);
   const int64_t head = layer_of_.at("lm_head.weight");
   const runtime::LinearShape shape{H, c_.vocab, false};
-  at::Tensor logits = grid_.grid().summa()    ? runtime::tp2d_linear(e, head, hf, at::Tensor(), H, c_.vocab)
-                      : grid_.grid().threed() ? runtime::tp3d_linear(e, head, hf, at::Tensor(), shape)
-                                              : runtime::tp_linear(e, head, hf, at::Tensor(), shape);  // [rows, V/Gy]
-  if (grid_.grid().threed()) target = rows_of(target, Axis::X);  // the logits' rows: block x
+  at::Tensor logits = ops_.linear(e, head, hf, at::Tensor(), shape);  // [rows, V/Gy]
+  if (ops_.output_rows_split) target = rows_of(target, *ops_.output_rows_split);  // 3d: the logits' block x
   return runtime::tp_cross_entropy(e, loss_precision(logits), target, c_.vocab).sum() / global_tokens;
 }
 

@@ -22,6 +22,7 @@
 #include <ATen/ATen.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "axonn/runtime/engine.hpp"
 #include "axonn/runtime/parallel_model.hpp"
 #include "axonn/runtime/process_grid.hpp"
+#include "axonn/runtime/tensor_ops.hpp"
 #include "axonn/schedule/schedule.hpp"
 
 namespace axonn::gpt {
@@ -122,12 +124,14 @@ class ParallelGpt final : public runtime::ParallelModel {
   const at::Tensor& p(const std::string& name) const;
   topo::Axis hidden_axis() const;  // the activations' hidden columns are split over it: X, or Y in 2d
   at::Tensor rows_of(const at::Tensor& t, topo::Axis axis) const;  // 3d: this rank's block of t's rows over `axis`
+  int64_t rows_split(std::optional<topo::Axis> axis) const;        // the parts rows are split in (1: none)
   at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
   // Sequence parallelism: causal attention over the sequence group (ring self-attention).
   at::Tensor sequence_attention(const at::Tensor& qkv, int64_t heads);
   GptConfig c_;
   runtime::ProcessGrid& grid_;
   runtime::Engine& engine_;
+  const runtime::TensorOps& ops_;  // the grid layout's operators and shard specs
   bool first_stage_, last_stage_, checkpointing_;
   int64_t first_block_, blocks_, interval_;  // the stage's blocks; blocks per checkpointed segment
   std::vector<runtime::Parameter> params_;

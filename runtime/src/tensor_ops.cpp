@@ -1,0 +1,38 @@
+// The runtime's tensor-mode table; see axonn/runtime/tensor_ops.hpp.
+#include "axonn/runtime/tensor_ops.hpp"
+
+#include "axonn/common/error.hpp"
+
+namespace axonn::runtime {
+namespace {
+
+using topo::Axis;
+using topo::TensorLayout;
+
+at::Tensor summa_linear_op(Engine& e, int64_t layer, const at::Tensor& x, const at::Tensor& bias,
+                           const LinearShape& shape) {
+  return tp2d_linear(e, layer, x, bias, shape.k, shape.n);  // no roles: every layer is normal
+}
+ShardSpec role_matrix(bool transposed, int64_t heads) { return ShardSpec::matrix(transposed, heads); }
+ShardSpec normal_matrix(bool, int64_t heads) { return ShardSpec::matrix(false, heads); }
+ShardSpec natural_vector(Axis axis, int64_t heads) { return ShardSpec::vector(axis, heads); }
+ShardSpec y_vector(Axis, int64_t heads) { return ShardSpec::vector(Axis::Y, heads); }
+
+}  // namespace
+
+const TensorOps& tensor_ops(TensorLayout layout) {
+  static const TensorOps axonn3d{TensorLayout::Axonn3d, tp_linear, tp_embedding, role_matrix, natural_vector,
+                                 std::nullopt, std::nullopt};
+  static const TensorOps two_d{TensorLayout::TwoD, summa_linear_op, tp2d_embedding, normal_matrix, y_vector,
+                               std::nullopt, std::nullopt};
+  static const TensorOps three_d{TensorLayout::ThreeD, tp3d_linear, tp_embedding, role_matrix, natural_vector,
+                                 Axis::Y, Axis::X};
+  switch (layout) {
+    case TensorLayout::Axonn3d: return axonn3d;
+    case TensorLayout::TwoD: return two_d;
+    case TensorLayout::ThreeD: return three_d;
+  }
+  throw InternalError("runtime", "a layout without operators", "tensor_ops", "a layout of topo::TensorLayout");
+}
+
+}  // namespace axonn::runtime
