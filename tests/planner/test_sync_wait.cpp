@@ -72,6 +72,45 @@ TEST(SyncWait, EachBlockingCollectiveWaitsForTheComputeSinceThePreviousOne) {
   EXPECT_DOUBLE_EQ(stage_time({alone}, s).batch_s, 2.0);
 }
 
+TEST(SyncWait, EachBlockingCollectiveAlsoPaysTheFixedCostOfACall) {
+  LayerTimes l;
+  l.forward_s = l.backward_input_s = l.backward_weight_s = 1;
+  l.comm.forward_all_reduce_s = l.comm.input_grad_all_reduce_s = 0.5;
+  l.comm.sync_wait_fraction = 0.2;
+  l.comm.sync_call_s = 0.05;
+  StageSchedule s;
+  s.activation_checkpointing = false;
+  s.overlap = plan::OverlapSettings::synchronous();
+  // The example above with 0.05 s more at each of its two all-reduces.
+  const StageTime st = stage_time({l}, s);
+  EXPECT_DOUBLE_EQ(st.batch_s, 4.4 + 2 * 0.05);
+  EXPECT_DOUBLE_EQ(st.sync_wait_s, 0.4 + 2 * 0.05);
+  // Without the fraction, the calls alone.
+  l.comm.sync_wait_fraction = 0;
+  EXPECT_DOUBLE_EQ(stage_time({l}, s).sync_wait_s, 2 * 0.05);
+  // A group of one has no collective, so no call.
+  LayerTimes alone;
+  alone.forward_s = 2;
+  alone.comm.sync_call_s = 0.05;
+  EXPECT_DOUBLE_EQ(stage_time({alone}, s).batch_s, 2.0);
+}
+
+TEST(SyncWait, TheTopologysCallCostReachesTheTensorGroupsOnly) {
+  const model::ModelDescription m = model::load_model("gpt-tiny");
+  topo::Topology t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 4;
+  o.batch_seqs = 8;
+  const Evaluation data = evaluate(m, t, topo::Grid{1, 1, 1, 4, 1}, o);
+  const Evaluation tensor = evaluate(m, t, topo::Grid{2, 2, 1, 1, 1}, o);
+  t.collective_call_s = 0.01;
+  EXPECT_EQ(evaluate(m, t, topo::Grid{1, 1, 1, 4, 1}, o).batch_s, data.batch_s);  // data parallelism: no tensor group
+  const Evaluation charged = evaluate(m, t, topo::Grid{2, 2, 1, 1, 1}, o);
+  EXPECT_GT(charged.batch_s, tensor.batch_s + 0.01);  // more than one collective charged
+  EXPECT_NEAR(charged.batch_s - tensor.batch_s, charged.comm.sync_wait, 1e-12);
+  EXPECT_EQ(topo::topology_from_json(topo::topology_to_json(t), "round trip").collective_call_s, 0.01);
+}
+
 topo::ClusterMeasurements four_ranks_two_nodes() {
   topo::ClusterMeasurements m;
   m.world = 4;

@@ -34,10 +34,11 @@ struct PassClock {
     since_sync += seconds;
   }
   // The wait of a collective of `seconds` (0: none, the group has one member) for the
-  // group's last member: a fraction of the compute since the previous one.
+  // group's last member: a fraction of the compute since the previous one, and the
+  // fixed cost of a call.
   double wait_of(const LayerCosts& l, double seconds) {
-    if (seconds <= 0 || l.comm.sync_wait_fraction == 0) return 0;  // none, or nobody to wait for
-    const double w = l.comm.sync_wait_fraction * since_sync;
+    if (seconds <= 0 || (l.comm.sync_wait_fraction == 0 && l.comm.sync_call_s == 0)) return 0;  // none
+    const double w = l.comm.sync_wait_fraction * since_sync + l.comm.sync_call_s;
     since_sync = 0;
     sync_wait += w;
     return w;

@@ -164,6 +164,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
   ls.latency_s = paper ? 0.0 : t.collective_latency_s;
   const double sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
+  const double sync_call_s = paper ? 0.0 : t.collective_call_s;
   if (g.sequence > 1) {  // the data axis's innermost members: eq. 10 with the data axis's ip
     const int64_t ip = topo::RankLayout(g, order).inner_size(topo::Axis::Data);
     ls.sequence_bw = o.placement_aware ? group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle)
@@ -195,6 +196,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     }
     costs.comm = layer_collectives(l, g, bw, s);
     costs.comm.sync_wait_fraction = sync_wait_fraction;
+    costs.comm.sync_call_s = sync_call_s;
     sc.activation_per_row[c] = layer_activations(l, g, m.seq_len);
   }
 

@@ -63,6 +63,7 @@ struct LayerCollectives {
   // the previous one (topology sync_wait of the tensor group; set by the caller, 0 here;
   // batch_time.hpp).
   double sync_wait_fraction = 0;
+  double sync_call_s = 0;  // and this fixed cost (topology collective_call_s), seconds
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s);
