@@ -3,6 +3,8 @@
 // topology's field, calibrate's fit and the pass clock, on hand-computed cases.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "axonn/common/error.hpp"
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/batch_time.hpp"
@@ -95,22 +97,6 @@ TEST(SyncWait, EachBlockingCollectiveAlsoPaysTheFixedCostOfACall) {
   EXPECT_DOUBLE_EQ(stage_time({alone}, s).batch_s, 2.0);
 }
 
-TEST(SyncWait, TheTopologysCallCostReachesTheTensorGroupsOnly) {
-  const model::ModelDescription m = model::load_model("gpt-tiny");
-  topo::Topology t = topo::load_topology("perlmutter");
-  PlannerOptions o;
-  o.gpus = 4;
-  o.batch_seqs = 8;
-  const Evaluation data = evaluate(m, t, topo::Grid{1, 1, 1, 4, 1}, o);
-  const Evaluation tensor = evaluate(m, t, topo::Grid{2, 2, 1, 1, 1}, o);
-  t.collective_call_s = 0.01;
-  EXPECT_EQ(evaluate(m, t, topo::Grid{1, 1, 1, 4, 1}, o).batch_s, data.batch_s);  // data parallelism: no tensor group
-  const Evaluation charged = evaluate(m, t, topo::Grid{2, 2, 1, 1, 1}, o);
-  EXPECT_GT(charged.batch_s, tensor.batch_s + 0.01);  // more than one collective charged
-  EXPECT_NEAR(charged.batch_s - tensor.batch_s, charged.comm.sync_wait, 1e-12);
-  EXPECT_EQ(topo::topology_from_json(topo::topology_to_json(t), "round trip").collective_call_s, 0.01);
-}
-
 topo::ClusterMeasurements four_ranks_two_nodes() {
   topo::ClusterMeasurements m;
   m.world = 4;
@@ -169,6 +155,16 @@ TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
   // Pure data parallelism has no tensor group: nothing charged.
   EXPECT_EQ(data_after.comm.sync_wait, 0.0);
   EXPECT_DOUBLE_EQ(data_after.batch_s, data_before.batch_s);
+  // The fixed cost of a call: a whole number of calls more on the tensor grid (at
+  // least one per layer and pass), none on the data-parallel one; the field round-trips.
+  t.collective_call_s = 0.01;
+  const Evaluation called = evaluate(m, t, tensor, o);
+  const double calls = (called.comm.sync_wait - after.comm.sync_wait) / 0.01;
+  EXPECT_NEAR(calls, std::round(calls), 1e-6);
+  EXPECT_GE(calls, static_cast<double>(m.layers.size()));
+  EXPECT_NEAR(called.batch_s, after.batch_s + 0.01 * calls, 1e-9 * called.batch_s);
+  EXPECT_DOUBLE_EQ(evaluate(m, t, data, o).batch_s, data_before.batch_s);
+  EXPECT_EQ(topo::topology_from_json(topo::topology_to_json(t), "round trip").collective_call_s, 0.01);
 }
 
 }  // namespace
