@@ -256,9 +256,10 @@ struct Trainer::Impl {
       for (const auto& in : sched.steps) run(in);
     // The losses of the other sequences (Z, data) and, with a pipeline, from the last stage.
     se.engine().ops.all_reduce(grid.z_data(), loss_sum, plan::CollectiveKind::ArZData);
-    if (auto rows = tensor_ops(grid.grid().layout).output_rows_split)  // 3d: the logits' rows split over X
-      se.engine().ops.all_reduce(grid.axis(*rows), loss_sum,
-                                 *rows == topo::Axis::X ? plan::CollectiveKind::ArXLoss : plan::CollectiveKind::ArYLoss);
+    if (auto rows = tensor_ops(grid.grid().layout).output_rows_split) {  // 3d: the logits' rows split over X
+      AXONN_ASSERT(*rows == topo::Axis::X);  // the only kind there is for it (ArXLoss)
+      se.engine().ops.all_reduce(grid.axis(*rows), loss_sum, plan::CollectiveKind::ArXLoss);
+    }
     se.engine().ops.all_reduce(grid.pipe(), loss_sum, plan::CollectiveKind::ArPipeLoss);
     s.loss = loss_sum.item<double>();
   }

@@ -90,6 +90,7 @@ TEST(SyncWait, EachBlockingCollectiveAlsoPaysTheFixedCostOfACall) {
   // Without the fraction, the calls alone.
   l.comm.sync_wait_fraction = 0;
   EXPECT_DOUBLE_EQ(stage_time({l}, s).sync_wait_s, 2 * 0.05);
+  EXPECT_DOUBLE_EQ(stage_time({l}, s).batch_s, 4.0 + 2 * 0.05);
   // A group of one has no collective, so no call.
   LayerTimes alone;
   alone.forward_s = 2;
@@ -165,6 +166,19 @@ TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
   EXPECT_NEAR(called.batch_s, after.batch_s + 0.01 * calls, 1e-9 * called.batch_s);
   EXPECT_DOUBLE_EQ(evaluate(m, t, data, o).batch_s, data_before.batch_s);
   EXPECT_EQ(topo::topology_from_json(topo::topology_to_json(t), "round trip").collective_call_s, 0.01);
+  // The paper's model has no sync wait; with the overlaps on, the charges still raise
+  // the batch time (some of them move a collective's end behind compute instead).
+  PlannerOptions paper = o;
+  paper.comm_model = CommModel::Paper;
+  EXPECT_EQ(evaluate(m, t, tensor, paper).comm.sync_wait, 0.0);
+  PlannerOptions overlapped = o;
+  overlapped.overlap = plan::OverlapSettings::level(4, 0);
+  t.collective_call_s = 0;
+  const double without = evaluate(m, t, tensor, overlapped).batch_s;
+  t.collective_call_s = 0.01;
+  const Evaluation with = evaluate(m, t, tensor, overlapped);
+  EXPECT_GT(with.batch_s, without);
+  EXPECT_LE(with.batch_s - without, with.comm.sync_wait + 1e-9);
 }
 
 }  // namespace

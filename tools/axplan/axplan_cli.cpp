@@ -24,7 +24,6 @@
 namespace axonn::tools {
 namespace {
 
-// Options shared by `rank` and `plan`.
 // --tensor-mode's choices and help, from the registry (plan/tensor_mode.hpp) and "all".
 std::vector<std::string> tensor_mode_choices() {
   std::vector<std::string> names;
@@ -38,6 +37,7 @@ std::string tensor_mode_help() {
   return help + "or all (every mode, ranked together)";
 }
 
+// Options shared by `rank` and `plan`.
 struct CommonArgs {
   std::string model = "gpt-20b";
   std::string topology = "perlmutter";

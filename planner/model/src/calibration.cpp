@@ -17,6 +17,7 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
   CalibratedCluster out;
   topo::Topology& c = out.topology;
   c = base;
+  c.collective_call_s = 0;  // fitted to a sweep, not measured: a new calibration starts without it
   c.name = name;
   c.description = description;
   c.gpus_per_node = m.gpus_per_node;

@@ -191,8 +191,12 @@ Ranking rank_candidates(const model::ModelDescription& m, const topo::Topology& 
   std::vector<topo::Grid> grids;
   if (o.rank_4d) {
     const std::vector<topo::Grid> all = enumerate_grids(o.gpus);
-    for (const auto& name : o.tensor_modes) {
-      const plan::TensorMode& mode = plan::find_tensor_mode(name, "planner", "tensor mode");
+    auto selected = [&](const char* name) {
+      return std::find(o.tensor_modes.begin(), o.tensor_modes.end(), name) != o.tensor_modes.end();
+    };
+    for (const auto& name : o.tensor_modes) plan::find_tensor_mode(name, "planner", "tensor mode");  // known
+    for (const auto& mode : plan::tensor_modes()) {  // the registry's order, each grid once
+      if (!selected(mode.name) || (mode.within && selected(mode.within))) continue;
       if (o.comm_model == CommModel::Paper && !mode.paper_model) continue;
       for (const auto& g : all)
         if (o.comm_model != CommModel::Paper || g.ginter == 1) mode.candidates(g, grids);

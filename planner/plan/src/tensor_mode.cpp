@@ -44,20 +44,21 @@ const std::vector<TensorMode>& tensor_modes() {
   using topo::GroupMode;
   static const std::vector<TensorMode> modes = {
       {"axonn3d", "AxoNN's 3D, gx,gy,gz", true, true, false, std::nullopt,
-       [](const Grid& g) { return axonn_layout(g) && !is_1d(g); }, axonn3d_grids},
+       [](const Grid& g) { return axonn_layout(g) && !is_1d(g); }, axonn3d_grids, nullptr},
       {"1d", "Megatron's column/row pairs: AxoNN's 3D on 1,t,1 with t >= 2; --grid t,gdata,ginter", false, true, false,
-       GroupMode::OneD, is_1d, one_d_grids},
+       GroupMode::OneD, is_1d, one_d_grids, "axonn3d"},
       {"sequence",
        "ring self-attention, Colossal-AI: the sequence split over a group of the data axis; --grid t,gdata,ginter",
-       true, false, false, GroupMode::Sequence, [](const Grid& g) { return g.sequence > 1; }, sequence_grids},
+       true, false, false, GroupMode::Sequence, [](const Grid& g) { return g.sequence > 1; }, sequence_grids, nullptr},
       {"2d", "Colossal-AI's 2D, SUMMA on a q x q grid: --grid t,gdata,ginter with t = q^2", true, false, false,
-       GroupMode::TwoD, [](const Grid& g) { return g.summa() && g.sequence == 1; }, two_d_grids},
+       GroupMode::TwoD, [](const Grid& g) { return g.summa() && g.sequence == 1; }, two_d_grids, nullptr},
       {"2.5d",
        "Tesseract: 2d on each of --tensor-depth d layers, which is 2d with d-way data parallelism; --grid "
        "t,gdata,ginter with t = d q^2",
-       false, false, true, GroupMode::TwoD, [](const Grid&) { return false; }, two_d_grids},
+       false, false, true, GroupMode::TwoD, [](const Grid&) { return false; }, two_d_grids, "2d"},
       {"3d", "Colossal-AI's 3D: AxoNN's 3D with no activation replicated; --grid t,gdata,ginter with t = l^3", true,
-       false, false, GroupMode::ThreeD, [](const Grid& g) { return g.threed() && g.sequence == 1; }, three_d_grids},
+       false, false, GroupMode::ThreeD, [](const Grid& g) { return g.threed() && g.sequence == 1; }, three_d_grids,
+       nullptr},
   };
   return modes;
 }

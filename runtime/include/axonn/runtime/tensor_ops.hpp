@@ -38,8 +38,9 @@ struct TensorOps {
   ShardSpec (*matrix)(bool transposed, int64_t qkv_heads) = nullptr;
   ShardSpec (*vector)(topo::Axis natural, int64_t qkv_heads) = nullptr;
   // The axis whose group splits the rows of a column-parallel layer's input (the
-  // stage's input, the embedding's output) and of its output (the attention's input,
-  // the logits); none where the rows are whole.
+  // stage's input, the embedding's output: tp_embedding scatters them over Y in 3d, so
+  // the two must agree) and of its output (the attention's input, the logits); none
+  // where the rows are whole.
   std::optional<topo::Axis> input_rows_split, output_rows_split;
 };
 

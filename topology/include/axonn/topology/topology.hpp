@@ -99,10 +99,11 @@ struct Topology {
   std::vector<IntraBandwidthEntry> intra_node_table;
   double inter_node_bandwidth_bytes_per_s = 0;  // between one pair of nodes, bidirectional
   double collective_latency_s = 0;              // alpha per ring step; 0 = paper's Assumption 3
-  // A fixed cost of each blocking collective of a tensor-parallel group (the ring model
-  // aside), seconds; 0 = none. On an emulated cluster whose ranks share cores it is the
-  // rescheduling of the members; calibrate's lone collectives do not show it, so it is
-  // fitted to a validation sweep (docs/validation.md) and added to the sync wait.
+  // A fixed cost of each blocking collective of a tensor-parallel group that the model
+  // has (the ring model aside), seconds; 0 = none. Collectives on an emulated cluster
+  // whose ranks share cores cost more during training than calibrate's lone ones, for a
+  // reason not known; this is fitted to a validation sweep (docs/validation.md), added
+  // to the sync wait, and also stands in for the small collectives the model leaves out.
   double collective_call_s = 0;
   double host_link_bytes_per_s = 0;             // one GPU to its host memory, one direction; 0 = not modeled
   ComputeThroughput compute;                    // optional "compute" object

@@ -9,7 +9,9 @@
 // layers' reduce-scatters are done (bandwidth sharing between them is not modeled).
 // Each tensor-group collective (not prefetched, not the data group's) first waits for
 // the group's last member: LayerCollectives::sync_wait_fraction times the compute since
-// the previous one (docs/model.md section 8).
+// the previous one, plus the fixed sync_call_s of a call (docs/model.md section 8).
+// Under optimizations 1 and 2 the charge of the dI all-reduce and of the async
+// reduce-scatter moves when they end, not the pass, and counts in full in sync_wait_s.
 //
 // Example: one layer, forward 1 s, dI 1 s, dW 1 s, all-reduces 0.5 s each, nothing else:
 //   all switches on: 1 + 0.5 (forward AR) + 1 (dI) + max(1, 0.5) = 3.5 s, compute 3 s.

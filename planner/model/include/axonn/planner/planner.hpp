@@ -63,7 +63,8 @@ struct PlannerOptions {
   bool rank_4d = true;
   bool rank_l2l = false;
   // Tensor modes of the 4D grids (--tensor-mode; plan/tensor_mode.hpp's registry), by
-  // name, ranked in the registry's order: AxoNN's 3D alone by default.
+  // name: their grids are enumerated in the registry's order, each once (1d's are
+  // axonn3d's, 2.5d's are 2d's); AxoNN's 3D alone by default.
   std::vector<std::string> tensor_modes = {"axonn3d"};
   int64_t l2l_microbatches = 0;  // 0: every divisor
   std::optional<plan::StashTier> l2l_stash;  // unset: host and device

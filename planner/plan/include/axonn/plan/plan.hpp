@@ -42,8 +42,9 @@ struct CommBreakdown {
   // 2d and 3d: the activations' all-gathers and reduce-scatters (inputs, outputs and
   // their gradients) over X and over Y.
   double act_x = 0, act_y = 0;
-  // The blocking collectives' wait for their group's last member (topology sync_wait;
-  // docs/model.md section 8). Measured inside the collectives' own times, not apart.
+  // The blocking collectives' wait for their group's last member and their fixed cost
+  // per call (topology sync_wait and collective_call_s; docs/model.md section 8).
+  // Measured inside the collectives' own times, not apart.
   double sync_wait = 0;
 
   double total() const {

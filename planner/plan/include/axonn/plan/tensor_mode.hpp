@@ -39,6 +39,9 @@ struct TensorMode {
   // Appends the mode's grids made from one of enumerate_grids' (its layout or sequence
   // group set), in a fixed order; nothing where `g` has the wrong shape.
   void (*candidates)(const topo::Grid& g, std::vector<topo::Grid>& out) = nullptr;
+  // The mode whose candidates include all of this one's (1d: axonn3d; 2.5d: 2d), or
+  // nullptr: a ranking of both lists them once.
+  const char* within = nullptr;
 };
 
 // Every mode, in the ranking's enumeration order.
