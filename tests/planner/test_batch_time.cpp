@@ -17,7 +17,7 @@ model::Layer linear(int64_t k, int64_t n, bool transposed) {
   l.kind = model::LayerKind::Linear;
   l.k = k;
   l.n = n;
-  l.transposed = transposed;
+  l.role = transposed ? model::LinearRole::Row : model::LinearRole::Column;
   return l;
 }
 

@@ -44,7 +44,7 @@ TEST(LayerComm, NormalLayerByHand) {
 
 TEST(LayerComm, TransposedLayerSwapsXAndY) {
   Fixture f;
-  f.layer.transposed = true;
+  f.layer.role = model::LinearRole::Row;
   auto c = layer_comm(f.layer, f.grid, f.bw, f.s);
   // W is k/Gy x n/Gx: the same block size, so the Z terms are unchanged
   EXPECT_DOUBLE_EQ(c.ag_z, 2 * 0.5 * 1048576 / 25e9);
@@ -70,8 +70,7 @@ TEST(LayerComm, MicroBatchesMultiplyTensorParallelTermsButNotData) {
 
 TEST(LayerComm, EmbeddingHasNoInputGradientAndAttentionIsFree) {
   Fixture f;
-  f.layer.kind = model::LayerKind::Embedding;
-  f.layer.transposed = true;
+  f.layer.kind = model::LayerKind::Embedding;  // split as a row-parallel layer
   f.s.input_gradient = false;
   f.s.forward_all_reduces = 1;
   auto c = layer_comm(f.layer, f.grid, f.bw, f.s);

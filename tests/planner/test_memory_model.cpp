@@ -184,7 +184,7 @@ struct TwoLinear {
                        {"hidden", hidden},
                        {"layers",
                         {{{"type", "linear"}, {"name", "fc1"}, {"k", hidden}, {"n", ffn}},
-                         {{"type", "linear"}, {"name", "fc2"}, {"k", ffn}, {"n", hidden}, {"transposed", true}}}}},
+                         {{"type", "linear"}, {"name", "fc2"}, {"k", ffn}, {"n", hidden}, {"role", "row"}}}}},
         "two-linear");
     s.precision = plan::Precision::fp32();
     s.activation_checkpointing = false;

@@ -26,13 +26,17 @@ TEST(Model, Gpt20bExpandsToPaperShapes) {
   const auto& qkv = m.layers[1];
   EXPECT_EQ(qkv.k, H);
   EXPECT_EQ(qkv.n, 3 * H);
-  EXPECT_FALSE(qkv.transposed);
+  EXPECT_EQ(qkv.role, model::LinearRole::Column);
+  EXPECT_FALSE(qkv.swaps_xy());
   EXPECT_EQ(m.layers[2].kind, model::LayerKind::Attention);
   EXPECT_EQ(m.layers[2].heads, 56);
-  EXPECT_TRUE(m.layers[3].transposed);           // attention-out
+  EXPECT_EQ(m.layers[3].role, model::LinearRole::Row);  // attention-out
   EXPECT_EQ(m.layers[4].n, 4 * H);               // FC1
-  EXPECT_TRUE(m.layers[5].transposed);           // FC2
+  EXPECT_TRUE(m.layers[5].swaps_xy());           // FC2, row-parallel
+  EXPECT_TRUE(m.layers[0].swaps_xy());           // the embedding: vocab rows over Y
   EXPECT_EQ(m.layers.back().n, V);               // LM head
+  EXPECT_EQ(m.layers.back().role, model::LinearRole::Head);
+  EXPECT_FALSE(m.layers.back().swaps_xy());
   EXPECT_FALSE(m.layers.back().in_block);
   EXPECT_EQ(m.layers.back().unit, 31);
 }
@@ -65,7 +69,19 @@ TEST(Model, ExplicitRepeatsMakeUnits) {
   EXPECT_EQ(m.num_units, 4);
   EXPECT_EQ(m.layers.size(), 4u);
   EXPECT_EQ(m.layers[2].unit, 2);
-  EXPECT_TRUE(m.layers[3].transposed);
+  EXPECT_EQ(m.layers[3].role, model::LinearRole::Row);  // the older "transposed": true
+  // "role" names it; both at once is an error naming the field.
+  j["layers"][1].erase("transposed");
+  j["layers"][1]["role"] = "row";
+  EXPECT_EQ(model::model_from_json(j, "mlp.json").layers[3].role, model::LinearRole::Row);
+  j["layers"][1]["role"] = "head";
+  EXPECT_EQ(model::model_from_json(j, "mlp.json").layers[3].role, model::LinearRole::Head);
+  j["layers"][1]["transposed"] = true;
+  EXPECT_NE(error_of([&] { model::model_from_json(j, "mlp.json"); }).find("mlp.json: /layers/1/transposed"),
+            std::string::npos);
+  j["layers"][1].erase("transposed");
+  j["layers"][1]["role"] = "diagonal";
+  EXPECT_NE(error_of([&] { model::model_from_json(j, "mlp.json"); }).find("/layers/1/role"), std::string::npos);
 }
 
 TEST(Model, BadInput) {

@@ -47,7 +47,7 @@ TEST(ThreeDModel, ALayersCollectivesSplitAxonnsAllReduces) {
     model::Layer l;
     l.k = 1024;
     l.n = 4096;
-    l.transposed = transposed;
+    l.role = transposed ? model::LinearRole::Row : model::LinearRole::Column;
     const topo::Grid g{2, 4, 2, 1, 1};
     const LayerCollectives a = layer_collectives(l, g, bw, s), c = layer_collectives(l, three_d(g), bw, s);
     EXPECT_TRUE(c.gathers_input);

@@ -271,9 +271,8 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   if (measured >= 2) stats = planner::compare_with_measurements(configs);
   ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
                           o.gpus,    o.batch_seqs,  m.seq_len,         o.steps,      o.overlap_level,
-                          o.efficient_within, o.tensor_mode, o.repeats, load_before, load_after};
-  run.model_file = o.model;
-  run.search_order = o.search_order;
+                          o.efficient_within, o.tensor_mode, o.repeats, load_before, load_after,
+                          o.model,   o.search_order};
   write_file_atomically((dir / "report.json").string(), validation_report_json(run, configs, stats).dump(2) + "\n",
                         "validate");
   const std::string md = validation_summary(run, configs, stats);

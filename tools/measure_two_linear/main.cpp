@@ -55,7 +55,7 @@ model::ModelDescription two_linear(int64_t hidden, int64_t ffn, int64_t seq_len)
                      {"hidden", hidden},
                      {"layers",
                       {{{"type", "linear"}, {"name", "fc1"}, {"k", hidden}, {"n", ffn}},
-                       {{"type", "linear"}, {"name", "fc2"}, {"k", ffn}, {"n", hidden}, {"transposed", true}}}}},
+                       {{"type", "linear"}, {"name", "fc2"}, {"k", ffn}, {"n", hidden}, {"role", "row"}}}}},
       "two-linear");
 }
 

@@ -18,6 +18,15 @@ const char* layer_kind_name(LayerKind k) {
   return "?";
 }
 
+const char* linear_role_name(LinearRole r) {
+  switch (r) {
+    case LinearRole::Column: return "column";
+    case LinearRole::Row: return "row";
+    case LinearRole::Head: return "head";
+  }
+  return "?";
+}
+
 int64_t ModelDescription::parameters() const {
   int64_t total = 0;
   for (const auto& l : layers) total += l.weight_elements();
@@ -31,13 +40,13 @@ namespace {
 constexpr int64_t kMaxWidth = int64_t{1} << 24;
 constexpr int64_t kMaxLayers = int64_t{1} << 16;
 
-Layer linear(std::string name, int64_t k, int64_t n, bool transposed, int64_t unit, bool recomputed) {
+Layer linear(std::string name, int64_t k, int64_t n, LinearRole role, int64_t unit, bool recomputed) {
   Layer l;
   l.name = std::move(name);
   l.kind = LayerKind::Linear;
   l.k = k;
   l.n = n;
-  l.transposed = transposed;
+  l.role = role;
   l.unit = unit;
   l.in_block = recomputed;
   l.recomputed = recomputed;
@@ -51,7 +60,7 @@ void expand_gpt(ModelDescription& m) {
   emb.kind = LayerKind::Embedding;
   emb.k = m.vocab;
   emb.n = H;
-  emb.transposed = true;  // vocab rows split over Y, hidden columns over X (docs/model.md)
+  // vocab rows split over Y, hidden columns over X (docs/model.md): Layer::swaps_xy
   emb.unit = 0;
   m.layers.push_back(emb);
   for (int64_t b = 0; b < L; ++b) {
@@ -65,7 +74,7 @@ void expand_gpt(ModelDescription& m) {
       l.residual_after = residual_after;
       return l;
     };
-    m.layers.push_back(with(linear(p + "qkv", H, 3 * H, false, b, true), true, false, false));
+    m.layers.push_back(with(linear(p + "qkv", H, 3 * H, LinearRole::Column, b, true), true, false, false));
     Layer att;
     att.name = p + "attention";
     att.kind = LayerKind::Attention;
@@ -75,11 +84,11 @@ void expand_gpt(ModelDescription& m) {
     att.in_block = true;
     att.recomputed = true;
     m.layers.push_back(att);
-    m.layers.push_back(with(linear(p + "attn_out", H, H, true, b, true), false, false, true));
-    m.layers.push_back(with(linear(p + "fc1", H, F, false, b, true), true, true, false));
-    m.layers.push_back(with(linear(p + "fc2", F, H, true, b, true), false, false, true));
+    m.layers.push_back(with(linear(p + "attn_out", H, H, LinearRole::Row, b, true), false, false, true));
+    m.layers.push_back(with(linear(p + "fc1", H, F, LinearRole::Column, b, true), true, true, false));
+    m.layers.push_back(with(linear(p + "fc2", F, H, LinearRole::Row, b, true), false, false, true));
   }
-  Layer head = linear("lm_head", H, m.vocab, false, L - 1, false);  // no bias (ParallelGpt::loss)
+  Layer head = linear("lm_head", H, m.vocab, LinearRole::Head, L - 1, false);  // no bias (ParallelGpt::loss)
   head.norm_before = true;
   head.loss_after = true;
   m.layers.push_back(head);
@@ -95,12 +104,19 @@ Layer explicit_layer(ObjectReader& r, int64_t unit) {
     l.kind = LayerKind::Linear;
     l.k = r.positive_int_at_most("k", kMaxWidth);
     l.n = r.positive_int_at_most("n", kMaxWidth);
-    l.transposed = r.boolean_or("transposed", false);
+    // "role", or the older "transposed" flag (true: row), not both.
+    if (r.has("role") && r.has("transposed"))
+      r.fail("transposed", "given beside \"role\"", "one of them (\"role\": \"row\" is \"transposed\": true)");
+    if (r.has("role")) {
+      const std::string role = r.one_of("role", {"column", "row", "head"});
+      l.role = role == "row" ? LinearRole::Row : role == "head" ? LinearRole::Head : LinearRole::Column;
+    } else {
+      l.role = r.boolean_or("transposed", false) ? LinearRole::Row : LinearRole::Column;
+    }
   } else if (type == "embedding") {
     l.kind = LayerKind::Embedding;
     l.k = r.positive_int_at_most("vocab", kMaxWidth);
     l.n = r.positive_int_at_most("hidden", kMaxWidth);
-    l.transposed = true;
   } else if (type == "attention") {
     l.kind = LayerKind::Attention;
     l.heads = r.positive_int_at_most("heads", kMaxWidth);

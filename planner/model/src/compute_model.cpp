@@ -15,7 +15,7 @@ struct LocalLinear {
 };
 
 LocalLinear local_linear(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t seq_len) {
-  const bool swap = l.transposed && !g.summa();  // 2d: normal layers only
+  const bool swap = l.swaps_xy() && !g.summa();  // 2d: column-parallel layers only
   const Axis a = swap ? Axis::Y : Axis::X;     // splits W's rows
   const Axis b = swap ? Axis::X : Axis::Y;     // splits W's columns
   return {microbatch_seqs / g.gz * (seq_len / g.sequence), l.k / g.size(a), l.n / g.size(b)};
@@ -152,7 +152,7 @@ ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, co
 
 double optimizer_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g) {
   if (r.adam_s_per_element == 0 || l.weight_elements() == 0) return 0;
-  const topo::Axis a = l.transposed ? Axis::Y : Axis::X, b = l.transposed ? Axis::X : Axis::Y;
+  const topo::Axis a = l.swaps_xy() ? Axis::Y : Axis::X, b = l.swaps_xy() ? Axis::X : Axis::Y;
   const double local = static_cast<double>(l.weight_elements()) /
                        static_cast<double>(g.size(a) * g.size(b) * g.gz);
   return local * r.adam_s_per_element;

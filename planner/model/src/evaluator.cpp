@@ -41,7 +41,7 @@ double zero3_gather_s(double layer_all_reduce_s, const LayerCommSettings& ls) {
 
 // Everything of a layer the model reads, except its name and pipeline unit.
 auto class_key(const model::Layer& l) {
-  return std::make_tuple(l.kind, l.k, l.n, l.transposed, l.heads, l.head_dim, l.in_block, l.recomputed, l.bias,
+  return std::make_tuple(l.kind, l.k, l.n, l.role, l.heads, l.head_dim, l.in_block, l.recomputed, l.bias,
                          l.norm_before, l.gelu_after, l.residual_after, l.loss_after);
 }
 

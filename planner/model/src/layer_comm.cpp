@@ -20,8 +20,8 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
   using topo::Axis;
   // "a" splits W's rows (and reduces the forward output), "b" splits W's columns
   // (and reduces the backward input gradient). Normal: a = X, b = Y; transposed: swapped.
-  c.a = l.transposed ? Axis::Y : Axis::X;
-  c.b = l.transposed ? Axis::X : Axis::Y;
+  c.a = l.swaps_xy() ? Axis::Y : Axis::X;
+  c.b = l.swaps_xy() ? Axis::X : Axis::Y;
   const double ga = static_cast<double>(g.size(c.a)), gb = static_cast<double>(g.size(c.b));
   const double gz = static_cast<double>(g.gz);
   const double k = static_cast<double>(l.k), n = static_cast<double>(l.n);

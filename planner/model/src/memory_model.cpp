@@ -14,7 +14,7 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
   const double gx = static_cast<double>(g.gx), gy = static_cast<double>(g.gy);
   // The 2d layout: normal layers only, the gathered input [rows, k] kept for dW, the
   // layer norm's output a hidden block.
-  const bool swap = l.transposed && !g.summa();
+  const bool swap = l.swaps_xy() && !g.summa();
   const double g_in = swap ? gy : gx, g_out = swap ? gx : gy;
   LayerActivations a;
   switch (l.kind) {

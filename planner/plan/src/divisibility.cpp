@@ -41,7 +41,7 @@ bool layer_divides(const model::Layer& l, const topo::Grid& g) {
   if (l.kind == model::LayerKind::Attention) return l.heads % g.gy == 0;
   // 2d: W's blocks are k/q x n/q (its Z chunk a k block), the input's k/q columns.
   if (g.summa()) return l.k % g.gz == 0 && l.n % g.gy == 0 && l.k % g.gy == 0;
-  const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
+  const int64_t gk = l.swaps_xy() ? g.gy : g.gx, gn = l.swaps_xy() ? g.gx : g.gy;
   return l.k % gk == 0 && l.n % gn == 0 && ((l.k / gk) * (l.n / gn)) % g.gz == 0;
 }
 
@@ -51,9 +51,9 @@ std::string layer_divisibility_problem(const model::Layer& l, const topo::Grid& 
   if (l.kind == model::LayerKind::Attention) return p + not_div("heads", l.heads, "gy", g.gy);
   if (g.summa())
     return p + (l.n % g.gy != 0 ? not_div("n", l.n, "q (2d)", g.gy) : not_div("k", l.k, "q (2d)", g.gy));
-  const int64_t gk = l.transposed ? g.gy : g.gx, gn = l.transposed ? g.gx : g.gy;
-  const char* nk = l.transposed ? "gy" : "gx";
-  const char* nn = l.transposed ? "gx" : "gy";
+  const int64_t gk = l.swaps_xy() ? g.gy : g.gx, gn = l.swaps_xy() ? g.gx : g.gy;
+  const char* nk = l.swaps_xy() ? "gy" : "gx";
+  const char* nn = l.swaps_xy() ? "gx" : "gy";
   if (l.k % gk != 0) return p + not_div("k", l.k, nk, gk);
   if (l.n % gn != 0) return p + not_div("n", l.n, nn, gn);
   return p + not_div("local weight block", (l.k / gk) * (l.n / gn), "gz", g.gz);

@@ -3,12 +3,12 @@
 //
 // Two file forms (docs/formats.md; JSON Schema in model_zoo/schema/):
 //  - parametric: {"family": "gpt", "num_layers", "hidden", "heads", "seq_len", "vocab",
-//    "ffn_multiplier"}. A GPT block is QKV (H -> 3H, normal), attention (heads split over
-//    the group that splits QKV's output columns), attention-out (H -> H, transposed),
-//    FC1 (H -> ffn, normal), FC2 (ffn -> H, transposed); the token embedding comes first
-//    and the LM head (H -> vocab, normal) last. Positions are sinusoidal (no weights).
+//    "ffn_multiplier"}. A GPT block is QKV (H -> 3H, column), attention (heads split over
+//    the group that splits QKV's output columns), attention-out (H -> H, row), FC1
+//    (H -> ffn, column), FC2 (ffn -> H, row); the token embedding comes first and the LM
+//    head (H -> vocab, head) last. Positions are sinusoidal (no weights).
 //  - explicit: {"family": "explicit", "seq_len", "hidden", "layers": [...]}, each layer
-//    a linear {k, n, transposed}, an embedding {vocab, hidden}, an attention {heads,
+//    a linear {k, n, role}, an embedding {vocab, hidden}, an attention {heads,
 //    head_dim}, or a block {layers: [...]}, each with an optional repeat count.
 //    Pipeline units are the block instances (layers outside blocks join the nearest
 //    block); a model without blocks has one unit per layer instance.
@@ -29,17 +29,25 @@ namespace axonn::model {
 
 enum class LayerKind {
   Linear,     // O = I * W, W is k x n
-  Embedding,  // table of k = vocab rows by n = hidden columns; handled as a transposed layer
+  Embedding,  // table of k = vocab rows by n = hidden columns; split as a row-parallel layer
   Attention,  // softmax(Q K^T) V over `heads` heads of `head_dim`; no weights, no collectives
 };
 const char* layer_kind_name(LayerKind k);
+
+// A linear layer's role in its column/row pair (Megatron's names; AxoNN's "normal" and
+// "transposed" layers): a column-parallel layer splits W's rows (k) over X and its
+// columns (n) over Y, a row-parallel one the other way round (docs/model.md), so a pair
+// needs no collective between its two layers. The head is column-parallel with the loss
+// after it.
+enum class LinearRole { Column, Row, Head };
+const char* linear_role_name(LinearRole r);  // "column", "row", "head"
 
 struct Layer {
   std::string name;
   LayerKind kind = LayerKind::Linear;
   int64_t k = 0;             // rows of W (linear: input features; embedding: vocab)
   int64_t n = 0;             // columns of W (output features; embedding: hidden)
-  bool transposed = false;   // X and Y swap roles (see docs/model.md)
+  LinearRole role = LinearRole::Column;  // linear layers only
   int64_t heads = 0;         // attention only
   int64_t head_dim = 0;      // attention only
   int64_t unit = 0;          // pipeline unit: stages own contiguous runs of units
@@ -54,6 +62,9 @@ struct Layer {
   bool loss_after = false;      // cross-entropy on the output (lm_head)
 
   int64_t weight_elements() const { return kind == LayerKind::Attention ? 0 : k * n; }
+  // X and Y swap their parts: k over Y and n over X (row-parallel layers, and embeddings,
+  // whose vocabulary rows are split over Y).
+  bool swaps_xy() const { return kind == LayerKind::Embedding || (kind == LayerKind::Linear && role == LinearRole::Row); }
 };
 
 struct ModelDescription {
