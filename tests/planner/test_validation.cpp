@@ -188,21 +188,25 @@ TEST(CollectiveKind, NamesRoundTripAndMapToBreakdownTerms) {
     ASSERT_TRUE(plan::parse_collective_kind(name).has_value()) << name;
     EXPECT_EQ(*plan::parse_collective_kind(name), k);
     const std::string term = plan::breakdown_term(k);
-    EXPECT_TRUE(term.empty() || std::find(terms.begin(), terms.end(), term) != terms.end()) << name << " -> " << term;
+    // Every kind is predicted by a term of the breakdown: the small ones too.
+    EXPECT_TRUE(std::find(terms.begin(), terms.end(), term) != terms.end()) << name << " -> " << term;
   }
   EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::RsY)), "act_y");
   EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::RsData)), "ar_data");
-  EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::ArXNorm)), "");
+  EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::ArXNorm)), "small");
+  EXPECT_EQ(std::string(plan::breakdown_term(plan::CollectiveKind::ArZData)), "small");
+  EXPECT_TRUE(plan::term_is_traced("small"));
   EXPECT_FALSE(plan::parse_collective_kind("ar_w").has_value());
   EXPECT_TRUE(plan::term_is_traced("act_x"));
   EXPECT_FALSE(plan::term_is_traced("p2p_pipe"));
   // Each term of the breakdown's JSON is one kBreakdownTerms names, and back.
-  plan::CommBreakdown b{1, 2, 3, 4, 5, 6, 7, 8, 9};
+  plan::CommBreakdown b{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   double sum = 0;
   for (const auto& t : terms) sum += predicted_term_s(b, t);
   EXPECT_DOUBLE_EQ(sum, b.total());
   EXPECT_DOUBLE_EQ(predicted_term_s(b, "act_x"), 8.0);
-  EXPECT_DOUBLE_EQ(predicted_term_s(b, kNotModeled), 0.0);
+  EXPECT_DOUBLE_EQ(predicted_term_s(b, "small"), 11.0);
+  EXPECT_DOUBLE_EQ(predicted_term_s(b, kUnknownKind), 0.0);
 }
 
 // A step's busy seconds by kind, summed by term; the median over steps.
@@ -211,7 +215,7 @@ TEST(Validation, MeasuredCommunicationIsSummedByTermAndItsMedianTaken) {
                                        {"ar_y_loss", 0.2}, {"bcast_q", 0.05}});
   EXPECT_DOUBLE_EQ(one.at("act_y"), 0.75);
   EXPECT_DOUBLE_EQ(one.at("ar_x"), 1.0);
-  EXPECT_NEAR(one.at(kNotModeled), 0.3, 1e-12);
+  EXPECT_NEAR(one.at("small"), 0.3, 1e-12);
   EXPECT_DOUBLE_EQ(one.at(kUnknownKind), 0.05);
   EXPECT_EQ(one.count("ar_y"), 0u);
   const CommByTerm m = median_by_term({one, comm_by_term({{"ar_x", 3.0}}), comm_by_term({{"ar_x", 2.0}})});
@@ -228,11 +232,11 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   pipe.aware.batch_s = 2.0, pipe.aware.compute_s = 1.0, pipe.aware.comm_s = 0.6;
   pipe.aware.comm.ag_z = 0.2, pipe.aware.comm.ar_y = 0.1, pipe.aware.comm.p2p_pipe = 0.3;
   pipe.measured_s = 2.5, pipe.measured_pipeline_wait_s = 0.9;
-  pipe.measured_comm_s = {{"ag_z", 0.3}, {"ar_y", 0.1}, {kNotModeled, 0.05}};
-  pipe.measured_calls = {{"ag_z", 4}, {"ar_y", 2}, {kNotModeled, 5}};
+  pipe.measured_comm_s = {{"ag_z", 0.3}, {"ar_y", 0.1}, {"small", 0.05}};
+  pipe.measured_calls = {{"ag_z", 4}, {"ar_y", 2}, {"small", 5}};
   const auto parts = error_parts(pipe);
   ASSERT_EQ(parts.size(), 5u);
-  const std::vector<std::string> names = {"ag_z", "ar_y", kNotModeled, kPipelineWait, kComputeRest};
+  const std::vector<std::string> names = {"ag_z", "ar_y", "small", kPipelineWait, kComputeRest};
   double error = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     EXPECT_EQ(parts[i].part, names[i]);
@@ -261,8 +265,8 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   skipped.status = RunStatus::Failed;
   const auto budget = error_budget({pipe, flat, skipped});
   // Shares: compute (0.15/2.5 - 0.4/1) / 2 = -0.17, |.| 0.23; ar_data -0.1/2 = -0.05;
-  // pipeline_wait 0.2/2.5/2 = 0.04; ag_z 0.1/2.5/2 = 0.02; not_modeled 0.01; ar_y 0.
-  const std::vector<std::string> order = {kComputeRest, "ar_data", kPipelineWait, "ag_z", kNotModeled, "ar_y"};
+  // pipeline_wait 0.2/2.5/2 = 0.04; ag_z 0.1/2.5/2 = 0.02; small 0.01; ar_y 0.
+  const std::vector<std::string> order = {kComputeRest, "ar_data", kPipelineWait, "ag_z", "small", "ar_y"};
   ASSERT_EQ(budget.size(), order.size());
   double mean = 0;
   for (size_t i = 0; i < order.size(); ++i) {

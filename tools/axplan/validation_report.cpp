@@ -27,13 +27,12 @@ nlohmann::json prediction_json(const planner::Evaluation& e, int64_t rank) {
           {"comm_s", e.comm_s},   {"rank", rank}};
 }
 
-// The terms of the breakdown, then the small collectives: those measured or predicted
-// in any of `configs`.
+// The terms of the breakdown, then unknown kinds: those measured or predicted in any of
+// `configs`.
 std::vector<std::string> comm_terms(const std::vector<const ValidationConfig*>& configs) {
   std::vector<std::string> terms;
   std::vector<std::string> all;
   for (const plan::BreakdownTerm& t : plan::kBreakdownTerms) all.push_back(t.name);
-  all.push_back(planner::kNotModeled);
   all.push_back(planner::kUnknownKind);
   for (const auto& t : all)
     for (const auto* c : configs)
@@ -44,11 +43,9 @@ std::vector<std::string> comm_terms(const std::vector<const ValidationConfig*>& 
   return terms;
 }
 
-// Whether the runtime records the term's collectives; the small ones and unknown kinds
-// are measured by definition.
-bool traced(const std::string& term) {
-  return term == planner::kNotModeled || term == planner::kUnknownKind || plan::term_is_traced(term);
-}
+// Whether the runtime records the term's collectives; unknown kinds are measured by
+// definition.
+bool traced(const std::string& term) { return term == planner::kUnknownKind || plan::term_is_traced(term); }
 
 double measured_term_s(const ValidationConfig& c, const std::string& term) {
   const auto it = c.measured_comm_s.find(term);
@@ -114,6 +111,13 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
       for (const auto& t : comm_terms({&c}))
         by_term[t] = {{"predicted_s", planner::predicted_term_s(c.aware.comm, t)},
                       {"measured_busy_s", traced(t) ? nlohmann::json(measured_term_s(c, t)) : nlohmann::json(nullptr)}};
+      // The small collectives' calls per step: the model's count for rank 0's stage beside
+      // rank 0's (the two must agree: a test checks them).
+      if (by_term.contains("small")) {
+        const auto calls = c.measured_calls.find("small");
+        by_term["small"]["predicted_calls"] = c.aware.small_calls;
+        by_term["small"]["measured_calls"] = calls == c.measured_calls.end() ? 0.0 : calls->second;
+      }
       j["comm_by_term"] = by_term;
       nlohmann::json parts = nlohmann::json::object();
       for (const auto& p : planner::error_parts(c))
@@ -205,9 +209,11 @@ EarlierReport read_validation_report(const std::string& path) {
     v.measured_s = median(v.runs_s);
     const nlohmann::json& terms = c.raw("comm_by_term");
     if (!terms.is_object()) c.fail("comm_by_term", "not an object", "{term: {\"measured_busy_s\": seconds}}");
+    // Reports written before the model had the small collectives call them "not_modeled".
+    auto term_of = [](const std::string& term) { return term == "not_modeled" ? std::string("small") : term; };
     for (const auto& [term, t] : terms.items())
       if (t.is_object() && t.contains("measured_busy_s") && t["measured_busy_s"].is_number())
-        v.measured_comm_s[term] = t["measured_busy_s"].get<double>();
+        v.measured_comm_s[term_of(term)] = t["measured_busy_s"].get<double>();
     if (c.has("error_parts") && c.raw("error_parts").is_object())
       for (const auto& [part, p] : c.raw("error_parts").items()) {
         if (!p.is_object()) continue;
@@ -216,7 +222,7 @@ EarlierReport read_validation_report(const std::string& path) {
         };
         const double measured_s = number("measured_s"), calls = number("calls");
         if (part == planner::kPipelineWait) v.measured_pipeline_wait_s = measured_s;
-        else if (calls > 0) v.measured_calls[part] = calls;
+        else if (calls > 0) v.measured_calls[term_of(part)] = calls;
       }
     out.measured[v.name] = std::move(v);
   }
@@ -296,7 +302,7 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
         "\nPer collective and the rest of the step, where the error comes from. Each measured step is cut into parts "
         "that the runtime measures and the aware model predicts apart, and the parts' errors sum to measured - "
         "predicted. Collectives: rank 0's busy seconds (issue to completion seen, the median step; they include the "
-        "wait for the slowest rank), `not_modeled` being the small collectives the model leaves out; `{}`: rank 0 "
+        "wait for the slowest rank), `small` being the small collectives (layer norms, losses, vectors); `{}`: rank 0 "
         "waiting for the pipeline's messages, against the model's bubble and p2p_pipe; `{}`: the rest of the step "
         "(the ring's p2p_seq is not traced and stays in it). Seconds are summed over the {} configurations; `error` "
         "is (measured - predicted) / measured batch time, averaged over them (the column sums to the mean signed "

@@ -33,17 +33,19 @@ struct PassClock {
     compute += seconds;
     since_sync += seconds;
   }
-  // The wait of a collective of `seconds` (0: none, the group has one member) for the
-  // group's last member: a fraction of the compute since the previous one, and the
-  // fixed cost of a call.
-  double wait_of(const LayerCosts& l, double seconds) {
+  // The wait of `calls` collectives of `seconds` in all (0: none, the group has one
+  // member) for the group's last member: a fraction of the compute since the previous
+  // one, and the fixed cost of each call.
+  double wait_of(const LayerCosts& l, double seconds, int64_t calls = 1) {
     if (seconds <= 0 || (l.comm.sync_wait_fraction == 0 && l.comm.sync_call_s == 0)) return 0;  // none
-    const double w = l.comm.sync_wait_fraction * since_sync + l.comm.sync_call_s;
+    const double w = l.comm.sync_wait_fraction * since_sync + static_cast<double>(calls) * l.comm.sync_call_s;
     since_sync = 0;
     sync_wait += w;
     return w;
   }
-  double blocking(const LayerCosts& l, double seconds) { return wait_of(l, seconds) + seconds; }
+  double blocking(const LayerCosts& l, double seconds, int64_t calls = 1) {
+    return wait_of(l, seconds, calls) + seconds;
+  }
 
   void operator()(const LayerInstruction& in) {
     const LayerCosts& l = *costs[in.layer >= 0 ? in.layer : 0];
@@ -59,6 +61,7 @@ struct PassClock {
       case LayerOp::Forward:  // with sequence parallelism, attention waits for its ring
         compute_for(l.forward_s);
         t += blocking(l, l.comm.ring_forward_s);
+        t += blocking(l, l.comm.small_forward_s, l.comm.small_forward_calls);
         break;
       case LayerOp::ForwardCollective: t += blocking(l, l.comm.forward_all_reduce_s); break;
       case LayerOp::InputGather: t += blocking(l, l.comm.input_gather_s); break;
@@ -66,6 +69,7 @@ struct PassClock {
       case LayerOp::BackwardInput:
         compute_for(l.backward_input_s);
         t += blocking(l, l.comm.ring_backward_s);
+        t += blocking(l, l.comm.small_backward_s, l.comm.small_backward_calls);
         break;
       case LayerOp::InputGradCollective: input_grad_done = t + blocking(l, l.comm.input_grad_all_reduce_s); break;
       case LayerOp::InputGradWait: t = std::max(t, input_grad_done); break;

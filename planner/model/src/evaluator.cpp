@@ -163,6 +163,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ls.element_bytes = paper ? 2 : o.precision.compute_bytes;
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
   ls.latency_s = paper ? 0.0 : t.collective_latency_s;
+  ls.small_collectives = !paper;
   const double sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
   const double sync_call_s = paper ? 0.0 : t.collective_call_s;
   if (g.sequence > 1) {  // the data axis's innermost members: eq. 10 with the data axis's ip
@@ -246,6 +247,14 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
                              ls.latency_s);
 
+  // The small collectives a stage issues once per step, after its last backward.
+  auto step_small = [&](size_t first, size_t last) {
+    if (paper) return StepCollectives{};
+    double vectors = 0;
+    for (size_t i = first; i < last; ++i) vectors += sc.costs[static_cast<size_t>(class_of_[i])].comm.vector_elements;
+    return step_small_collectives(vectors, ls.grad_reduce_bytes, g, bw, ls.latency_s);
+  };
+
   // A stage whose layers are those of the one before it (the same classes, the same
   // pass roles) has its passes and, with as many micro-batches in flight, its memory.
   auto same_as = [&](size_t first, size_t previous, size_t n) {
@@ -260,6 +269,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
 
   sc.stages.resize(static_cast<size_t>(g.ginter));
   size_t comm_stage = 0;  // the stage whose breakdown e.comm is
+  int64_t small_calls = 0;
   int64_t first_unit = 0;
   size_t first = 0;
   for (int64_t stage = 0; stage < g.ginter; ++stage) {
@@ -286,7 +296,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       const bool embedding = l.kind == model::LayerKind::Embedding;
       const int64_t all_gathers = paper ? 2 : ((pl.cached || embedding) ? 1 : 2);
       const int64_t forward_all_reduces = paper ? 2 : ((o.activation_checkpointing && l.recomputed) ? 2 : 1);
-      c += comm_per_step(sc.costs[static_cast<size_t>(k)].comm, ls.microbatches, all_gathers, forward_all_reduces);
+      const LayerCollectives& lc = sc.costs[static_cast<size_t>(k)].comm;
+      c += comm_per_step(lc, ls.microbatches, all_gathers, forward_all_reduces);
+      if (stage == 0)
+        small_calls += ls.microbatches * (forward_all_reduces * lc.small_forward_calls + lc.small_backward_calls);
       if (o.optimizer.zero >= 3)
         zero3_gathers += static_cast<double>(ls.microbatches * zero3_fetches(l, pl, g)) *
                          zero3_gather_s(sc.costs[static_cast<size_t>(k)].comm.data_all_reduce_s, ls);
@@ -296,6 +309,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     // weights in every pass that fetches it instead (docs/model.md section 11).
     if (o.optimizer.zero >= 3) c.ar_data = 0.5 * static_cast<double>(ls.microbatches) * c.ar_data + zero3_gathers;
     else if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * static_cast<double>(ls.microbatches + 1);
+    const StepCollectives once = step_small(first, last);
+    c.small += once.seconds;
+    if (stage == 0) small_calls += once.calls;
     if (g.ginter > 1) {
       // One activation forward (unless last stage) and one gradient backward (unless
       // first) per micro-batch.
@@ -317,6 +333,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     first_unit += units;
   }
   e.comm_s = e.comm.total();
+  e.small_calls = small_calls;
   // Over the memory limit: rejected before its time is simulated.
   if (o.memory_limit && e.memory.total_bytes() > static_cast<double>(t.gpu_memory_bytes))
     return reject(e, Rejection::Memory,
@@ -357,7 +374,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sp.last_backward_compute_s = lb.compute_s;
       const double mbs = static_cast<double>(e.microbatches);
       sp.sync_wait_s = mbs * f.sync_wait_s + (mbs - 1) * b.sync_wait_s + lb.sync_wait_s;
-      sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
+      sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s + step_small(first, last).seconds;
       sp.optimizer_s = stage_optimizer_s;
       if (o.optimizer.reduces_data_parallel()) {  // docs/model.md section 11
         // The stage's data all-reduce as section 3 costs it, one collective per layer;

@@ -1,11 +1,20 @@
 // Per-layer communication time; see axonn/planner/layer_comm.hpp and docs/model.md section 3.
 #include "axonn/planner/layer_comm.hpp"
 
+#include <algorithm>
+#include <limits>
+
 #include "axonn/planner/collectives.hpp"
 
 namespace axonn::planner {
+namespace {
 
-LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+using topo::Axis;
+
+double bandwidth_of(const AxisBandwidths& bw, Axis a) { return bw[static_cast<int>(a)]; }
+
+// The large collectives of section 3 (and sections 13, 15, 16 for the other layouts).
+LayerCollectives large_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s) {
   LayerCollectives c;
   if (l.kind == model::LayerKind::Attention) {
@@ -17,7 +26,6 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
     }
     return c;
   }
-  using topo::Axis;
   // "a" splits W's rows (and reduces the forward output), "b" splits W's columns
   // (and reduces the backward input gradient). Normal: a = X, b = Y; transposed: swapped.
   c.a = l.swaps_xy() ? Axis::Y : Axis::X;
@@ -26,7 +34,7 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
   const double gz = static_cast<double>(g.gz);
   const double k = static_cast<double>(l.k), n = static_cast<double>(l.n);
   const double m = static_cast<double>(s.tokens), w = static_cast<double>(s.element_bytes);
-  const auto bw_of = [&](Axis x) { return bw[static_cast<int>(x)]; };
+  const auto bw_of = [&](Axis x) { return bandwidth_of(bw, x); };
 
   if (g.summa()) {  // 2d: W's k x n/q block gathered over Z; the input [m/q, k] gathered over Y
     c.a = c.b = Axis::Y;
@@ -62,6 +70,78 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
     }
   }
   return c;
+}
+
+// The small collectives of a linear layer (docs/model.md section 8, "Small
+// collectives"): the runtime's layer norm, cross-entropy and 3d vector functions
+// (runtime/src/tensor_parallel.cpp), latency-bound all-reduces of a few bytes per row.
+void add_small_collectives(LayerCollectives& c, const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+                           const LayerCommSettings& s) {
+  if (!s.small_collectives || l.kind != model::LayerKind::Linear) return;
+  const double w = static_cast<double>(s.element_bytes);
+  // Rows of the input and of the output on one GPU: the micro-batch's tokens over Z;
+  // the 3d layout also splits the input's rows over b and the output's over a.
+  const double rows = static_cast<double>(s.tokens) / static_cast<double>(g.gz);
+  const double in_rows = rows / static_cast<double>(g.threed() ? g.size(c.b) : 1);
+  const double out_rows = rows / static_cast<double>(g.threed() ? g.size(c.a) : 1);
+  const Axis hidden = g.hidden_axis();
+  const int64_t h = g.size(hidden);
+  auto all_reduce = [&](Axis over, double bytes) {
+    return ring_all_reduce_s(g.size(over), bytes, bandwidth_of(bw, over), s.latency_s);
+  };
+  // The norm's elements on one GPU (its input's hidden block) and the bias's (the
+  // output's columns).
+  const double norm = l.norm_before ? static_cast<double>(l.k) / static_cast<double>(h) : 0.0;
+  const double bias = l.bias ? static_cast<double>(l.n) / static_cast<double>(g.size(c.b)) : 0.0;
+  if (l.norm_before && h > 1) {  // mean and variance; in the backward both sums in one
+    c.small_forward_s += 2.0 * all_reduce(hidden, w * in_rows);
+    c.small_forward_calls += 2;
+    c.small_backward_s += all_reduce(hidden, 2.0 * w * in_rows);
+    c.small_backward_calls += 1;
+  }
+  if (l.loss_after && g.gy > 1) {  // the row maximum, the sum of exponentials, the target logit
+    c.small_forward_s += 3.0 * all_reduce(Axis::Y, w * out_rows);
+    c.small_forward_calls += 3;
+  }
+  if (g.threed()) {  // a vector's gradient over the group holding its other rows
+    if (l.bias && g.size(c.a) > 1) {
+      c.small_backward_s += all_reduce(c.a, w * bias);
+      c.small_backward_calls += 1;
+    }
+    if (l.norm_before && g.size(c.b) > 1) {  // gain and shift
+      c.small_backward_s += 2.0 * all_reduce(c.b, w * norm);
+      c.small_backward_calls += 2;
+    }
+  }
+  c.vector_elements = 2.0 * norm + bias;
+}
+
+}  // namespace
+
+LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+                                   const LayerCommSettings& s) {
+  LayerCollectives c = large_collectives(l, g, bw, s);
+  add_small_collectives(c, l, g, bw, s);
+  return c;
+}
+
+StepCollectives step_small_collectives(double vector_elements, int64_t grad_bytes, const topo::Grid& g,
+                                       const AxisBandwidths& bw, double latency_s) {
+  constexpr double kLossBytes = 8;  // the loss sum, a double
+  StepCollectives out;
+  auto all_reduce = [&](int64_t p, double bytes, double beta) {
+    if (p <= 1) return;
+    out.seconds += ring_all_reduce_s(p, bytes, beta, latency_s);
+    ++out.calls;
+  };
+  constexpr double kNone = std::numeric_limits<double>::infinity();
+  const double z_data_beta = std::min(g.gz > 1 ? bandwidth_of(bw, Axis::Z) : kNone,
+                                      g.gdata > 1 ? bandwidth_of(bw, Axis::Data) : kNone);
+  if (vector_elements > 0) all_reduce(g.gz * g.gdata, vector_elements * static_cast<double>(grad_bytes), z_data_beta);
+  all_reduce(g.gz * g.gdata, kLossBytes, z_data_beta);
+  if (g.threed()) all_reduce(g.gx, kLossBytes, bandwidth_of(bw, Axis::X));
+  all_reduce(g.ginter, kLossBytes, bandwidth_of(bw, Axis::Pipe));
+  return out;
 }
 
 plan::CommBreakdown layer_comm(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,

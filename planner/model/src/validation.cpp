@@ -19,8 +19,7 @@ CommByTerm comm_by_term(const std::map<std::string, double>& busy_s_by_kind) {
   CommByTerm out;
   for (const auto& [name, busy_s] : busy_s_by_kind) {
     const auto kind = plan::parse_collective_kind(name);
-    const std::string term = kind ? plan::breakdown_term(*kind) : kUnknownKind;
-    out[term.empty() ? kNotModeled : term] += busy_s;
+    out[kind ? plan::breakdown_term(*kind) : kUnknownKind] += busy_s;
   }
   return out;
 }
@@ -67,8 +66,8 @@ std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
     if (predicted_s > 0 || measured_s > 0) add(t.name, predicted_s, measured_s);
   }
   if (e.comm.sync_wait > 0) add("sync_wait", e.comm.sync_wait, 0.0);
-  for (const char* t : {kNotModeled, kUnknownKind})
-    if (term_or_zero(c.measured_comm_s, t) > 0) add(t, 0.0, term_or_zero(c.measured_comm_s, t));
+  if (term_or_zero(c.measured_comm_s, kUnknownKind) > 0)
+    add(kUnknownKind, 0.0, term_or_zero(c.measured_comm_s, kUnknownKind));
   if (e.grid.ginter > 1 || c.measured_pipeline_wait_s > 0) {
     const double bubble_s = e.grid.ginter > 1 ? std::max(0.0, e.batch_s - e.compute_s - e.comm_s) : 0.0;
     add(kPipelineWait, bubble_s + e.comm.p2p_pipe, c.measured_pipeline_wait_s);

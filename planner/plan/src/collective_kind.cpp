@@ -13,12 +13,12 @@ struct KindInfo {
 };
 // Indexed by CollectiveKind.
 constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
-    {"ag_z", "ag_z"},       {"rs_z", "rs_z"},       {"ar_x", "ar_x"},       {"ar_y", "ar_y"},
-    {"ag_x", "act_x"},      {"rs_x", "act_x"},      {"ag_y", "act_y"},      {"rs_y", "act_y"},
-    {"ar_data", "ar_data"}, {"rs_data", "ar_data"}, {"ag_data", "ar_data"}, {"ar_z_data", ""},
-    {"rs_z_data", ""},      {"ag_z_data", ""},
-    {"ar_x_norm", ""},      {"ar_y_norm", ""},      {"ar_x_vector", ""},    {"ar_y_vector", ""},
-    {"ar_x_loss", ""},      {"ar_y_loss", ""},      {"ar_pipe_loss", ""},
+    {"ag_z", "ag_z"},         {"rs_z", "rs_z"},         {"ar_x", "ar_x"},           {"ar_y", "ar_y"},
+    {"ag_x", "act_x"},        {"rs_x", "act_x"},        {"ag_y", "act_y"},          {"rs_y", "act_y"},
+    {"ar_data", "ar_data"},   {"rs_data", "ar_data"},   {"ag_data", "ar_data"},     {"ar_z_data", "small"},
+    {"rs_z_data", "small"},   {"ag_z_data", "small"},
+    {"ar_x_norm", "small"},   {"ar_y_norm", "small"},   {"ar_x_vector", "small"},   {"ar_y_vector", "small"},
+    {"ar_x_loss", "small"},   {"ar_y_loss", "small"},   {"ar_pipe_loss", "small"},
 }};
 
 }  // namespace

@@ -37,6 +37,8 @@ struct LayerCommSettings {
   int64_t grad_reduce_bytes = 4;    // wg
   double latency_s = 0;             // alpha per ring step
   double sequence_bw = 0;           // bytes/s of the sequence group's ring (Grid::sequence > 1)
+  bool small_collectives = false;   // model the layer norms', the loss's and 3d's vector
+                                    // all-reduces (docs/model.md section 8; not the paper model)
 };
 
 // One occurrence of each collective of a layer for one micro-batch, seconds (the
@@ -64,13 +66,25 @@ struct LayerCollectives {
   // batch_time.hpp).
   double sync_wait_fraction = 0;
   double sync_call_s = 0;  // and this fixed cost (topology collective_call_s), seconds
+  // The small collectives inside the layer's compute (docs/model.md section 8, "Small
+  // collectives"), blocking, for one micro-batch: in its forward, the layer norm before
+  // it (2 all-reduces of row statistics over the hidden group) and the loss after it (3
+  // over Y); in its backward input pass, the layer norm's (1) and, in the 3d layout, one
+  // per vector split by rows (its bias; the norm's gain and shift). Seconds of all of
+  // them, and how many calls (each pays sync_call_s).
+  double small_forward_s = 0, small_backward_s = 0;
+  int64_t small_forward_calls = 0, small_backward_calls = 0;
+  // Gradient elements of the layer's vectors on one GPU (biases, the norm's gain and
+  // shift): reduced over Z x data once per step (step_small_collectives_s).
+  double vector_elements = 0;
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s);
 
 // Seconds per step, by collective, from one occurrence of each: `microbatches` times
-// (n_ag all-gathers, one reduce-scatter, n_fwd forward and one backward all-reduce),
-// plus the data-parallel all-reduce once.
+// (n_ag all-gathers, one reduce-scatter, n_fwd forward and one backward all-reduce,
+// and the small collectives of n_fwd forwards and one backward), plus the data-parallel
+// all-reduce once.
 inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t microbatches, int64_t all_gathers,
                                          int64_t forward_all_reduces) {
   plan::CommBreakdown c;
@@ -88,9 +102,22 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
     (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
   }
   c.ar_data = one.data_all_reduce_s;
+  c.small = mb * (static_cast<double>(forward_all_reduces) * one.small_forward_s + one.small_backward_s);
   c.p2p_seq = mb * (static_cast<double>(forward_all_reduces) * one.ring_forward_s + one.ring_backward_s);
   return c;
 }
+
+// The small collectives a stage issues once per step, seconds, blocking, after its last
+// backward pass: its vectors' gradients (`vector_elements` on one GPU, `grad_bytes`
+// each) all-reduced over Z x data in one call, and the loss summed over Z x data, over
+// X in the 3d layout (the logits' rows) and over the pipeline, one element each.
+// Their bandwidth is the slower of the Z and data groups' (bw).
+struct StepCollectives {
+  double seconds = 0;
+  int64_t calls = 0;
+};
+StepCollectives step_small_collectives(double vector_elements, int64_t grad_bytes, const topo::Grid& g,
+                                       const AxisBandwidths& bw, double latency_s);
 
 // Seconds per step, by collective (comm_per_step of layer_collectives). Attention
 // layers cost nothing but their ring with sequence parallelism.

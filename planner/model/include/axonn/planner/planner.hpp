@@ -85,6 +85,9 @@ struct Evaluation {
   int64_t microbatches = 0;
   plan::CommBreakdown comm;        // seconds per step, bottleneck stage
   double comm_s = 0;               // all communication of that stage, hidden or not
+  // Calls of the small collectives (comm.small) per step of the first stage, the one rank
+  // 0 runs (validate sets them beside the runtime's count); 0 in paper mode.
+  int64_t small_calls = 0;
   // Full model only (0 in paper mode), seconds per step (docs/model.md section 8):
   double batch_s = 0;              // predicted batch time
   double compute_s = 0;            // matmuls of the slowest stage

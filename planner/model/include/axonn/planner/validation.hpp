@@ -18,11 +18,10 @@
 
 namespace axonn::planner {
 
-// Seconds per step of each CommBreakdown term ("ag_z", ..., "act_y"; plan::kBreakdownTerms),
-// "not_modeled" (the small collectives; plan/collective_kind.hpp) and "unknown" (a kind
-// name plan::CollectiveKind does not have: a runtime newer than the planner).
+// Seconds per step of each CommBreakdown term ("ag_z", ..., "small"; plan::kBreakdownTerms)
+// and "unknown" (a kind name plan::CollectiveKind does not have: a runtime newer than the
+// planner).
 using CommByTerm = std::map<std::string, double>;
-inline constexpr const char* kNotModeled = "not_modeled";
 inline constexpr const char* kUnknownKind = "unknown";
 
 // One step's measured busy seconds by collective kind name (axrun's `by_kind`) summed
@@ -30,7 +29,7 @@ inline constexpr const char* kUnknownKind = "unknown";
 CommByTerm comm_by_term(const std::map<std::string, double>& busy_s_by_kind);
 // Each term's median over the steps (0 in a step without it).
 CommByTerm median_by_term(const std::vector<CommByTerm>& steps);
-// The predicted seconds per step of `term` in `b` (0 for "not_modeled").
+// The predicted seconds per step of `term` in `b` (0 for "unknown").
 double predicted_term_s(const plan::CommBreakdown& b, const std::string& term);
 
 enum class RunStatus { NotSelected, NotRunnable, Measured, Failed };
@@ -61,8 +60,8 @@ struct ValidationConfig {
 // Where a measured configuration's batch-time error comes from (docs/validation.md,
 // "Where the error comes from"). The step is cut into parts that the runtime measures and
 // the aware model predicts apart, and the parts' errors sum to measured - predicted:
-//   - each traced CommBreakdown term, "not_modeled" and "unknown": rank 0's busy seconds
-//     (the median step) against the term's predicted seconds (0 for the last two);
+//   - each traced CommBreakdown term and "unknown": rank 0's busy seconds (the median
+//     step) against the term's predicted seconds (0 for "unknown");
 //   - kPipelineWait (pipelines): rank 0 waiting for the pipeline's messages against the
 //     model's bubble and p2p_pipe (batch_s - compute_s - comm_s + p2p_pipe, at least p2p_pipe);
 //   - "sync_wait": the predicted waits for the groups' last members against 0, since

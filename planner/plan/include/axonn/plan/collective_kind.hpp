@@ -5,8 +5,8 @@
 //
 // A kind names the operation and the group: `ar_x` an all-reduce over X, `rs_z` a
 // reduce-scatter over Z, `ag_data` an all-gather over the data group. Kinds with a
-// suffix are the small collectives docs/model.md section 9 leaves out of the model:
-// the layer norms' statistics (`ar_x_norm`), a bias or gain split by rows
+// suffix are the small collectives, the CommBreakdown term `small` (docs/model.md
+// section 8): the layer norms' statistics (`ar_x_norm`), a bias or gain split by rows
 // (`ar_x_vector`), the loss's reductions (`ar_y_loss`, `ar_pipe_loss`), and the
 // parameters replicated over Z reduced over Z and data (`ar_z_data`; ZeRO's
 // `rs_z_data`, `ag_z_data`).
@@ -14,7 +14,7 @@
 // Example:
 //   plan::collective_kind_name(plan::CollectiveKind::RsZ);   // "rs_z"
 //   plan::breakdown_term(plan::CollectiveKind::AgY);         // "act_y": 2d/3d activations
-//   plan::breakdown_term(plan::CollectiveKind::ArXNorm);     // "": not modeled
+//   plan::breakdown_term(plan::CollectiveKind::ArXNorm);     // "small"
 #pragma once
 
 #include <cstdint>
@@ -39,8 +39,7 @@ const char* collective_kind_name(CollectiveKind k);  // "ag_z", "ar_x_norm", ...
 std::optional<CollectiveKind> parse_collective_kind(const std::string& name);
 
 // The CommBreakdown term (its JSON name: "ag_z", "rs_z", "ar_x", "ar_y", "act_x",
-// "act_y", "ar_data") that predicts the kind's time, or "" for the small collectives
-// the model leaves out.
+// "act_y", "ar_data", "small") that predicts the kind's time.
 const char* breakdown_term(CollectiveKind k);
 
 // Whether some kind is predicted by `term`: the runtime traces its collectives (the

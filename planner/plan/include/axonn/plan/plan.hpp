@@ -46,9 +46,13 @@ struct CommBreakdown {
   // per call (topology sync_wait and collective_call_s; docs/model.md section 8).
   // Measured inside the collectives' own times, not apart.
   double sync_wait = 0;
+  // The small collectives: the layer norms' row statistics, the loss's reductions, 3d's
+  // vector gradients, and the vectors' and loss's all-reduces over Z x data and the
+  // pipeline once per step (docs/model.md section 8). Not in the paper model.
+  double small = 0;
 
   double total() const {
-    return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_x + act_y + sync_wait;
+    return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_x + act_y + sync_wait + small;
   }
   CommBreakdown& operator+=(const CommBreakdown& o) {
     ag_z += o.ag_z;
@@ -61,11 +65,12 @@ struct CommBreakdown {
     act_x += o.act_x;
     act_y += o.act_y;
     sync_wait += o.sync_wait;
+    small += o.small;
     return *this;
   }
   CommBreakdown scaled(double f) const {
     return {ag_z * f,     rs_z * f,    ar_x * f,  ar_y * f,  ar_data * f,
-            p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f, sync_wait * f};
+            p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f, sync_wait * f, small * f};
   }
 };
 
@@ -76,7 +81,7 @@ struct BreakdownTerm {
   double CommBreakdown::*seconds;
   bool optional;
 };
-inline constexpr std::array<BreakdownTerm, 10> kBreakdownTerms = {{{"ag_z", &CommBreakdown::ag_z, false},
+inline constexpr std::array<BreakdownTerm, 11> kBreakdownTerms = {{{"ag_z", &CommBreakdown::ag_z, false},
                                                                   {"rs_z", &CommBreakdown::rs_z, false},
                                                                   {"ar_x", &CommBreakdown::ar_x, false},
                                                                   {"ar_y", &CommBreakdown::ar_y, false},
@@ -85,7 +90,8 @@ inline constexpr std::array<BreakdownTerm, 10> kBreakdownTerms = {{{"ag_z", &Com
                                                                   {"p2p_seq", &CommBreakdown::p2p_seq, true},
                                                                   {"act_x", &CommBreakdown::act_x, true},
                                                                   {"act_y", &CommBreakdown::act_y, true},
-                                                                  {"sync_wait", &CommBreakdown::sync_wait, true}}};
+                                                                  {"sync_wait", &CommBreakdown::sync_wait, true},
+                                                                  {"small", &CommBreakdown::small, true}}};
 
 // The four overlap optimizations of the 4D paper (section IV) plus bucketing.
 struct OverlapSettings {
