@@ -103,7 +103,7 @@ struct Topology {
   // has (the ring model aside), seconds; 0 = none. Collectives on an emulated cluster
   // whose ranks share cores cost more during training than calibrate's lone ones, for a
   // reason not known; this is fitted to a validation sweep (docs/validation.md), added
-  // to the sync wait, and also stands in for the small collectives the model leaves out.
+  // to the sync wait once per call, the small collectives' calls included.
   double collective_call_s = 0;
   double host_link_bytes_per_s = 0;             // one GPU to its host memory, one direction; 0 = not modeled
   ComputeThroughput compute;                    // optional "compute" object
