@@ -247,14 +247,6 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
                              ls.latency_s);
 
-  // The small collectives a stage issues once per step, after its last backward.
-  auto step_small = [&](size_t first, size_t last) {
-    if (paper) return StepCollectives{};
-    double vectors = 0;
-    for (size_t i = first; i < last; ++i) vectors += sc.costs[static_cast<size_t>(class_of_[i])].comm.vector_elements;
-    return step_small_collectives(vectors, ls.grad_reduce_bytes, g, bw, ls.latency_s);
-  };
-
   // A stage whose layers are those of the one before it (the same classes, the same
   // pass roles) has its passes and, with as many micro-batches in flight, its memory.
   auto same_as = [&](size_t first, size_t previous, size_t n) {
@@ -268,6 +260,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   MemoryBreakdown memory_previous_stage;
 
   sc.stages.resize(static_cast<size_t>(g.ginter));
+  sc.step_small_s.resize(static_cast<size_t>(g.ginter));
   size_t comm_stage = 0;  // the stage whose breakdown e.comm is
   int64_t small_calls = 0;
   int64_t first_unit = 0;
@@ -279,6 +272,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     const size_t n = last - first;
     plan::CommBreakdown c;
     double zero3_gathers = 0;  // ZeRO-3: the data all-gathers of the weights, per step
+    double vectors = 0;        // the vectors' gradient elements on one GPU
     for (size_t i = first; i < last; ++i) {
       const model::Layer& l = m.layers[i];
       sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit, g.layout);
@@ -292,6 +286,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sc.pass_costs[i] = &sc.costs[static_cast<size_t>(k)];
       sc.memory[i] = {static_cast<double>(l.weight_elements()), &sc.activation_per_row[static_cast<size_t>(k)],
                       pl.segment, l.recomputed, pl.cached, pl.grad_bytes};
+      vectors += sc.costs[static_cast<size_t>(k)].comm.vector_elements;
       if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
       const bool embedding = l.kind == model::LayerKind::Embedding;
       const int64_t all_gathers = paper ? 2 : ((pl.cached || embedding) ? 1 : 2);
@@ -309,7 +304,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     // weights in every pass that fetches it instead (docs/model.md section 11).
     if (o.optimizer.zero >= 3) c.ar_data = 0.5 * static_cast<double>(ls.microbatches) * c.ar_data + zero3_gathers;
     else if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * static_cast<double>(ls.microbatches + 1);
-    const StepCollectives once = step_small(first, last);
+    // The small collectives the stage issues once per step, after its last backward.
+    const StepCollectives once =
+        paper ? StepCollectives{} : step_small_collectives(vectors, ls.grad_reduce_bytes, g, bw, ls.latency_s);
+    sc.step_small_s[static_cast<size_t>(stage)] = once.seconds;
     c.small += once.seconds;
     if (stage == 0) small_calls += once.calls;
     if (g.ginter > 1) {
@@ -374,7 +372,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sp.last_backward_compute_s = lb.compute_s;
       const double mbs = static_cast<double>(e.microbatches);
       sp.sync_wait_s = mbs * f.sync_wait_s + (mbs - 1) * b.sync_wait_s + lb.sync_wait_s;
-      sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s + step_small(first, last).seconds;
+      sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s + sc.step_small_s[static_cast<size_t>(stage)];
       sp.optimizer_s = stage_optimizer_s;
       if (o.optimizer.reduces_data_parallel()) {  // docs/model.md section 11
         // The stage's data all-reduce as section 3 costs it, one collective per layer;

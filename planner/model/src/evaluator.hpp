@@ -42,6 +42,7 @@ class Evaluator {
     std::vector<MemoryLayer> memory;   // per layer of the current stage
     std::vector<double> prefetch_done; // simulate_pass's working memory
     std::vector<StagePasses> stages;   // per stage
+    std::vector<double> step_small_s;  // per stage: its once-per-step small collectives
     PipelineScratch pipeline;          // simulate_pipeline's working memory
   };
 
