@@ -8,6 +8,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/model/model_description.hpp"
 #include "axonn/plan/tensor_mode.hpp"
+#include "axonn/planner/layout_costs.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "test_util.hpp"
@@ -63,6 +64,44 @@ TEST(TensorModeRegistry, AliasesAddNothingAndTheOrderOfNamesDoesNotMatter) {
   EXPECT_EQ(ranked({"axonn3d", "1d"}), ranked({"axonn3d"}));   // 1d's grids are axonn3d's
   EXPECT_EQ(ranked({"3d", "axonn3d", "sequence"}), ranked({"axonn3d", "sequence", "3d"}));
   EXPECT_NE(std::string(test::error_of([] { ranked({"axonn3d", "bogus"}); })).find("bogus"), std::string::npos);
+}
+
+// The planner's layout entries (layout_costs.hpp): one for the layout of every mode's
+// grids, and what each entry's properties do to a row-parallel layer and the stage's
+// activations, by hand.
+TEST(LayoutCosts, EveryModesGridsHaveTheirLayoutsEntry) {
+  model::Layer row;
+  row.k = 16;
+  row.n = 8;
+  row.role = model::LinearRole::Row;
+  std::set<int> seen;
+  for (const auto& mode : plan::tensor_modes()) {
+    std::vector<topo::Grid> grids;
+    for (const topo::Grid& g : {topo::Grid{1, 2, 2, 2, 1}, topo::Grid{2, 2, 2, 1, 1}, topo::Grid{1, 4, 1, 2, 1},
+                                topo::Grid{1, 1, 1, 8, 1}})
+      mode.candidates(g, grids);
+    for (const topo::Grid& g : grids) {
+      const LayoutCosts& c = layout_costs(g.layout);
+      EXPECT_EQ(c.layout, g.layout) << mode.name;
+      seen.insert(static_cast<int>(g.layout));
+    }
+  }
+  EXPECT_EQ(seen.size(), 3u);  // axonn3d, 2d and 3d layouts all met
+  topo::Grid two_d{1, 2, 2, 1, 1}, three_d{2, 2, 2, 1, 1};
+  two_d.layout = topo::TensorLayout::TwoD;
+  three_d.layout = topo::TensorLayout::ThreeD;
+  const LayoutCosts &axonn = layout_costs(topo::TensorLayout::Axonn3d), &summa = layout_costs(two_d.layout),
+                    &cube = layout_costs(three_d.layout);
+  EXPECT_TRUE(axonn.swaps(row));
+  EXPECT_FALSE(summa.swaps(row));  // 2d: every layer is a normal one
+  EXPECT_TRUE(cube.swaps(row));
+  // The activation between layers: hidden over X (AxoNN), over Y (2d), over X and its
+  // rows over Y (3d); 2d's norm works on a 1/Gy block of the input.
+  EXPECT_EQ(axonn.activation_shards(topo::Grid{2, 2, 2, 1, 1}), 2);
+  EXPECT_EQ(summa.activation_shards(two_d), 2);
+  EXPECT_EQ(cube.activation_shards(three_d), 4);
+  EXPECT_EQ(summa.input_block_split(two_d), 2);
+  EXPECT_EQ(axonn.input_block_split(topo::Grid{2, 2, 2, 1, 1}), 1);
 }
 
 }  // namespace

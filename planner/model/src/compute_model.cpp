@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 
+#include "axonn/planner/layout_costs.hpp"
+
 namespace axonn::planner {
 namespace {
 
@@ -15,7 +17,7 @@ struct LocalLinear {
 };
 
 LocalLinear local_linear(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t seq_len) {
-  const bool swap = l.swaps_xy() && !g.summa();  // 2d: column-parallel layers only
+  const bool swap = layout_costs(g.layout).swaps(l);
   const Axis a = swap ? Axis::Y : Axis::X;     // splits W's rows
   const Axis b = swap ? Axis::X : Axis::Y;     // splits W's columns
   return {microbatch_seqs / g.gz * (seq_len / g.sequence), l.k / g.size(a), l.n / g.size(b)};
@@ -132,8 +134,10 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
   } else {
     const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
     const double rows = static_cast<double>(x.rows);
-    // 2d: the element-wise work on the input (the layer norm) is on its block k/Gy.
-    in = rows * static_cast<double>(x.k) / static_cast<double>(g.summa() ? g.gy : 1), outputs = rows * static_cast<double>(x.n);
+    // Where the input is gathered before the matmul (2d), the element-wise work on it
+    // (the layer norm) is on the block each rank holds.
+    in = rows * static_cast<double>(x.k) / static_cast<double>(layout_costs(g.layout).input_block_split(g)),
+    outputs = rows * static_cast<double>(x.n);
   }
   using E = ElementwiseRates::Elements;
   for (size_t i = 0; i < r.count; ++i) {

@@ -12,6 +12,7 @@
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/collectives.hpp"
 #include "axonn/planner/layer_comm.hpp"
+#include "axonn/planner/layout_costs.hpp"
 
 namespace axonn::planner {
 namespace {
@@ -242,7 +243,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   if (g.ginter > 1)
     p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
                                  static_cast<double>(m.hidden) /
-                                     static_cast<double>(g.size(g.hidden_axis()) * g.gz * (g.threed() ? g.gy : 1)),
+                                     static_cast<double>(layout_costs(g.layout).activation_shards(g) * g.gz),
                              pipeline_p2p_bandwidth(t, g, order, o.placement_aware && !paper,
                                                     bw[static_cast<int>(topo::Axis::Pipe)]),
                              ls.latency_s);

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "axonn/planner/collectives.hpp"
+#include "axonn/planner/layout_costs.hpp"
 
 namespace axonn::planner {
 namespace {
@@ -13,9 +14,10 @@ using topo::Axis;
 
 double bandwidth_of(const AxisBandwidths& bw, Axis a) { return bw[static_cast<int>(a)]; }
 
-// The large collectives of section 3 (and sections 13, 15, 16 for the other layouts).
+// The large collectives: the attention's ring with sequence parallelism (section 13),
+// else the layout's (layout_costs.hpp).
 LayerCollectives large_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
-                                   const LayerCommSettings& s) {
+                                   const LayerCommSettings& s, const LayoutCosts& layout) {
   LayerCollectives c;
   if (l.kind == model::LayerKind::Attention) {
     if (g.sequence > 1) {  // one member's chunk of K: its tokens x the heads' widths on it
@@ -27,48 +29,10 @@ LayerCollectives large_collectives(const model::Layer& l, const topo::Grid& g, c
     return c;
   }
   // "a" splits W's rows (and reduces the forward output), "b" splits W's columns
-  // (and reduces the backward input gradient). Normal: a = X, b = Y; transposed: swapped.
-  c.a = l.swaps_xy() ? Axis::Y : Axis::X;
-  c.b = l.swaps_xy() ? Axis::X : Axis::Y;
-  const double ga = static_cast<double>(g.size(c.a)), gb = static_cast<double>(g.size(c.b));
-  const double gz = static_cast<double>(g.gz);
-  const double k = static_cast<double>(l.k), n = static_cast<double>(l.n);
-  const double m = static_cast<double>(s.tokens), w = static_cast<double>(s.element_bytes);
-  const auto bw_of = [&](Axis x) { return bandwidth_of(bw, x); };
-
-  if (g.summa()) {  // 2d: W's k x n/q block gathered over Z; the input [m/q, k] gathered over Y
-    c.a = c.b = Axis::Y;
-    c.gathers_input = true;
-    const double q = static_cast<double>(g.gy), block_bytes = w * k * n / q;
-    c.all_gather_s = ring_all_gather_s(g.gz, block_bytes, bw_of(Axis::Z), s.latency_s);
-    c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, block_bytes, bw_of(Axis::Z), s.latency_s);
-    const double input_bytes = w * m * k / gz;
-    if (l.kind != model::LayerKind::Embedding) {
-      c.input_gather_s = ring_all_gather_s(g.gy, input_bytes, bw_of(Axis::Y), s.latency_s);
-      c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.gy, input_bytes, bw_of(Axis::Y), s.latency_s);
-    }
-    c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * k * n / (q * gz);
-    c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, bw_of(Axis::Data), s.latency_s);
-    return c;
-  }
-  const double weight_block_bytes = w * k * n / (ga * gb);
-  c.all_gather_s = ring_all_gather_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);
-  c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, weight_block_bytes, bw_of(Axis::Z), s.latency_s);
-  c.forward_all_reduce_s = ring_all_reduce_s(g.size(c.a), w * m * n / (gb * gz), bw_of(c.a), s.latency_s);
-  c.input_grad_all_reduce_s =
-      s.input_gradient ? ring_all_reduce_s(g.size(c.b), w * m * k / (ga * gz), bw_of(c.b), s.latency_s) : 0.0;
-  c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * k * n / (ga * gb * gz);
-  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, bw_of(Axis::Data), s.latency_s);
-  if (g.threed()) {  // 3d: the rows AxoNN replicates over b (input) and a (output) are split there
-    c.gathers_input = true;
-    const double input_bytes = w * m * k / (ga * gz), output_bytes = w * m * n / (gb * gz);
-    c.forward_all_reduce_s = ring_reduce_scatter_s(g.size(c.a), output_bytes, bw_of(c.a), s.latency_s);
-    c.output_grad_gather_s = ring_all_gather_s(g.size(c.a), output_bytes, bw_of(c.a), s.latency_s);
-    if (l.kind != model::LayerKind::Embedding) {
-      c.input_gather_s = ring_all_gather_s(g.size(c.b), input_bytes, bw_of(c.b), s.latency_s);
-      c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.size(c.b), input_bytes, bw_of(c.b), s.latency_s);
-    }
-  }
+  // (and reduces the backward input gradient). Normal: a = X, b = Y; swapped: the reverse.
+  c.a = layout.swaps(l) ? Axis::Y : Axis::X;
+  c.b = layout.swaps(l) ? Axis::X : Axis::Y;
+  layout.collectives(l, g, bw, s, c);
   return c;
 }
 
@@ -76,14 +40,14 @@ LayerCollectives large_collectives(const model::Layer& l, const topo::Grid& g, c
 // collectives"): the runtime's layer norm, cross-entropy and 3d vector functions
 // (runtime/src/tensor_parallel.cpp), latency-bound all-reduces of a few bytes per row.
 void add_small_collectives(LayerCollectives& c, const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
-                           const LayerCommSettings& s) {
+                           const LayerCommSettings& s, const LayoutCosts& layout) {
   if (!s.small_collectives || l.kind != model::LayerKind::Linear) return;
   const double w = static_cast<double>(s.element_bytes);
   // Rows of the input and of the output on one GPU: the micro-batch's tokens over Z;
-  // the 3d layout also splits the input's rows over b and the output's over a.
+  // a layout splitting rows (3d) also splits the input's over b and the output's over a.
   const double rows = static_cast<double>(s.tokens) / static_cast<double>(g.gz);
-  const double in_rows = rows / static_cast<double>(g.threed() ? g.size(c.b) : 1);
-  const double out_rows = rows / static_cast<double>(g.threed() ? g.size(c.a) : 1);
+  const double in_rows = rows / static_cast<double>(layout.splits_rows ? g.size(c.b) : 1);
+  const double out_rows = rows / static_cast<double>(layout.splits_rows ? g.size(c.a) : 1);
   const Axis hidden = g.hidden_axis();
   const int64_t h = g.size(hidden);
   auto all_reduce = [&](Axis over, double bytes) {
@@ -103,7 +67,7 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
     c.small_forward_s += 3.0 * all_reduce(Axis::Y, w * out_rows);
     c.small_forward_calls += 3;
   }
-  if (g.threed()) {  // a vector's gradient over the group holding its other rows
+  if (layout.splits_rows) {  // a vector's gradient over the group holding its other rows
     if (l.bias && g.size(c.a) > 1) {
       c.small_backward_s += all_reduce(c.a, w * bias);
       c.small_backward_calls += 1;
@@ -120,8 +84,9 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
 
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s) {
-  LayerCollectives c = large_collectives(l, g, bw, s);
-  add_small_collectives(c, l, g, bw, s);
+  const LayoutCosts& layout = layout_costs(g.layout);
+  LayerCollectives c = large_collectives(l, g, bw, s, layout);
+  add_small_collectives(c, l, g, bw, s, layout);
   return c;
 }
 
@@ -139,7 +104,7 @@ StepCollectives step_small_collectives(double vector_elements, int64_t grad_byte
                                       g.gdata > 1 ? bandwidth_of(bw, Axis::Data) : kNone);
   if (vector_elements > 0) all_reduce(g.gz * g.gdata, vector_elements * static_cast<double>(grad_bytes), z_data_beta);
   all_reduce(g.gz * g.gdata, kLossBytes, z_data_beta);
-  if (g.threed()) all_reduce(g.gx, kLossBytes, bandwidth_of(bw, Axis::X));
+  if (layout_costs(g.layout).splits_rows) all_reduce(g.gx, kLossBytes, bandwidth_of(bw, Axis::X));  // the logits' rows
   all_reduce(g.ginter, kLossBytes, bandwidth_of(bw, Axis::Pipe));
   return out;
 }

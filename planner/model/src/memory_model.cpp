@@ -6,32 +6,34 @@
 #include <fmt/format.h>
 
 #include "axonn/common/units.hpp"
+#include "axonn/planner/layout_costs.hpp"
 #include "axonn/schedule/schedule.hpp"
 
 namespace axonn::planner {
 
 LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, int64_t seq_len) {
+  const LayoutCosts& layout = layout_costs(g.layout);
   const double gx = static_cast<double>(g.gx), gy = static_cast<double>(g.gy);
-  // The 2d layout: normal layers only, the gathered input [rows, k] kept for dW, the
-  // layer norm's output a hidden block.
-  const bool swap = l.swaps_xy() && !g.summa();
+  const bool swap = layout.swaps(l);
   const double g_in = swap ? gy : gx, g_out = swap ? gx : gy;
   LayerActivations a;
   switch (l.kind) {
     case model::LayerKind::Linear: {
       const double in = static_cast<double>(l.k) / g_in, out = static_cast<double>(l.n) / g_out;
       a.input_grad = in;
-      a.norm_before = l.norm_before ? (g.summa() ? in / gy : in) : 0.0;
+      // Where the input is gathered (2d), the norm's output is the block held.
+      const double block = static_cast<double>(layout.input_block_split(g));
+      a.norm_before = l.norm_before ? (layout.input_gathered_over ? in / block : in) : 0.0;
       a.saved = in + a.norm_before + (l.gelu_after ? out : 0.0);
       a.logits = l.loss_after ? out : 0.0;
-      // Its backward: the output gradient (made contiguous) and dI. 2d lays dI out for
-      // its reduce-scatter over Y in a transposed copy (both alive), then keeps the
-      // scattered block ([rows, k/Gy]) through the dW; 3d receives the output gradient's
-      // rows split over the input's axis, gathers them, and scatters dI's rows over the
-      // output's.
+      // Its backward: the output gradient (made contiguous) and dI. Where the input is
+      // gathered (2d, over Y), dI is laid out for its reduce-scatter in a transposed copy
+      // (both alive), then the scattered block ([rows, k/Gy]) is kept through the dW;
+      // where rows are split (3d), the output gradient's rows arrive split over the
+      // input's axis and are gathered, and dI's rows are scattered over the output's.
       a.backward_at_input = a.backward_at_weight = out + in;
-      if (g.summa()) a.backward_at_input += in, a.backward_at_weight += in / gy;
-      if (g.threed()) {
+      if (layout.input_gathered_over) a.backward_at_input += in, a.backward_at_weight += in / block;
+      if (layout.splits_rows) {
         a.backward_at_weight += out / g_in + in / g_out;
         a.backward_at_input = a.backward_at_weight;
       }
@@ -39,7 +41,7 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
     }
     case model::LayerKind::Embedding:  // keeps token indices only; its output is the first checkpoint
       a.backward_at_input = a.backward_at_weight =
-          static_cast<double>(l.n) / static_cast<double>(g.size(g.hidden_axis()) * (g.threed() ? g.gy : 1));
+          static_cast<double>(l.n) / static_cast<double>(layout.activation_shards(g));
       break;
     case model::LayerKind::Attention:
       a.copies = 3.0 * static_cast<double>(l.heads * l.head_dim) / gy;
@@ -162,8 +164,9 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
   const double gxy = static_cast<double>(g.gx * g.gy);
   // Tokens of a micro-batch on this GPU (a chunk of each sequence with sequence parallelism).
   const double rows = static_cast<double>(s.microbatch_seqs * seq_len) / static_cast<double>(g.gz * g.sequence);
-  // 3d: the rows between layers are split over Y as well (per row of the stage: 1/Gy).
-  const double hx = static_cast<double>(hidden) / static_cast<double>(g.size(g.hidden_axis()) * (g.threed() ? g.gy : 1));
+  // Where rows are split (3d), the rows between layers are split over Y as well (per
+  // row of the stage: 1/Gy).
+  const double hx = static_cast<double>(hidden) / static_cast<double>(layout_costs(g.layout).activation_shards(g));
   const bool checkpointing = s.activation_checkpointing;
   auto segmented = [&](const MemoryLayer& l) { return checkpointing && l.recomputed; };
   const bool last_stage = sh.last_stage;
