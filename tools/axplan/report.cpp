@@ -160,16 +160,23 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
   fmt::print(out, "\n{} micro-batch(es) of {} sequences; per micro-batch and occurrence, milliseconds:\n",
              e.microbatches, e.microbatch_seqs);
   const std::string header =
-      fmt::format("{:<22} {:<9} {:>5}  {:>9} {:>9} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8}", "layer (first)", "kind",
-                  "count", "forward", "dI", "dW", "AG z", "RS z", "AR fwd", "AR dI", "AR data");
+      fmt::format("{:<22} {:<9} {:>5}  {:>9} {:>9} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}", "layer (first)",
+                  "kind", "count", "forward", "dI", "dW", "AG z", "RS z", "AR fwd", "AR dI", "AR data", "small");
   out << header << "\n" << std::string(header.size(), '-') << "\n";
   for (const auto& l : x.layers) {
     const auto& k = l.costs;
-    fmt::print(out, "{:<22} {:<9} {:>5}  {:>9.4f} {:>9.4f} {:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n",
+    fmt::print(out,
+               "{:<22} {:<9} {:>5}  {:>9.4f} {:>9.4f} {:>9.4f}  {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f} {:>8.4f}\n",
                l.name, l.kind, l.count, k.forward_s * 1e3, k.backward_input_s * 1e3, k.backward_weight_s * 1e3,
                k.comm.all_gather_s * 1e3, k.comm.reduce_scatter_s * 1e3, k.comm.forward_all_reduce_s * 1e3,
-               k.comm.input_grad_all_reduce_s * 1e3, k.comm.data_all_reduce_s * 1e3);
+               k.comm.input_grad_all_reduce_s * 1e3, k.comm.data_all_reduce_s * 1e3,
+               (k.comm.small_forward_s + k.comm.small_backward_s) * 1e3);
   }
+  if (e.small_calls > 0)
+    fmt::print(out, "small = the layer norm's, the loss's and 3d's vector all-reduces of one forward and backward; "
+                    "per step, with the vectors' and the loss's all-reduces after the backward: {} calls on the first "
+                    "stage, {:.4g} s on the stage with the most communication\n",
+               e.small_calls, e.comm.small);
   const auto& m = e.memory;
   fmt::print(out, "\nmemory per GPU {:.2f} GiB: model state {:.2f}, gathered weights {:.2f}, un-scattered gradients "
                   "{:.2f}, activations {:.2f}, data-parallel buckets {:.2f}, optimizer phase {:.2f}\n",
