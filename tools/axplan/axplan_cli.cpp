@@ -260,9 +260,13 @@ ReportContext context(const Loaded& l) {
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
   c.order_searched = l.options.search_order;
-  // A strategy column where the ranking mixes kinds: L2L, or a mode beside AxoNN's 3D grids.
-  c.strategies_ranked = l.options.rank_l2l || std::any_of(l.options.tensor_modes.begin(), l.options.tensor_modes.end(),
-                                                          [](const std::string& m) { return m != "axonn3d" && m != "1d"; });
+  // A strategy column where the ranking mixes kinds: L2L, or a mode whose grids the five
+  // fields do not name (its registry entry has a tag).
+  c.strategies_ranked =
+      l.options.rank_l2l ||
+      std::any_of(l.options.tensor_modes.begin(), l.options.tensor_modes.end(), [](const std::string& m) {
+        return plan::find_tensor_mode(m, "axplan", "--tensor-mode").tag != nullptr;
+      });
   return c;
 }
 

@@ -276,12 +276,7 @@ void select_tensor_modes(PlannerOptions& o, const std::string& mode, const std::
 }
 
 std::string strategy_label(const Evaluation& e) {
-  if (e.strategy != plan::Strategy::L2L) {
-    const std::string mode = tensor_mode_name(e.grid);
-    return mode == "sequence" ? fmt::format("sequence {}", e.grid.sequence)
-           : mode == "axonn3d" ? plan::strategy_name(e.strategy)
-                               : mode;
-  }
+  if (e.strategy != plan::Strategy::L2L) return plan::tensor_mode_label(e.grid);
   return fmt::format("l2l u={} {}{}", e.microbatches, plan::stash_tier_name(e.l2l.stash), e.l2l.prefetch ? "" : " no-prefetch");
 }
 

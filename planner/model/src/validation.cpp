@@ -11,6 +11,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/plan/collective_kind.hpp"
+#include "axonn/plan/tensor_mode.hpp"
 #include "axonn/planner/statistics.hpp"
 
 namespace axonn::planner {
@@ -119,10 +120,8 @@ std::vector<ValidationConfig> validation_configs(const Ranking& aware, const Ran
         c.agnostic = agnostic.feasible[j], c.agnostic_rank = static_cast<int64_t>(j) + 1;
     const auto& g = c.aware.grid;
     c.mode = tensor_mode_name(g);
-    const std::string prefix = c.mode == "sequence"                   ? fmt::format("seq{}-", g.sequence)
-                               : c.mode == "axonn3d" || c.mode == "1d" ? ""
-                                                                       : c.mode + "-";
-    c.name = fmt::format("{}{}x{}x{}x{}x{}", prefix, g.gx, g.gy, g.gz, g.gdata, g.ginter);
+    const std::string tag = plan::tensor_mode_tag(g);
+    c.name = fmt::format("{}{}x{}x{}x{}x{}", tag.empty() ? "" : tag + "-", g.gx, g.gy, g.gz, g.gdata, g.ginter);
     if (!runnable(g)) c.status = RunStatus::NotRunnable, c.reason = not_runnable_reason;
     configs.push_back(c);
   }

@@ -1,7 +1,10 @@
 // The tensor-mode registry; see axonn/plan/tensor_mode.hpp.
 #include "axonn/plan/tensor_mode.hpp"
 
+#include <string>
+
 #include "axonn/common/error.hpp"
+#include "axonn/plan/plan.hpp"
 
 namespace axonn::plan {
 namespace {
@@ -38,27 +41,35 @@ void three_d_grids(const Grid& g, std::vector<Grid>& out) {
   out.push_back(s);
 }
 
+std::string axonn3d_label(const Grid&) { return strategy_name(Strategy::FourD); }
+std::string sequence_label(const Grid& g) { return "sequence " + std::to_string(g.sequence); }
+std::string sequence_tag(const Grid& g) { return "seq" + std::to_string(g.sequence); }
+std::string two_d_tag(const Grid&) { return "2d"; }
+std::string three_d_tag(const Grid&) { return "3d"; }
+
 }  // namespace
 
 const std::vector<TensorMode>& tensor_modes() {
   using topo::GroupMode;
   static const std::vector<TensorMode> modes = {
       {"axonn3d", "AxoNN's 3D, gx,gy,gz", true, true, false, std::nullopt,
-       [](const Grid& g) { return axonn_layout(g) && !is_1d(g); }, axonn3d_grids, nullptr},
+       [](const Grid& g) { return axonn_layout(g) && !is_1d(g); }, axonn3d_grids, nullptr, axonn3d_label, nullptr},
       {"1d", "Megatron's column/row pairs: AxoNN's 3D on 1,t,1 with t >= 2; --grid t,gdata,ginter", false, true, false,
-       GroupMode::OneD, is_1d, one_d_grids, "axonn3d"},
+       GroupMode::OneD, is_1d, one_d_grids, "axonn3d", nullptr, nullptr},
       {"sequence",
        "ring self-attention, Colossal-AI: the sequence split over a group of the data axis; --grid t,gdata,ginter",
-       true, false, false, GroupMode::Sequence, [](const Grid& g) { return g.sequence > 1; }, sequence_grids, nullptr},
+       true, false, false, GroupMode::Sequence, [](const Grid& g) { return g.sequence > 1; }, sequence_grids, nullptr,
+       sequence_label, sequence_tag},
       {"2d", "Colossal-AI's 2D, SUMMA on a q x q grid: --grid t,gdata,ginter with t = q^2", true, false, false,
-       GroupMode::TwoD, [](const Grid& g) { return g.summa() && g.sequence == 1; }, two_d_grids, nullptr},
+       GroupMode::TwoD, [](const Grid& g) { return g.summa() && g.sequence == 1; }, two_d_grids, nullptr, nullptr,
+       two_d_tag},
       {"2.5d",
        "Tesseract: 2d on each of --tensor-depth d layers, which is 2d with d-way data parallelism; --grid "
        "t,gdata,ginter with t = d q^2",
-       false, false, true, GroupMode::TwoD, [](const Grid&) { return false; }, two_d_grids, "2d"},
+       false, false, true, GroupMode::TwoD, [](const Grid&) { return false; }, two_d_grids, "2d", nullptr, two_d_tag},
       {"3d", "Colossal-AI's 3D: AxoNN's 3D with no activation replicated; --grid t,gdata,ginter with t = l^3", true,
        false, false, GroupMode::ThreeD, [](const Grid& g) { return g.threed() && g.sequence == 1; }, three_d_grids,
-       nullptr},
+       nullptr, nullptr, three_d_tag},
   };
   return modes;
 }
@@ -79,6 +90,16 @@ const TensorMode& tensor_mode_of(const topo::Grid& g) {
   for (const auto& m : tensor_modes())
     if (m.owns(g)) return m;
   throw InternalError("plan", "a grid no tensor mode owns", g.to_string(), "a grid of one registered mode");
+}
+
+std::string tensor_mode_label(const topo::Grid& g) {
+  const TensorMode& m = tensor_mode_of(g);
+  return m.label ? m.label(g) : m.name;
+}
+
+std::string tensor_mode_tag(const topo::Grid& g) {
+  const TensorMode& m = tensor_mode_of(g);
+  return m.tag ? m.tag(g) : "";
 }
 
 }  // namespace axonn::plan

@@ -42,6 +42,14 @@ struct TensorMode {
   // The mode whose candidates include all of this one's (1d: axonn3d; 2.5d: 2d), or
   // nullptr: a ranking of both lists them once.
   const char* within = nullptr;
+  // The ranking's strategy column for one of its grids ("sequence 4"); nullptr: the
+  // mode's name.
+  std::string (*label)(const topo::Grid& g) = nullptr;
+  // What names one of its grids apart from a grid of AxoNN's layout with the same five
+  // fields ("2d", "seq2"; validate's configuration names put it first), or nullptr where
+  // the five fields say it all (axonn3d, 1d). A ranking of modes with a tag needs the
+  // strategy column.
+  std::string (*tag)(const topo::Grid& g) = nullptr;
 };
 
 // Every mode, in the ranking's enumeration order.
@@ -52,5 +60,8 @@ std::string tensor_mode_list();
 const TensorMode& find_tensor_mode(const std::string& name, const std::string& module, const std::string& where);
 // The entry that owns `g`.
 const TensorMode& tensor_mode_of(const topo::Grid& g);
+// Its label and its tag (empty where it has none), by the entry that owns `g`.
+std::string tensor_mode_label(const topo::Grid& g);
+std::string tensor_mode_tag(const topo::Grid& g);
 
 }  // namespace axonn::plan
