@@ -68,6 +68,10 @@ TEST(SmallCollectives, OneMemberGroupsIssueNothingAndTheLossReducesOverY) {
   EXPECT_EQ(c.small_forward_calls, 3);
   EXPECT_NEAR(c.small_forward_s, 3 * ring_all_reduce_s(4, 4 * 4096.0, 1e9, 1e-4), 1e-15);
   EXPECT_EQ(c.small_backward_calls, 0);
+  // In bf16 the loss still reduces fp32 logits: the same 4 bytes per row.
+  LayerCommSettings bf16 = f.s;
+  bf16.element_bytes = 2;
+  EXPECT_NEAR(layer_collectives(head, one_d, f.bw, bf16).small_forward_s, c.small_forward_s, 1e-15);
   // Attention and embeddings have none.
   model::Layer attention;
   attention.kind = model::LayerKind::Attention;
@@ -108,6 +112,22 @@ TEST(SmallCollectives, OncePerStepTheVectorsAndTheLoss) {
   topo::Grid three_d{2, 2, 2, 1, 1};
   three_d.layout = topo::TensorLayout::ThreeD;
   EXPECT_EQ(step_small_collectives(0, 4, three_d, bw, 1e-4).calls, 2);  // the loss over Z, and over X
+  // ZeRO: the optimizer phase reduce-scatters and all-gathers the vectors (the same
+  // seconds as one all-reduce, two calls); offloaded, in chunks of k x bsize elements.
+  plan::OptimizerSettings zero;
+  zero.zero = 1;
+  const StepCollectives z = step_small_collectives(1000, 4, g, bw, 1e-4, zero);
+  EXPECT_EQ(z.calls, 4);
+  EXPECT_NEAR(z.seconds, s.seconds, 1e-15);
+  plan::OptimizerSettings offload;
+  offload.offload = true;
+  offload.allreduce_coarsening = 2;
+  offload.bucket_elements = 300;  // chunks of 600: 1000 elements in 2
+  const StepCollectives o = step_small_collectives(1000, 4, g, bw, 1e-4, offload);
+  EXPECT_EQ(o.calls, 4);
+  EXPECT_NEAR(o.seconds, 2 * ring_all_reduce_s(4, 2000, 1e8, 1e-4) + ring_all_reduce_s(4, 8, 1e8, 1e-4) +
+                             ring_all_reduce_s(2, 8, 2e8, 1e-4),
+              1e-15);
 }
 
 TEST(SmallCollectives, ThePassClockChargesEachCall) {
@@ -139,6 +159,19 @@ TEST(SmallCollectives, TheEvaluatorCountsAStepsCalls) {
   const int64_t per_microbatch = 2 * 2 * (2 * 2 + 1) + (2 + 1);
   EXPECT_EQ(e.small_calls, e.microbatches * per_microbatch + 2);  // + the vectors and the loss over data
   EXPECT_GT(e.comm.small, 0.0);
+  // The 3d layout on 2 x 2 x 2: per block, each norm's 2 x 2 + 1 and its gain and shift
+  // over Y (2), each of the 4 biases over its rows' group (1); the head's norm 2 + 1 + 2
+  // and the loss's 3; once per step the vectors and the loss over Z, and the loss over X.
+  topo::Grid cube{2, 2, 2, 1, 1};
+  cube.layout = topo::TensorLayout::ThreeD;
+  const Evaluation c = evaluate(m, t, cube, o);
+  ASSERT_TRUE(c.feasible);
+  EXPECT_EQ(c.small_calls, c.microbatches * (2 * (2 * (5 + 2) + 4) + (5 + 3)) + 3);
+  // A pipeline's first stage: its blocks' norms, no head; the loss over the pipeline.
+  const Evaluation p2 = evaluate(m, t, topo::Grid{2, 1, 1, 1, 2}, o);
+  ASSERT_TRUE(p2.feasible);
+  ASSERT_EQ(p2.stage_units.size(), 2u);
+  EXPECT_EQ(p2.small_calls, p2.microbatches * p2.stage_units[0] * 2 * (2 * 2 + 1) + 1);
   PlannerOptions paper = o;
   paper.comm_model = CommModel::Paper;
   const Evaluation p = evaluate(m, t, topo::Grid{2, 1, 1, 2, 1}, paper);

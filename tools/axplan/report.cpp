@@ -82,18 +82,19 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   }
   if (f == Format::Csv) {
     out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,batch_s,compute_s,exposed_comm_s,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
-           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s,act_x_s,act_y_s,sync_wait_s"
+           "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s,act_x_s,act_y_s,sync_wait_s,"
+           "small_s"
         << (c.order_searched ? ",placement_order" : "") << "\n";
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
       fmt::print(out,
                  "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},"
-                 "\"{}\",{},{:.9g},{:.9g},{:.9g},{:.9g}{}\n",
+                 "\"{}\",{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}{}\n",
                  rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
                  e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
                  b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because,
                  plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq, b.act_x, b.act_y,
-                 b.sync_wait, c.order_searched ? ",\"" + topo::order_to_string(e.order) + "\"" : "");
+                 b.sync_wait, b.small, c.order_searched ? ",\"" + topo::order_to_string(e.order) + "\"" : "");
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
     if (show_rejected)

@@ -307,7 +307,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     else if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * static_cast<double>(ls.microbatches + 1);
     // The small collectives the stage issues once per step, after its last backward.
     const StepCollectives once =
-        paper ? StepCollectives{} : step_small_collectives(vectors, ls.grad_reduce_bytes, g, bw, ls.latency_s);
+        paper ? StepCollectives{}
+              : step_small_collectives(vectors, ls.grad_reduce_bytes, g, bw, ls.latency_s, o.optimizer);
     sc.step_small_s[static_cast<size_t>(stage)] = once.seconds;
     c.small += once.seconds;
     if (stage == 0) small_calls += once.calls;

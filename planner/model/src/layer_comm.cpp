@@ -2,6 +2,7 @@
 #include "axonn/planner/layer_comm.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 #include "axonn/planner/collectives.hpp"
@@ -63,8 +64,8 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
     c.small_backward_s += all_reduce(hidden, 2.0 * w * in_rows);
     c.small_backward_calls += 1;
   }
-  if (l.loss_after && g.gy > 1) {  // the row maximum, the sum of exponentials, the target logit
-    c.small_forward_s += 3.0 * all_reduce(Axis::Y, w * out_rows);
+  if (l.loss_after && g.gy > 1) {  // the row maximum, the sum of exponentials, the target logit (fp32 at least)
+    c.small_forward_s += 3.0 * all_reduce(Axis::Y, std::max(w, 4.0) * out_rows);
     c.small_forward_calls += 3;
   }
   if (layout.splits_rows) {  // a vector's gradient over the group holding its other rows
@@ -91,21 +92,37 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
 }
 
 StepCollectives step_small_collectives(double vector_elements, int64_t grad_bytes, const topo::Grid& g,
-                                       const AxisBandwidths& bw, double latency_s) {
+                                       const AxisBandwidths& bw, double latency_s,
+                                       const plan::OptimizerSettings& optimizer) {
   constexpr double kLossBytes = 8;  // the loss sum, a double
   StepCollectives out;
-  auto all_reduce = [&](int64_t p, double bytes, double beta) {
+  auto add = [&](int64_t p, double seconds) {
     if (p <= 1) return;
-    out.seconds += ring_all_reduce_s(p, bytes, beta, latency_s);
+    out.seconds += seconds;
     ++out.calls;
   };
   constexpr double kNone = std::numeric_limits<double>::infinity();
+  const int64_t z_data = g.gz * g.gdata;
   const double z_data_beta = std::min(g.gz > 1 ? bandwidth_of(bw, Axis::Z) : kNone,
                                       g.gdata > 1 ? bandwidth_of(bw, Axis::Data) : kNone);
-  if (vector_elements > 0) all_reduce(g.gz * g.gdata, vector_elements * static_cast<double>(grad_bytes), z_data_beta);
-  all_reduce(g.gz * g.gdata, kLossBytes, z_data_beta);
-  if (layout_costs(g.layout).splits_rows) all_reduce(g.gx, kLossBytes, bandwidth_of(bw, Axis::X));  // the logits' rows
-  all_reduce(g.ginter, kLossBytes, bandwidth_of(bw, Axis::Pipe));
+  if (vector_elements > 0) {
+    const double bytes = vector_elements * static_cast<double>(grad_bytes);
+    if (optimizer.zero > 0) {  // the optimizer phase: reduce-scatter, update, all-gather
+      add(z_data, ring_reduce_scatter_s(z_data, bytes, z_data_beta, latency_s));
+      add(z_data, ring_all_gather_s(z_data, bytes, z_data_beta, latency_s));
+    } else {
+      // Offloaded, in chunks of k buckets (k = 0: one); else the reducer's one call.
+      const double width = static_cast<double>(optimizer.allreduce_coarsening * optimizer.bucket_elements);
+      const int64_t chunks =
+          optimizer.offload && width > 0 ? static_cast<int64_t>(std::ceil(vector_elements / width)) : 1;
+      for (int64_t c = 0; c < chunks; ++c)
+        add(z_data, ring_all_reduce_s(z_data, bytes / static_cast<double>(chunks), z_data_beta, latency_s));
+    }
+  }
+  add(z_data, ring_all_reduce_s(z_data, kLossBytes, z_data_beta, latency_s));
+  if (layout_costs(g.layout).splits_rows)  // the logits' rows over X
+    add(g.gx, ring_all_reduce_s(g.gx, kLossBytes, bandwidth_of(bw, Axis::X), latency_s));
+  add(g.ginter, ring_all_reduce_s(g.ginter, kLossBytes, bandwidth_of(bw, Axis::Pipe), latency_s));
   return out;
 }
 

@@ -75,7 +75,7 @@ struct LayerCollectives {
   double small_forward_s = 0, small_backward_s = 0;
   int64_t small_forward_calls = 0, small_backward_calls = 0;
   // Gradient elements of the layer's vectors on one GPU (biases, the norm's gain and
-  // shift): reduced over Z x data once per step (step_small_collectives_s).
+  // shift): reduced over Z x data once per step (step_small_collectives).
   double vector_elements = 0;
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
@@ -109,15 +109,19 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
 
 // The small collectives a stage issues once per step, seconds, blocking, after its last
 // backward pass: its vectors' gradients (`vector_elements` on one GPU, `grad_bytes`
-// each) all-reduced over Z x data in one call, and the loss summed over Z x data, over
-// X in the 3d layout (the logits' rows) and over the pipeline, one element each.
-// Their bandwidth is the slower of the Z and data groups' (bw).
+// each) reduced over Z x data, and the loss summed over Z x data, over X in the 3d
+// layout (the logits' rows) and over the pipeline, one element each. The vectors go in
+// one all-reduce (the runtime's reducer), or as the optimizer phase issues them: a
+// reduce-scatter and an all-gather under ZeRO, chunks of allreduce_coarsening x
+// bucket_elements elements offloaded. Over Z x data the bandwidth is the slower of the
+// two groups'; over X and the pipeline, theirs (bw).
 struct StepCollectives {
   double seconds = 0;
   int64_t calls = 0;
 };
 StepCollectives step_small_collectives(double vector_elements, int64_t grad_bytes, const topo::Grid& g,
-                                       const AxisBandwidths& bw, double latency_s);
+                                       const AxisBandwidths& bw, double latency_s,
+                                       const plan::OptimizerSettings& optimizer = {});
 
 // Seconds per step, by collective (comm_per_step of layer_collectives). Attention
 // layers cost nothing but their ring with sequence parallelism.

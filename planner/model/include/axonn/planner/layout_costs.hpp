@@ -56,7 +56,8 @@ struct LayoutCosts {
   int64_t activation_shards(const topo::Grid& g) const {
     return g.size(g.hidden_axis()) * (splits_rows ? g.gy : 1);
   }
-  // The share of a layer's input columns its norm works on (2d: 1/Gy; else 1).
+  // The blocks a layer's input columns are held in before its gather, its norm working
+  // on one (2d: Gy; else 1).
   int64_t input_block_split(const topo::Grid& g) const {
     return input_gathered_over ? g.size(*input_gathered_over) : 1;
   }
