@@ -11,7 +11,7 @@ using namespace axonn::planner;
 using topo::Axis;
 
 namespace {
-double at(const AxisBandwidths& bw, Axis a) { return bw[static_cast<int>(a)]; }
+double at(const AxisBandwidths& bw, Axis a) { return axis_bandwidth(bw, a); }
 const topo::Topology& perlmutter() {
   static topo::Topology t = topo::load_topology("perlmutter");
   return t;

@@ -170,7 +170,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   if (g.sequence > 1) {  // the data axis's innermost members: eq. 10 with the data axis's ip
     const int64_t ip = topo::RankLayout(g, order).inner_size(topo::Axis::Data);
     ls.sequence_bw = o.placement_aware ? group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle)
-                                       : bw[static_cast<int>(topo::Axis::Data)];
+                                       : axis_bandwidth(bw, topo::Axis::Data);
   }
 
   // Each distinct layer once.
@@ -245,7 +245,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
                                  static_cast<double>(m.hidden) /
                                      static_cast<double>(layout_costs(g.layout).activation_shards(g) * g.gz),
                              pipeline_p2p_bandwidth(t, g, order, o.placement_aware && !paper,
-                                                    bw[static_cast<int>(topo::Axis::Pipe)]),
+                                                    axis_bandwidth(bw, topo::Axis::Pipe)),
                              ls.latency_s);
 
   // A stage whose layers are those of the one before it (the same classes, the same

@@ -13,8 +13,6 @@ namespace {
 
 using topo::Axis;
 
-double bandwidth_of(const AxisBandwidths& bw, Axis a) { return bw[static_cast<int>(a)]; }
-
 // The large collectives: the attention's ring with sequence parallelism (section 13),
 // else the layout's (layout_costs.hpp).
 LayerCollectives large_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
@@ -52,7 +50,7 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
   const Axis hidden = g.hidden_axis();
   const int64_t h = g.size(hidden);
   auto all_reduce = [&](Axis over, double bytes) {
-    return ring_all_reduce_s(g.size(over), bytes, bandwidth_of(bw, over), s.latency_s);
+    return ring_all_reduce_s(g.size(over), bytes, axis_bandwidth(bw, over), s.latency_s);
   };
   // The norm's elements on one GPU (its input's hidden block) and the bias's (the
   // output's columns).
@@ -103,8 +101,8 @@ StepCollectives step_small_collectives(double vector_elements, int64_t grad_byte
   };
   constexpr double kNone = std::numeric_limits<double>::infinity();
   const int64_t z_data = g.gz * g.gdata;
-  const double z_data_beta = std::min(g.gz > 1 ? bandwidth_of(bw, Axis::Z) : kNone,
-                                      g.gdata > 1 ? bandwidth_of(bw, Axis::Data) : kNone);
+  const double z_data_beta = std::min(g.gz > 1 ? axis_bandwidth(bw, Axis::Z) : kNone,
+                                      g.gdata > 1 ? axis_bandwidth(bw, Axis::Data) : kNone);
   if (vector_elements > 0) {
     const double bytes = vector_elements * static_cast<double>(grad_bytes);
     if (optimizer.zero > 0) {  // the optimizer phase: reduce-scatter, update, all-gather
@@ -121,8 +119,8 @@ StepCollectives step_small_collectives(double vector_elements, int64_t grad_byte
   }
   add(z_data, ring_all_reduce_s(z_data, kLossBytes, z_data_beta, latency_s));
   if (layout_costs(g.layout).splits_rows)  // the logits' rows over X
-    add(g.gx, ring_all_reduce_s(g.gx, kLossBytes, bandwidth_of(bw, Axis::X), latency_s));
-  add(g.ginter, ring_all_reduce_s(g.ginter, kLossBytes, bandwidth_of(bw, Axis::Pipe), latency_s));
+    add(g.gx, ring_all_reduce_s(g.gx, kLossBytes, axis_bandwidth(bw, Axis::X), latency_s));
+  add(g.ginter, ring_all_reduce_s(g.ginter, kLossBytes, axis_bandwidth(bw, Axis::Pipe), latency_s));
   return out;
 }
 

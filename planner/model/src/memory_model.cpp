@@ -23,7 +23,7 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       a.input_grad = in;
       // Where the input is gathered (2d), the norm's output is the block held.
       const double block = static_cast<double>(layout.input_block_split(g));
-      a.norm_before = l.norm_before ? (layout.input_gathered_over ? in / block : in) : 0.0;
+      a.norm_before = l.norm_before ? in / block : 0.0;
       a.saved = in + a.norm_before + (l.gelu_after ? out : 0.0);
       a.logits = l.loss_after ? out : 0.0;
       // Its backward: the output gradient (made contiguous) and dI. Where the input is

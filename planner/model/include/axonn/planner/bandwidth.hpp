@@ -29,6 +29,8 @@ enum class BandwidthRule { Strict, Straddle };
 // (it never communicates). For the pipeline axis it is the bandwidth of the
 // point-to-point messages between neighbouring stages.
 using AxisBandwidths = std::array<double, topo::kNumAxes>;
+// The bandwidth of the group along `a`, bytes/s.
+inline double axis_bandwidth(const AxisBandwidths& bw, topo::Axis a) { return bw[static_cast<int>(a)]; }
 
 // Eq. 10 for one group: `ip` ranks between members, `p` members.
 double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule);
