@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include "axonn/common/error.hpp"
+#include "axonn/plan/layout_rules.hpp"
 
 namespace axonn::runtime {
 
@@ -19,6 +20,8 @@ using schedule::LayerOp;
 int64_t to_handle(Engine* e) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(e)); }
 Engine& engine_of(int64_t handle) { return *reinterpret_cast<Engine*>(static_cast<intptr_t>(handle)); }
 Engine& engine_of(const AutogradContext* ctx) { return engine_of(ctx->saved_data.at("engine").toInt()); }
+// Whether the layout splits the rows AxoNN replicates (3d; plan/layout_rules.hpp).
+bool splits_rows(const Engine& e) { return plan::layout_rules(e.grid.grid().layout).splits_rows; }
 
 void record(Engine& e, LayerOp op, int64_t layer) { e.recorder.record({op, static_cast<int32_t>(layer)}); }
 
@@ -147,7 +150,7 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
                                     : table.index_select(0, index) * mask.unsqueeze(1).to(table.scalar_type());
     });
     record(e, LayerOp::ForwardCollective, layer);
-    if (e.grid.grid().threed()) out = scatter_rows(e, e.grid.y(), out, plan::CollectiveKind::RsY);  // this rank's rows
+    if (splits_rows(e)) out = scatter_rows(e, e.grid.y(), out, plan::CollectiveKind::RsY);  // this rank's rows
     else e.ops.all_reduce(e.grid.y(), out, plan::CollectiveKind::ArY);
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["layer"] = layer;
@@ -163,7 +166,7 @@ struct EmbeddingFn : public torch::autograd::Function<EmbeddingFn> {
     const auto vocab = ctx->saved_data["vocab"].toInt(), hidden = ctx->saved_data["hidden"].toInt();
     const int64_t layer = ctx->saved_data["layer"].toInt();
     at::Tensor grad = grads[0];
-    if (e.grid.grid().threed()) record(e, LayerOp::OutputGradGather, layer), grad = gather_rows(e, e.grid.y(), grad, plan::CollectiveKind::AgY);
+    if (splits_rows(e)) record(e, LayerOp::OutputGradGather, layer), grad = gather_rows(e, e.grid.y(), grad, plan::CollectiveKind::AgY);
     at::Tensor dtable = compute(e, LayerOp::BackwardWeight, layer, [&] {
       at::Tensor dout = grad * saved[1].unsqueeze(1).to(grad.scalar_type());
       return at::zeros({vocab, hidden}, dout.options()).index_add_(0, saved[0], dout);
@@ -303,8 +306,11 @@ struct Embedding2dFn : public torch::autograd::Function<Embedding2dFn> {
 };
 
 // The group over which the hidden columns are split: X (AxoNN 3D), Y (2d).
-Communicator& hidden_group(Engine& e) { return e.grid.grid().summa() ? e.grid.y() : e.grid.x(); }
-plan::CollectiveKind norm_kind(Engine& e) { return e.grid.grid().summa() ? plan::CollectiveKind::ArYNorm : plan::CollectiveKind::ArXNorm; }
+topo::Axis hidden_axis(Engine& e) { return plan::layout_rules(e.grid.grid().layout).hidden_axis; }
+Communicator& hidden_group(Engine& e) { return e.grid.axis(hidden_axis(e)); }
+plan::CollectiveKind norm_kind(Engine& e) {
+  return hidden_axis(e) == topo::Axis::Y ? plan::CollectiveKind::ArYNorm : plan::CollectiveKind::ArXNorm;
+}
 
 struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor gamma, at::Tensor beta, int64_t engine,
@@ -406,7 +412,7 @@ at::Tensor tp3d_linear(Engine& e, int64_t layer, const at::Tensor& input, const 
 }
 
 at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows) {
-  if (!e.grid.grid().threed() || e.grid.grid().size(rows) == 1) return v;
+  if (!splits_rows(e) || e.grid.grid().size(rows) == 1) return v;
   return RowsSumFn::apply(v, to_handle(&e), rows == topo::Axis::X ? 0 : 1);
 }
 

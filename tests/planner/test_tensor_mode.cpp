@@ -7,9 +7,12 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/model/model_description.hpp"
+#include "axonn/plan/divisibility.hpp"
+#include "axonn/plan/layout_rules.hpp"
 #include "axonn/plan/tensor_mode.hpp"
 #include "axonn/planner/layout_costs.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/schedule/schedule.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "test_util.hpp"
 
@@ -98,6 +101,59 @@ TEST(LayoutCosts, EveryModesGridsHaveTheirLayoutsEntry) {
   EXPECT_EQ(cube.activation_shards(three_d), 4);
   EXPECT_EQ(summa.input_block_split(two_d), 2);
   EXPECT_EQ(axonn.input_block_split(topo::Grid{2, 2, 2, 1, 1}), 1);
+}
+
+// The layouts' shared entries (plan/layout_rules.hpp): the schedule's instructions,
+// divisibility and the hidden axis come from them, the same for planner and runtime.
+TEST(LayoutRules, TheInstructionsAndTheDivisibilityOfEachLayoutComeFromItsEntry) {
+  using topo::Axis;
+  using topo::TensorLayout;
+  model::Layer linear, embedding;
+  linear.k = 16;
+  linear.n = 12;
+  embedding.kind = model::LayerKind::Embedding;
+  embedding.k = 12;
+  embedding.n = 16;
+  const std::vector<std::tuple<TensorLayout, Axis, bool, bool, bool>> expected = {
+      // layout, hidden axis, input gathered, forward collective, dO gathered
+      {TensorLayout::Axonn3d, Axis::X, false, true, false},
+      {TensorLayout::TwoD, Axis::Y, true, false, false},
+      {TensorLayout::ThreeD, Axis::X, true, true, true}};
+  for (const auto& [layout, hidden, gathers, forward, grad_gather] : expected) {
+    const plan::LayoutRules& r = plan::layout_rules(layout);
+    EXPECT_EQ(r.layout, layout);
+    EXPECT_EQ(r.hidden_axis, hidden) << r.name;
+    EXPECT_EQ(&layout_costs(layout).rules->hidden_axis, &r.hidden_axis) << "the planner's entry points to it";
+    const schedule::PassLayer l = schedule::pass_layer(linear, false, 1, 0, layout);
+    EXPECT_EQ(l.gathers_input, gathers) << r.name;
+    EXPECT_EQ(l.forward_collective, forward) << r.name;
+    EXPECT_EQ(l.gathers_output_grad, grad_gather) << r.name;
+    EXPECT_FALSE(schedule::pass_layer(embedding, false, 1, 0, layout).gathers_input) << r.name << ": tokens";
+  }
+  // Divisibility through the entries: 2d's q x q shape and its blocks k/q x n/q, 3d's
+  // rows split by whole sequences, AxoNN's blocks otherwise.
+  topo::Grid two_d{2, 2, 2, 1, 1};
+  two_d.layout = TensorLayout::TwoD;
+  const model::ModelDescription m = model::load_model("gpt-tiny");
+  auto why = plan::batch_divisibility_problem(m, two_d, 8, 8);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_NE(why->find("q x q grid"), std::string::npos) << *why;
+  two_d.gx = 1;
+  EXPECT_FALSE(plan::batch_divisibility_problem(m, two_d, 8, 8).has_value());
+  model::Layer odd = linear;
+  odd.k = 3;  // AxoNN on 1,2,2: a 3 x 2 block, split over Z; 2d: k = 3 not in q = 2 blocks
+  odd.n = 4;
+  EXPECT_TRUE(plan::layer_divides(odd, topo::Grid{1, 2, 2, 1, 1}));
+  EXPECT_FALSE(plan::layer_divides(odd, two_d));
+  EXPECT_EQ(plan::layer_divisibility_problem(odd, two_d), "layer : k=3 is not divisible by q (2d)=2");
+  odd.n = 2;  // a 3 x 1 block: not split over Z = 2
+  EXPECT_EQ(plan::layer_divisibility_problem(odd, topo::Grid{1, 2, 2, 1, 1}),
+            "layer : local weight block=3 is not divisible by gz=2");
+  topo::Grid cube{2, 2, 2, 1, 1};
+  cube.layout = TensorLayout::ThreeD;
+  EXPECT_TRUE(plan::batch_divisibility_problem(m, cube, 8, 2).has_value());  // 1 sequence per Z-rank, 4 ranks
+  EXPECT_FALSE(plan::batch_divisibility_problem(m, cube, 8, 8).has_value());
+  EXPECT_FALSE(plan::batch_divisibility_problem(m, topo::Grid{2, 2, 2, 1, 1}, 8, 2).has_value());  // AxoNN's
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/units.hpp"
+#include "axonn/plan/layout_rules.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
@@ -94,7 +95,7 @@ class TwoLinear : public runtime::ParallelModel {
       rows /= g.size(*ops.input_rows_split);
       row0 = grid_.coord(*ops.input_rows_split) * rows;
     }
-    const topo::Axis cols = g.hidden_axis();
+    const topo::Axis cols = plan::layout_rules(g.layout).hidden_axis;
     const int64_t width = hidden_ / g.size(cols);
     at::Tensor x = tokens.narrow(1, 0, tokens.size(1) - 1).reshape({-1}).narrow(0, row0, rows).to(at::kFloat);
     x = (x.unsqueeze(1) * at::arange(1, width + 1, at::kFloat).unsqueeze(0) * (1e-3 / width)).sin();

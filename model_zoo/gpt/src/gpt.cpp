@@ -7,6 +7,7 @@
 
 #include "axonn/common/checksum.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/plan/layout_rules.hpp"
 #include "axonn/runtime/ring_attention.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 
@@ -265,7 +266,7 @@ std::vector<int64_t> ParallelGpt::activation_shape(int64_t seqs) const {
   return {seqs * c_.seq_len / g.sequence / rows_split(ops_.input_rows_split), c_.hidden / g.size(hidden_axis())};
 }
 
-topo::Axis ParallelGpt::hidden_axis() const { return grid_.grid().hidden_axis(); }
+topo::Axis ParallelGpt::hidden_axis() const { return plan::layout_rules(grid_.grid().layout).hidden_axis; }
 
 int64_t ParallelGpt::rows_split(std::optional<topo::Axis> axis) const { return axis ? grid_.grid().size(*axis) : 1; }
 

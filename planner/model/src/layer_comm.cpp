@@ -45,9 +45,9 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
   // Rows of the input and of the output on one GPU: the micro-batch's tokens over Z;
   // a layout splitting rows (3d) also splits the input's over b and the output's over a.
   const double rows = static_cast<double>(s.tokens) / static_cast<double>(g.gz);
-  const double in_rows = rows / static_cast<double>(layout.splits_rows ? g.size(c.b) : 1);
-  const double out_rows = rows / static_cast<double>(layout.splits_rows ? g.size(c.a) : 1);
-  const Axis hidden = g.hidden_axis();
+  const double in_rows = rows / static_cast<double>(layout.rules->splits_rows ? g.size(c.b) : 1);
+  const double out_rows = rows / static_cast<double>(layout.rules->splits_rows ? g.size(c.a) : 1);
+  const Axis hidden = layout.rules->hidden_axis;
   const int64_t h = g.size(hidden);
   auto all_reduce = [&](Axis over, double bytes) {
     return ring_all_reduce_s(g.size(over), bytes, axis_bandwidth(bw, over), s.latency_s);
@@ -66,7 +66,7 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
     c.small_forward_s += 3.0 * all_reduce(Axis::Y, std::max(w, 4.0) * out_rows);
     c.small_forward_calls += 3;
   }
-  if (layout.splits_rows) {  // a vector's gradient over the group holding its other rows
+  if (layout.rules->splits_rows) {  // a vector's gradient over the group holding its other rows
     if (l.bias && g.size(c.a) > 1) {
       c.small_backward_s += all_reduce(c.a, w * bias);
       c.small_backward_calls += 1;
@@ -118,7 +118,7 @@ StepCollectives step_small_collectives(double vector_elements, int64_t grad_byte
     }
   }
   add(z_data, ring_all_reduce_s(z_data, kLossBytes, z_data_beta, latency_s));
-  if (layout_costs(g.layout).splits_rows)  // the logits' rows over X
+  if (plan::layout_rules(g.layout).splits_rows)  // the logits' rows over X
     add(g.gx, ring_all_reduce_s(g.gx, kLossBytes, axis_bandwidth(bw, Axis::X), latency_s));
   add(g.ginter, ring_all_reduce_s(g.ginter, kLossBytes, axis_bandwidth(bw, Axis::Pipe), latency_s));
   return out;

@@ -78,19 +78,19 @@ void summa_collectives(const model::Layer& l, const topo::Grid& g, const AxisBan
   c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), s.latency_s);
 }
 
-// Indexed by topo::TensorLayout.
-const std::array<LayoutCosts, 3> kLayouts = {{
-    {topo::TensorLayout::Axonn3d, true, std::nullopt, false, axonn3d_collectives},
-    {topo::TensorLayout::TwoD, false, Axis::Y, false, summa_collectives},
-    {topo::TensorLayout::ThreeD, true, std::nullopt, true, threed_collectives},
-}};
-
 }  // namespace
 
 const LayoutCosts& layout_costs(topo::TensorLayout layout) {
+  using topo::TensorLayout;
+  // Indexed by topo::TensorLayout; built on first use, after the shared entries.
+  static const std::array<LayoutCosts, 3> entries = {{
+      {&plan::layout_rules(TensorLayout::Axonn3d), true, std::nullopt, axonn3d_collectives},
+      {&plan::layout_rules(TensorLayout::TwoD), false, Axis::Y, summa_collectives},
+      {&plan::layout_rules(TensorLayout::ThreeD), true, std::nullopt, threed_collectives},
+  }};
   const auto i = static_cast<size_t>(layout);
-  AXONN_ASSERT(i < kLayouts.size() && kLayouts[i].layout == layout);
-  return kLayouts[i];
+  AXONN_ASSERT(i < entries.size() && entries[i].rules->layout == layout);
+  return entries[i];
 }
 
 }  // namespace axonn::planner

@@ -33,7 +33,7 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       // input's axis and are gathered, and dI's rows are scattered over the output's.
       a.backward_at_input = a.backward_at_weight = out + in;
       if (layout.input_gathered_over) a.backward_at_input += in, a.backward_at_weight += in / block;
-      if (layout.splits_rows) {
+      if (layout.rules->splits_rows) {
         a.backward_at_weight += out / g_in + in / g_out;
         a.backward_at_input = a.backward_at_weight;
       }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "axonn/common/error.hpp"
+#include "axonn/plan/layout_rules.hpp"
 
 namespace axonn::schedule {
 
@@ -146,10 +147,10 @@ int64_t axonn_checkpoint_interval(int64_t blocks_per_stage, int64_t total_blocks
 PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval, int64_t first_unit,
                      topo::TensorLayout layout) {
   PassLayer p;
-  const bool embedding = l.kind == model::LayerKind::Embedding;
-  p.gathers_input = layout != topo::TensorLayout::Axonn3d && !embedding;
-  p.forward_collective = layout != topo::TensorLayout::TwoD;
-  p.gathers_output_grad = layout == topo::TensorLayout::ThreeD;
+  const plan::LayoutRules& rules = plan::layout_rules(layout);
+  p.gathers_input = rules.gathers_input && l.kind != model::LayerKind::Embedding;
+  p.forward_collective = rules.forward_collective;
+  p.gathers_output_grad = rules.gathers_output_grad;
   p.weighted = l.weight_elements() > 0;
   p.input_gradient = l.kind != model::LayerKind::Embedding;
   p.weight_in_backward = l.kind != model::LayerKind::Embedding;

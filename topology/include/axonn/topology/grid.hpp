@@ -54,8 +54,6 @@ struct Grid {
   bool threed() const { return layout == TensorLayout::ThreeD; }
 
   int64_t size(Axis a) const;
-  // The axis that splits the activations' hidden columns: X (AxoNN's 3D), Y (2d).
-  Axis hidden_axis() const { return summa() ? Axis::Y : Axis::X; }
   int64_t total() const { return gx * gy * gz * gdata * ginter; }
   // Model replicas over the data axis, each fed its own sequences: gdata / sequence.
   int64_t replicas() const { return gdata / sequence; }

@@ -3,8 +3,10 @@
 // once per grid. layer_comm, compute_model, memory_model and the evaluator read the
 // entry instead of testing the layout, so a new layout is a new entry: its collectives
 // function and its properties (docs/architecture.md, "How a new strategy is added").
-// The runtime's twin is runtime/tensor_ops.hpp; plan/tensor_mode.hpp names the modes
-// whose grids carry each layout.
+// What the runtime follows too (the hidden axis, the split rows, the instructions,
+// divisibility) is the layout's shared entry, plan/layout_rules.hpp, which this one
+// points to. The runtime's twin is runtime/tensor_ops.hpp; plan/tensor_mode.hpp names
+// the modes whose grids carry each layout.
 //
 //   layout    roles  input gathered  rows split  large collectives of a layer, one micro-batch
 //   axonn3d   yes    -               -           AG/RS of W over Z; AR of the output over a, of dI over b
@@ -23,6 +25,7 @@
 #include <optional>
 
 #include "axonn/model/model_description.hpp"
+#include "axonn/plan/layout_rules.hpp"
 #include "axonn/planner/bandwidth.hpp"
 #include "axonn/topology/grid.hpp"
 
@@ -32,7 +35,7 @@ struct LayerCommSettings;
 struct LayerCollectives;
 
 struct LayoutCosts {
-  topo::TensorLayout layout = topo::TensorLayout::Axonn3d;
+  const plan::LayoutRules* rules = nullptr;  // the layout's shared entry (never null)
   // Row-parallel layers (and embeddings) swap X and Y (Layer::swaps_xy); false: every
   // layer is a normal one (2d).
   bool roles = true;
@@ -40,10 +43,6 @@ struct LayoutCosts {
   // each rank holding a block k/Gy of them, its norm working on that block); none where
   // the input arrives in the matmul's split.
   std::optional<topo::Axis> input_gathered_over;
-  // The rows AxoNN replicates are split: a layer's input rows over b, its output rows
-  // over a (3d); it gathers the input's rows before its matmul and reduce-scatters the
-  // output's, so the activation between layers is also split over Y.
-  bool splits_rows = false;
   // The large collectives of a linear layer or an embedding for one micro-batch, into
   // `c` (its axes a and b set): docs/model.md section 3 (axonn3d), 15 (2d), 16 (3d).
   void (*collectives)(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
@@ -54,7 +53,7 @@ struct LayoutCosts {
   // The pieces each row of the activation between layers is split into on one Z-rank:
   // its hidden columns over the hidden axis, and over Y too where rows are split.
   int64_t activation_shards(const topo::Grid& g) const {
-    return g.size(g.hidden_axis()) * (splits_rows ? g.gy : 1);
+    return g.size(rules->hidden_axis) * (rules->splits_rows ? g.gy : 1);
   }
   // The blocks a layer's input columns are held in before its gather, its norm working
   // on one (2d: Gy; else 1).

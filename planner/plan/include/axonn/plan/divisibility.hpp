@@ -1,7 +1,8 @@
 // Does a grid divide a model and a batch? Shared by the planner (to reject
 // candidates) and the runtime (to refuse a plan), docs/model.md section 4.
 //
-// Requirements, for every layer (X and Y swap for transposed layers and embeddings):
+// Requirements in AxoNN's layout, for every layer (X and Y swap for transposed layers
+// and embeddings); another layout's come from its entry (plan/layout_rules.hpp):
 //   k % Gx == 0, n % Gy == 0           the weight's rows/columns split over X/Y
 //   (k/Gx * n/Gy) % Gz == 0            the local block is sharded evenly over Z
 //   heads % Gy == 0                    attention heads split over QKV's output group
