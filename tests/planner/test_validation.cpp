@@ -249,7 +249,7 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   EXPECT_EQ(parts[0].calls, 4.0);
   EXPECT_EQ(parts[3].calls, 0.0);  // the pipeline's wait is not a collective
 
-  ValidationConfig flat;  // no pipeline; the ring's p2p_seq is not traced: it stays in compute
+  ValidationConfig flat;  // no pipeline; a report without the ring's p2p_seq: it stays in compute
   flat.status = RunStatus::Measured;
   flat.aware.grid = topo::Grid{1, 1, 1, 8, 1};
   flat.aware.batch_s = 1.5, flat.aware.compute_s = 0.8, flat.aware.comm_s = 0.7;
@@ -260,6 +260,16 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   EXPECT_EQ(flat_parts[1].part, kComputeRest);
   EXPECT_NEAR(flat_parts[1].predicted_s, 1.0, 1e-12);  // compute 0.8 + p2p_seq 0.2
   EXPECT_NEAR(flat_parts[1].measured_s, 0.6, 1e-12);
+  ValidationConfig ring = flat;  // the ring's waits measured: a part of their own
+  ring.measured_comm_s["p2p_seq"] = 0.1, ring.measured_calls["p2p_seq"] = 12;
+  const auto ring_parts = error_parts(ring);
+  ASSERT_EQ(ring_parts.size(), 3u);
+  EXPECT_EQ(ring_parts[1].part, "p2p_seq");
+  EXPECT_NEAR(ring_parts[1].predicted_s, 0.2, 1e-12);
+  EXPECT_NEAR(ring_parts[1].measured_s, 0.1, 1e-12);
+  EXPECT_EQ(ring_parts[1].calls, 12.0);
+  EXPECT_NEAR(ring_parts[2].predicted_s, 0.8, 1e-12);  // compute alone
+  EXPECT_NEAR(ring_parts[2].measured_s, 0.5, 1e-12);
 
   ValidationConfig skipped = flat;
   skipped.status = RunStatus::Failed;

@@ -51,10 +51,22 @@ void expect_ring_equals_serial(runtime::Communicator& group, uint64_t seed, bool
 
   auto mine = [&](const at::Tensor& t) { return t.narrow(1, group.rank() * chunk, chunk).contiguous(); };
   at::Tensor ql = mine(q).requires_grad_(), kl = mine(k).requires_grad_(), vl = mine(v).requires_grad_();
-  at::Tensor out = runtime::ring_self_attention(group, ql, kl, vl, causal);
+  runtime::Tracer tracer;
+  tracer.begin_step();
+  at::Tensor out = runtime::ring_self_attention(group, ql, kl, vl, causal, &tracer);
   out.backward(mine(dout));
+  const runtime::OverlapBreakdown traced = tracer.end_step();
   const std::string where = "member " + std::to_string(group.rank()) + " of " + std::to_string(members) +
                             (causal ? ", causal" : ", not causal");
+  // Every shift's wait is a p2p_seq span: 2(N-1) forward (K, V), N-1 + N backward.
+  const auto ring = traced.by_kind.find("p2p_seq");
+  if (members == 1) {
+    EXPECT_EQ(ring, traced.by_kind.end()) << where;
+  } else {
+    ASSERT_NE(ring, traced.by_kind.end()) << where;
+    EXPECT_EQ(ring->second.count, 2 * (members - 1) + 2 * members - 1) << where;
+    EXPECT_GE(ring->second.busy_s, 0.0) << where;
+  }
   EXPECT_LT(relative_error(out, mine(ref.out)), 1e-5) << where;
   EXPECT_LT(relative_error(ql.grad(), mine(ref.dq)), 1e-5) << where;
   EXPECT_LT(relative_error(kl.grad(), mine(ref.dk)), 1e-5) << where;

@@ -304,7 +304,8 @@ at::Tensor ParallelGpt::sequence_attention(const at::Tensor& qkv, int64_t heads)
   auto split = [&](int64_t part) {
     return qkv.narrow(2, part * width, width).reshape({b, s, heads, d}).transpose(1, 2).reshape({b * heads, s, d});
   };
-  at::Tensor out = runtime::ring_self_attention(grid_.sequence(), split(0), split(1), split(2), /*causal=*/true);
+  at::Tensor out =
+      runtime::ring_self_attention(grid_.sequence(), split(0), split(1), split(2), /*causal=*/true, engine_.tracer());
   return out.view({b, heads, s, d}).transpose(1, 2).reshape({b, s, width});
 }
 

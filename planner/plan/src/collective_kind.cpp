@@ -19,6 +19,7 @@ constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
     {"rs_z_data", "small"},   {"ag_z_data", "small"},
     {"ar_x_norm", "small"},   {"ar_y_norm", "small"},   {"ar_x_vector", "small"},   {"ar_y_vector", "small"},
     {"ar_x_loss", "small"},   {"ar_y_loss", "small"},   {"ar_pipe_loss", "small"},
+    {"p2p_seq", "p2p_seq"},
 }};
 
 }  // namespace

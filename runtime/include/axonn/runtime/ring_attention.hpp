@@ -21,6 +21,9 @@
 // Messages per member, each of one chunk, batch*heads*(L/N)*head_dim elements:
 // forward 2(N-1); backward 2(N-1) + 2N (planner: ring_self_attention_s, collectives.hpp).
 // Blocks wholly above the causal diagonal are not computed (their probabilities are 0).
+// With a tracer, each shift's wait (what the step pays for it; the transfer itself runs
+// beside the chunk's matmul) is a span of kind p2p_seq: 2(N-1) in the forward, 2N-1 in
+// the backward.
 //
 // Example (4 members, a sequence of 64 split in 16s, 12 heads of 64, batch 2):
 //   at::Tensor out = ring_self_attention(seq_group, q, k, v, /*causal=*/true);  // [24, 16, 64]
@@ -29,12 +32,14 @@
 #include <ATen/ATen.h>
 
 #include "axonn/runtime/communicator.hpp"
+#include "axonn/runtime/trace.hpp"
 
 namespace axonn::runtime {
 
 // Differentiable in q, k and v. `group` must outlive the autograd graph. q, k, v: the
 // same shape [batch*heads, L/N, head_dim] on every member; throws InputError otherwise.
+// `tracer` (may be null) must outlive the autograd graph too.
 at::Tensor ring_self_attention(Communicator& group, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                               bool causal);
+                               bool causal, Tracer* tracer = nullptr);
 
 }  // namespace axonn::runtime

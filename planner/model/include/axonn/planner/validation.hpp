@@ -67,8 +67,9 @@ struct ValidationConfig {
 //   - "sync_wait": the predicted waits for the groups' last members against 0, since
 //     the runtime measures them inside the collectives' busy seconds above (read it
 //     with them: their sum's error is the waits' and the transfers' together);
-//   - kComputeRest: what is left of each, i.e. measured compute against compute_s plus the
-//     predicted terms the runtime does not trace outside the pipeline (p2p_seq).
+//   - kComputeRest: what is left of each, i.e. measured compute against compute_s (plus
+//     p2p_seq where the measurement has none: reports from before the runtime traced the
+//     ring's waits).
 // Exact at overlap level 0, where the model hides no communication; with overlaps the
 // hidden part moves into kComputeRest.
 inline constexpr const char* kPipelineWait = "pipeline_wait";

@@ -32,8 +32,9 @@ enum class CollectiveKind : uint8_t {
   ArXNorm, ArYNorm,        // the layer norms' row statistics
   ArXVector, ArYVector,    // 3d: a vector's gradient summed over the rows' group
   ArXLoss, ArYLoss, ArPipeLoss,  // the loss's reductions
+  P2pSeq,                  // ring self-attention's shifts in the sequence group (their waits)
 };
-inline constexpr int kNumCollectiveKinds = static_cast<int>(CollectiveKind::ArPipeLoss) + 1;
+inline constexpr int kNumCollectiveKinds = static_cast<int>(CollectiveKind::P2pSeq) + 1;
 
 const char* collective_kind_name(CollectiveKind k);  // "ag_z", "ar_x_norm", ...
 std::optional<CollectiveKind> parse_collective_kind(const std::string& name);
@@ -42,8 +43,9 @@ std::optional<CollectiveKind> parse_collective_kind(const std::string& name);
 // "act_y", "ar_data", "small") that predicts the kind's time.
 const char* breakdown_term(CollectiveKind k);
 
-// Whether some kind is predicted by `term`: the runtime traces its collectives (the
-// pipeline's and the ring's point-to-point messages are not traced).
+// Whether some kind is predicted by `term`: the runtime traces its collectives and the
+// ring's shifts (the pipeline's point-to-point messages are not traced: their waits are
+// the pipeline's).
 bool term_is_traced(const std::string& term);
 
 }  // namespace axonn::plan
