@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "axonn/plan/divisibility.hpp"
+#include "axonn/planner/compute_model.hpp"
 #include "axonn/planner/layer_comm.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/schedule/pass.hpp"
@@ -87,6 +88,35 @@ TEST(ThreeDModel, RowsSplitByWholeSequences) {
   const auto why = plan::divisibility_problem(m, g, 8, 4);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("gx*gy (3d)"), std::string::npos) << *why;
+}
+
+// Around the matmuls, 3d works on the rows it holds (docs/model.md section 16): the
+// norm on the input's (1/Gb), the bias and GELU on the output's (1/Ga), attention on
+// QKV's output rows (1/Gx of the Z-rank's sequences); the matmuls see AxoNN's rows.
+TEST(ThreeDModel, ComputeAroundTheMatmulsIsOnTheRowsHeld) {
+  const topo::Grid axonn{2, 4, 2, 1, 1};
+  const topo::Grid cube = three_d(axonn);
+  model::Layer fc1;  // column-parallel: a = X (2), b = Y (4)
+  fc1.k = 64, fc1.n = 256, fc1.norm_before = true, fc1.gelu_after = true;
+  ElementwiseRates r;
+  r.terms[0] = {ElementwiseRates::Elements::Input, 1.0, 0.0};
+  r.terms[1] = {ElementwiseRates::Elements::Output, 0.0, 1.0};
+  r.count = 2;
+  const ElementwiseTime ax = elementwise_s(r, fc1, axonn, 16, 32), cu = elementwise_s(r, fc1, cube, 16, 32);
+  EXPECT_DOUBLE_EQ(ax.forward_s, 8.0 * 32 * 64 / 2);    // rows 16/2 sequences x 32, k/Gx columns
+  EXPECT_DOUBLE_EQ(cu.forward_s, ax.forward_s / 4);     // the input's rows over b = Y
+  EXPECT_DOUBLE_EQ(ax.backward_s, 8.0 * 32 * 256 / 4);  // n/Gy columns
+  EXPECT_DOUBLE_EQ(cu.backward_s, ax.backward_s / 2);   // the output's rows over a = X
+  EXPECT_EQ(forward_matmuls(fc1, cube, 16, 32)[0].m, forward_matmuls(fc1, axonn, 16, 32)[0].m);
+  model::Layer attention;
+  attention.kind = model::LayerKind::Attention;
+  attention.heads = 8, attention.head_dim = 8;
+  EXPECT_EQ(forward_matmuls(attention, axonn, 16, 32)[0].batch, 8 * 2);  // 16/Gz sequences x 8/Gy heads
+  EXPECT_EQ(forward_matmuls(attention, cube, 16, 32)[0].batch, 4 * 2);   // and 1/Gx of the sequences
+  r.terms[0] = {ElementwiseRates::Elements::Scores, 1.0, 0.0};
+  r.count = 1;
+  EXPECT_DOUBLE_EQ(elementwise_s(r, attention, cube, 16, 32).forward_s,
+                   elementwise_s(r, attention, axonn, 16, 32).forward_s / 2);
 }
 
 TEST(ThreeDModel, RanksAloneOrWithEveryMode) {

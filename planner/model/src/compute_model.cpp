@@ -26,10 +26,16 @@ LocalLinear local_linear(const model::Layer& l, const topo::Grid& g, int64_t mic
 // With sequence parallelism a member's queries are its chunk; the keys are all seq_len.
 int64_t queries(const topo::Grid& g, int64_t seq_len) { return seq_len / g.sequence; }
 
+// The sequences of a Z-rank's micro-batch that an attention layer sees: QKV's output
+// rows, split over its a axis (X) where the layout splits rows (3d).
+int64_t attention_seqs(const topo::Grid& g, int64_t microbatch_seqs) {
+  return microbatch_seqs / g.gz / (plan::layout_rules(g.layout).splits_rows ? g.gx : 1);
+}
+
 // Attention heads are split over the group that splits QKV's output columns (Y).
 MatmulShape attention_shape(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t m,
                             int64_t k, int64_t n) {
-  return {m, k, n, microbatch_seqs / g.gz * (l.heads / g.gy)};
+  return {m, k, n, attention_seqs(g, microbatch_seqs) * (l.heads / g.gy)};
 }
 
 MatmulList list(std::initializer_list<MatmulShape> shapes) {
@@ -130,14 +136,20 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
   double in = 0, outputs = 0, scores = 0;
   if (l.kind == model::LayerKind::Attention) {
     const double s = static_cast<double>(seq_len), q = static_cast<double>(queries(g, seq_len));
-    scores = static_cast<double>(microbatch_seqs / g.gz * (l.heads / g.gy)) * q * s;
+    scores = static_cast<double>(attention_seqs(g, microbatch_seqs) * (l.heads / g.gy)) * q * s;
   } else {
     const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
+    const LayoutCosts& layout = layout_costs(g.layout);
     const double rows = static_cast<double>(x.rows);
     // Where the input is gathered before the matmul (2d), the element-wise work on it
-    // (the layer norm) is on the block each rank holds.
-    in = rows * static_cast<double>(x.k) / static_cast<double>(layout_costs(g.layout).input_block_split(g)),
-    outputs = rows * static_cast<double>(x.n);
+    // (the layer norm) is on the block each rank holds; where rows are split (3d), on
+    // the rows each rank holds: the input's over b (gathered after the norm), the
+    // output's over a (reduce-scattered before the bias and GELU).
+    const bool swap = layout.swaps(l), split = layout.rules->splits_rows;
+    const double in_rows = split ? rows / static_cast<double>(g.size(swap ? Axis::X : Axis::Y)) : rows;
+    const double out_rows = split ? rows / static_cast<double>(g.size(swap ? Axis::Y : Axis::X)) : rows;
+    in = in_rows * static_cast<double>(x.k) / static_cast<double>(layout.input_block_split(g)),
+    outputs = out_rows * static_cast<double>(x.n);
   }
   using E = ElementwiseRates::Elements;
   for (size_t i = 0; i < r.count; ++i) {

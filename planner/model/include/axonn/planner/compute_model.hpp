@@ -64,9 +64,9 @@ std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const to
 // layer's operations (model::Layer flags; softmax for attention) costs its measured
 // seconds per element (topology compute.elementwise_s_per_element; unmeasured, with
 // compute.memory_bytes_per_s: elementwise_bytes / memory_bytes_per_s) times its elements:
-//   bias, gelu, residual, cross_entropy   rows * n/Gb      (the layer's local output)
-//   layer_norm                            rows * k/Ga      (the layer's local input)
-//   softmax                               (mb/Gz)*(heads/Gy) * s * s
+//   bias, gelu, residual, cross_entropy   rows * n/Gb      (the layer's local output; 3d: rows/Ga)
+//   layer_norm                            rows * k/Ga      (the layer's local input; 2d: k/(Ga Gy); 3d: rows/Gb)
+//   softmax                               (mb/Gz)*(heads/Gy) * s * s   (3d: mb/(Gz Gx), as attention's matmuls)
 // Zero where the topology has neither.
 struct ElementwiseTime {
   double forward_s = 0;
