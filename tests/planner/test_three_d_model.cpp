@@ -9,6 +9,7 @@
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/compute_model.hpp"
 #include "axonn/planner/layer_comm.hpp"
+#include "axonn/planner/memory_model.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/schedule/pass.hpp"
 #include "axonn/schedule/schedule.hpp"
@@ -117,6 +118,13 @@ TEST(ThreeDModel, ComputeAroundTheMatmulsIsOnTheRowsHeld) {
   r.count = 1;
   EXPECT_DOUBLE_EQ(elementwise_s(r, attention, cube, 16, 32).forward_s,
                    elementwise_s(r, attention, axonn, 16, 32).forward_s / 2);
+  // Memory per row of the Z-rank: attention's copies and probabilities on 1/Gx of them,
+  // GELU's output on the output's rows (1/Ga); the gathered input kept whole for dW.
+  EXPECT_DOUBLE_EQ(layer_activations(attention, cube, 32).probs, layer_activations(attention, axonn, 32).probs / 2);
+  EXPECT_DOUBLE_EQ(layer_activations(attention, cube, 32).copies, layer_activations(attention, axonn, 32).copies / 2);
+  fc1.norm_before = false;
+  EXPECT_DOUBLE_EQ(layer_activations(fc1, axonn, 32).saved, 64.0 / 2 + 256.0 / 4);
+  EXPECT_DOUBLE_EQ(layer_activations(fc1, cube, 32).saved, 64.0 / 2 + 256.0 / 4 / 2);
 }
 
 TEST(ThreeDModel, RanksAloneOrWithEveryMode) {

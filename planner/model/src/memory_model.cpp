@@ -24,7 +24,9 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       // Where the input is gathered (2d), the norm's output is the block held.
       const double block = static_cast<double>(layout.input_block_split(g));
       a.norm_before = l.norm_before ? in / block : 0.0;
-      a.saved = in + a.norm_before + (l.gelu_after ? out : 0.0);
+      // Where rows are split (3d), GELU runs on the output's rows after their
+      // reduce-scatter over a.
+      a.saved = in + a.norm_before + (l.gelu_after ? out / (layout.rules->splits_rows ? g_in : 1.0) : 0.0);
       a.logits = l.loss_after ? out : 0.0;
       // Its backward: the output gradient (made contiguous) and dI. Where the input is
       // gathered (2d, over Y), dI is laid out for its reduce-scatter in a transposed copy
@@ -43,13 +45,16 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       a.backward_at_input = a.backward_at_weight =
           static_cast<double>(l.n) / static_cast<double>(layout.activation_shards(g));
       break;
-    case model::LayerKind::Attention:
-      a.copies = 3.0 * static_cast<double>(l.heads * l.head_dim) / gy;
-      a.probs = static_cast<double>(l.heads) / gy * static_cast<double>(seq_len);
+    case model::LayerKind::Attention: {
+      // Where rows are split (3d), on QKV's output rows: 1/Gx of the Z-rank's.
+      const double rows_held = layout.rules->splits_rows ? 1.0 / gx : 1.0;
+      a.copies = 3.0 * static_cast<double>(l.heads * l.head_dim) / gy * rows_held;
+      a.probs = static_cast<double>(l.heads) / gy * static_cast<double>(seq_len) * rows_held;
       a.saved = a.copies + a.probs;
       // The output gradient, dq, dk, dv, and the probabilities' gradient and result.
       a.backward_at_input = a.backward_at_weight = a.copies / 3.0 + a.copies + 2.0 * a.probs;
       break;
+    }
   }
   return a;
 }
