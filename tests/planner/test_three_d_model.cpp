@@ -109,6 +109,13 @@ TEST(ThreeDModel, ComputeAroundTheMatmulsIsOnTheRowsHeld) {
   EXPECT_DOUBLE_EQ(ax.backward_s, 8.0 * 32 * 256 / 4);  // n/Gy columns
   EXPECT_DOUBLE_EQ(cu.backward_s, ax.backward_s / 2);   // the output's rows over a = X
   EXPECT_EQ(forward_matmuls(fc1, cube, 16, 32)[0].m, forward_matmuls(fc1, axonn, 16, 32)[0].m);
+  model::Layer fc2 = fc1;  // row-parallel: a = Y (4), b = X (2), so the splits swap
+  fc2.k = 256, fc2.n = 64, fc2.role = model::LinearRole::Row;
+  const ElementwiseTime ax2 = elementwise_s(r, fc2, axonn, 16, 32), cu2 = elementwise_s(r, fc2, cube, 16, 32);
+  EXPECT_DOUBLE_EQ(ax2.forward_s, 8.0 * 32 * 256 / 4);  // k/Gy columns
+  EXPECT_DOUBLE_EQ(cu2.forward_s, ax2.forward_s / 2);   // the input's rows over b = X
+  EXPECT_DOUBLE_EQ(ax2.backward_s, 8.0 * 32 * 64 / 2);  // n/Gx columns
+  EXPECT_DOUBLE_EQ(cu2.backward_s, ax2.backward_s / 4); // the output's rows over a = Y
   model::Layer attention;
   attention.kind = model::LayerKind::Attention;
   attention.heads = 8, attention.head_dim = 8;
@@ -122,6 +129,9 @@ TEST(ThreeDModel, ComputeAroundTheMatmulsIsOnTheRowsHeld) {
   // GELU's output on the output's rows (1/Ga); the gathered input kept whole for dW.
   EXPECT_DOUBLE_EQ(layer_activations(attention, cube, 32).probs, layer_activations(attention, axonn, 32).probs / 2);
   EXPECT_DOUBLE_EQ(layer_activations(attention, cube, 32).copies, layer_activations(attention, axonn, 32).copies / 2);
+  // fc1: input k/Gx = 32 kept whole, the norm's output on 1/Gb = 1/4 of the rows.
+  EXPECT_DOUBLE_EQ(layer_activations(fc1, axonn, 32).norm_before, 32.0);
+  EXPECT_DOUBLE_EQ(layer_activations(fc1, cube, 32).norm_before, 32.0 / 4);
   fc1.norm_before = false;
   EXPECT_DOUBLE_EQ(layer_activations(fc1, axonn, 32).saved, 64.0 / 2 + 256.0 / 4);
   EXPECT_DOUBLE_EQ(layer_activations(fc1, cube, 32).saved, 64.0 / 2 + 256.0 / 4 / 2);

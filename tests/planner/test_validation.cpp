@@ -8,6 +8,7 @@
 #include "axonn/common/load_average.hpp"
 #include "axonn/plan/collective_kind.hpp"
 #include "axonn/planner/validation.hpp"
+#include "validation_report.hpp"
 #include "test_util.hpp"
 
 using namespace axonn;
@@ -98,6 +99,34 @@ std::vector<ValidationConfig> mode_configs() {
   r.feasible = {with({2, 2, 2, 1, 1}, 1), with(three_d, 2), with({1, 8, 1, 1, 1}, 3), with(two_d, 4), with(seq, 5),
                 with({1, 1, 8, 1, 1}, 6), with({1, 4, 1, 2, 1}, 7)};
   return validation_configs(r, r, [](const topo::Grid&) { return true; }, "");
+}
+
+// A report measured before the ring's waits were traced has no p2p_seq: its rescore
+// writes null again (not a measured 0 s, which a second rescore would read as one).
+TEST(ValidationReport, ARingWithoutMeasurementStaysUnmeasuredInTheReport) {
+  ValidationConfig c;
+  c.status = RunStatus::Measured;
+  c.name = "seq2-1x1x1x8x1";
+  c.aware.grid = topo::Grid{1, 1, 1, 8, 1};
+  c.aware.grid.sequence = 2;
+  c.agnostic = c.aware;
+  c.aware.batch_s = 1.5, c.aware.compute_s = 0.8, c.aware.comm_s = 0.7;
+  c.aware.comm.ar_data = 0.5, c.aware.comm.p2p_seq = 0.2;
+  c.measured_s = 1.0, c.runs_s = {1.0}, c.steps_s = {1.0, 1.0};
+  c.measured_comm_s = {{"ar_data", 0.4}};
+  EXPECT_FALSE(term_measured(c, "p2p_seq"));
+  EXPECT_TRUE(term_measured(c, "ar_data"));
+  EXPECT_FALSE(term_measured(c, "p2p_pipe"));
+  const tools::ValidationRun run;
+  nlohmann::json j = tools::validation_report_json(run, {c}, std::nullopt);
+  const nlohmann::json& ring = j["configs"][0]["comm_by_term"]["p2p_seq"];
+  EXPECT_TRUE(ring["measured_busy_s"].is_null()) << ring.dump();
+  EXPECT_DOUBLE_EQ(ring["predicted_s"].get<double>(), 0.2);
+  EXPECT_FALSE(j["configs"][0]["error_parts"].contains("p2p_seq"));
+  c.measured_comm_s["p2p_seq"] = 0.1;  // measured since: a number and a part of its own
+  j = tools::validation_report_json(run, {c}, std::nullopt);
+  EXPECT_DOUBLE_EQ(j["configs"][0]["comm_by_term"]["p2p_seq"]["measured_busy_s"].get<double>(), 0.1);
+  EXPECT_DOUBLE_EQ(j["configs"][0]["error_parts"]["p2p_seq"]["measured_s"].get<double>(), 0.1);
 }
 
 }  // namespace

@@ -9,6 +9,8 @@
 #include <torch/torch.h>
 
 #include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/plan/layout_rules.hpp"
+#include "axonn/runtime/tensor_ops.hpp"
 #include "runtime_test_util.hpp"
 
 using namespace axonn;
@@ -37,6 +39,22 @@ std::vector<plan::Plan> three_d_plans(const ThreeDCase& c, std::vector<std::stri
 }
 
 }  // namespace
+
+// The runtime's two sources of 3d's row split agree for every layout: the operator
+// entry's row axes (the GPT's activation shapes, the loss) and the shared rules'
+// splits_rows (the embedding's scatter, the vectors' sums, the planner's costs).
+TEST(ThreeD, TheOperatorEntrysRowAxesAgreeWithTheLayoutRules) {
+  for (auto layout : {topo::TensorLayout::Axonn3d, topo::TensorLayout::TwoD, topo::TensorLayout::ThreeD}) {
+    const runtime::TensorOps& ops = runtime::tensor_ops(layout);
+    const plan::LayoutRules& rules = plan::layout_rules(layout);
+    EXPECT_EQ(ops.input_rows_split.has_value(), rules.splits_rows) << rules.name;
+    EXPECT_EQ(ops.output_rows_split.has_value(), rules.splits_rows) << rules.name;
+    if (rules.splits_rows) {  // the embedding scatters the stage input's rows over Y
+      EXPECT_EQ(*ops.input_rows_split, topo::Axis::Y);
+      EXPECT_EQ(*ops.output_rows_split, topo::Axis::X);
+    }
+  }
+}
 
 TEST(ThreeD, LossAndEveryGradientMatchSerialOnEveryLayout) {
   ThreeDCase c;

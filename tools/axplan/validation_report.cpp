@@ -43,10 +43,6 @@ std::vector<std::string> comm_terms(const std::vector<const ValidationConfig*>& 
   return terms;
 }
 
-// Whether the runtime records the term's collectives; unknown kinds are measured by
-// definition.
-bool traced(const std::string& term) { return term == planner::kUnknownKind || plan::term_is_traced(term); }
-
 double measured_term_s(const ValidationConfig& c, const std::string& term) {
   const auto it = c.measured_comm_s.find(term);
   return it == c.measured_comm_s.end() ? 0.0 : it->second;
@@ -110,7 +106,8 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
       nlohmann::json by_term = nlohmann::json::object();
       for (const auto& t : comm_terms({&c}))
         by_term[t] = {{"predicted_s", planner::predicted_term_s(c.aware.comm, t)},
-                      {"measured_busy_s", traced(t) ? nlohmann::json(measured_term_s(c, t)) : nlohmann::json(nullptr)}};
+                      {"measured_busy_s",
+                       planner::term_measured(c, t) ? nlohmann::json(measured_term_s(c, t)) : nlohmann::json(nullptr)}};
       // The small collectives' calls per step: the model's count for rank 0's stage beside
       // rank 0's (the two must agree: a test checks them).
       if (by_term.contains("small")) {

@@ -21,9 +21,10 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
     case model::LayerKind::Linear: {
       const double in = static_cast<double>(l.k) / g_in, out = static_cast<double>(l.n) / g_out;
       a.input_grad = in;
-      // Where the input is gathered (2d), the norm's output is the block held.
+      // Where the input is gathered (2d), the norm's output is the block held; where
+      // rows are split (3d), the input's rows held, before their gather over b.
       const double block = static_cast<double>(layout.input_block_split(g));
-      a.norm_before = l.norm_before ? in / block : 0.0;
+      a.norm_before = l.norm_before ? in / block / (layout.rules->splits_rows ? g_out : 1.0) : 0.0;
       // Where rows are split (3d), GELU runs on the output's rows after their
       // reduce-scatter over a.
       a.saved = in + a.norm_before + (l.gelu_after ? out / (layout.rules->splits_rows ? g_in : 1.0) : 0.0);

@@ -53,6 +53,12 @@ double term_or_zero(const CommByTerm& m, const std::string& term) {
 }
 }  // namespace
 
+bool term_measured(const ValidationConfig& c, const std::string& term) {
+  if (term == kUnknownKind) return true;
+  if (!plan::term_is_traced(term)) return false;
+  return term != "p2p_seq" || c.measured_comm_s.count(term) > 0;
+}
+
 std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
   const Evaluation& e = c.aware;
   std::vector<ErrorPart> parts;
@@ -62,10 +68,8 @@ std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
     predicted_rest -= predicted_s, measured_rest -= measured_s;
   };
   for (const plan::BreakdownTerm& t : plan::kBreakdownTerms) {
-    if (!plan::term_is_traced(t.name)) continue;
-    // The ring's shifts are traced since the runtime named them (p2p_seq); in a report
-    // measured before, the ring is in the rest of the step, and its prediction with it.
-    if (t.name == std::string("p2p_seq") && !c.measured_comm_s.count(t.name)) continue;
+    // Where not measured (p2p_pipe; the ring in an old report), in the rest of the step.
+    if (!term_measured(c, t.name)) continue;
     const double predicted_s = e.comm.*t.seconds, measured_s = term_or_zero(c.measured_comm_s, t.name);
     if (predicted_s > 0 || measured_s > 0) add(t.name, predicted_s, measured_s);
   }

@@ -18,7 +18,7 @@
 // after N shifts each accumulator is back at its owner. No gradient is divided by N (the
 // Colossal-AI source divides dQ, dK, dV by N as a convention; here the gradients are
 // those of the serial attention).
-// Messages per member, each of one chunk, batch*heads*(L/N)*head_dim elements:
+// Chunks sent per member, each batch*heads*(L/N)*head_dim elements:
 // forward 2(N-1); backward 2(N-1) + 2N (planner: ring_self_attention_s, collectives.hpp).
 // Blocks wholly above the causal diagonal are not computed (their probabilities are 0).
 // With a tracer, each shift's wait (what the step pays for it; the transfer itself runs

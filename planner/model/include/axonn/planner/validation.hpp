@@ -57,6 +57,11 @@ struct ValidationConfig {
   std::string log_path;                       // the run's output (set by whoever ran it)
 };
 
+// Whether `c`'s measurement has `term`: "unknown", and every term whose collectives the
+// runtime traces, except the ring's waits (p2p_seq) in a report measured before they
+// were traced (none recorded).
+bool term_measured(const ValidationConfig& c, const std::string& term);
+
 // Where a measured configuration's batch-time error comes from (docs/validation.md,
 // "Where the error comes from"). The step is cut into parts that the runtime measures and
 // the aware model predicts apart, and the parts' errors sum to measured - predicted:

@@ -40,7 +40,7 @@ const char* collective_kind_name(CollectiveKind k);  // "ag_z", "ar_x_norm", ...
 std::optional<CollectiveKind> parse_collective_kind(const std::string& name);
 
 // The CommBreakdown term (its JSON name: "ag_z", "rs_z", "ar_x", "ar_y", "act_x",
-// "act_y", "ar_data", "small") that predicts the kind's time.
+// "act_y", "ar_data", "small", "p2p_seq") that predicts the kind's time.
 const char* breakdown_term(CollectiveKind k);
 
 // Whether some kind is predicted by `term`: the runtime traces its collectives and the

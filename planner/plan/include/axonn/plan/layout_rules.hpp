@@ -2,14 +2,17 @@
 // both follow, one entry per layout: which axis splits the activations' hidden columns,
 // which of a layer's collectives the step's instruction list (schedule/pass.hpp) holds,
 // and what a grid in the layout must divide. The schedule, divisibility, the planner's
-// cost entry (planner/layout_costs.hpp) and the runtime's operator entry
-// (runtime/tensor_ops.hpp) read it instead of testing the layout, so a new layout adds
-// one entry here beside those two (docs/architecture.md, "How a new strategy is added").
+// cost entry (planner/layout_costs.hpp) and the runtime's operators (the norm's group,
+// the embedding's row scatter, rows_split_vector) read it instead of testing the layout;
+// the runtime's operator entry (runtime/tensor_ops.hpp) names the axes of the rows it
+// splits, which must agree with splits_rows (a runtime test checks it). A new layout
+// adds one entry here beside those two (docs/architecture.md, "How a new strategy is added").
 //
 //   layout    hidden axis  rows split  input gathered  forward collective      dO gathered  grid
 //   axonn3d   X            -           -               all-reduce over a       -            any
 //   2d        Y            -           over Y          - (none)                -            gx = 1, gy = gz
-//   3d        X            yes         over b          reduce-scatter over a   over a       gx = gy = gz, sequences split over X x Y
+//   3d        X            yes         over b          reduce-scatter over a   over a       no sequence group, sequences split over X x Y
+// (the planner enumerates 3d on cubes, l x l x l; the rules and the runtime take any Gx, Gy, Gz)
 // (a and b: the axes that split W's rows and columns, X and Y, swapped for a
 // row-parallel layer where the layout has roles; docs/model.md sections 3, 15, 16.)
 //
