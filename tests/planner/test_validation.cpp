@@ -114,6 +114,7 @@ TEST(ValidationReport, ARingWithoutMeasurementStaysUnmeasuredInTheReport) {
   c.aware.comm.ar_data = 0.5, c.aware.comm.p2p_seq = 0.2;
   c.measured_s = 1.0, c.runs_s = {1.0}, c.steps_s = {1.0, 1.0};
   c.measured_comm_s = {{"ar_data", 0.4}};
+  c.unmeasured_terms = {"p2p_seq"};  // as read from a report with null there
   EXPECT_FALSE(term_measured(c, "p2p_seq"));
   EXPECT_TRUE(term_measured(c, "ar_data"));
   EXPECT_FALSE(term_measured(c, "p2p_pipe"));
@@ -123,6 +124,7 @@ TEST(ValidationReport, ARingWithoutMeasurementStaysUnmeasuredInTheReport) {
   EXPECT_TRUE(ring["measured_busy_s"].is_null()) << ring.dump();
   EXPECT_DOUBLE_EQ(ring["predicted_s"].get<double>(), 0.2);
   EXPECT_FALSE(j["configs"][0]["error_parts"].contains("p2p_seq"));
+  c.unmeasured_terms.clear();
   c.measured_comm_s["p2p_seq"] = 0.1;  // measured since: a number and a part of its own
   j = tools::validation_report_json(run, {c}, std::nullopt);
   EXPECT_DOUBLE_EQ(j["configs"][0]["comm_by_term"]["p2p_seq"]["measured_busy_s"].get<double>(), 0.1);
@@ -279,6 +281,7 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   EXPECT_EQ(parts[3].calls, 0.0);  // the pipeline's wait is not a collective
 
   ValidationConfig flat;  // no pipeline; a report without the ring's p2p_seq: it stays in compute
+  flat.unmeasured_terms = {"p2p_seq"};
   flat.status = RunStatus::Measured;
   flat.aware.grid = topo::Grid{1, 1, 1, 8, 1};
   flat.aware.batch_s = 1.5, flat.aware.compute_s = 0.8, flat.aware.comm_s = 0.7;
@@ -290,6 +293,7 @@ TEST(Validation, ErrorPartsSumToTheErrorAndTheBudgetRanksThem) {
   EXPECT_NEAR(flat_parts[1].predicted_s, 1.0, 1e-12);  // compute 0.8 + p2p_seq 0.2
   EXPECT_NEAR(flat_parts[1].measured_s, 0.6, 1e-12);
   ValidationConfig ring = flat;  // the ring's waits measured: a part of their own
+  ring.unmeasured_terms.clear();
   ring.measured_comm_s["p2p_seq"] = 0.1, ring.measured_calls["p2p_seq"] = 12;
   const auto ring_parts = error_parts(ring);
   ASSERT_EQ(ring_parts.size(), 3u);

@@ -151,6 +151,7 @@ void take_measurement(planner::ValidationConfig& c, const planner::ValidationCon
   c.measured_s = measured.measured_s;
   c.measured_comm_s = measured.measured_comm_s;
   c.measured_calls = measured.measured_calls;
+  c.unmeasured_terms = measured.unmeasured_terms;
   c.measured_pipeline_wait_s = measured.measured_pipeline_wait_s;
   c.log_path = measured.log_path;
 }

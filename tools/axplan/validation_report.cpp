@@ -208,9 +208,11 @@ EarlierReport read_validation_report(const std::string& path) {
     if (!terms.is_object()) c.fail("comm_by_term", "not an object", "{term: {\"measured_busy_s\": seconds}}");
     // Reports written before the model had the small collectives call them "not_modeled".
     auto term_of = [](const std::string& term) { return term == "not_modeled" ? std::string("small") : term; };
-    for (const auto& [term, t] : terms.items())
-      if (t.is_object() && t.contains("measured_busy_s") && t["measured_busy_s"].is_number())
-        v.measured_comm_s[term_of(term)] = t["measured_busy_s"].get<double>();
+    for (const auto& [term, t] : terms.items()) {
+      if (!t.is_object() || !t.contains("measured_busy_s")) continue;
+      if (t["measured_busy_s"].is_number()) v.measured_comm_s[term_of(term)] = t["measured_busy_s"].get<double>();
+      else if (t["measured_busy_s"].is_null()) v.unmeasured_terms.insert(term_of(term));
+    }
     if (c.has("error_parts") && c.raw("error_parts").is_object())
       for (const auto& [part, p] : c.raw("error_parts").items()) {
         if (!p.is_object()) continue;

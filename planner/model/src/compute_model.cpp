@@ -29,7 +29,7 @@ int64_t queries(const topo::Grid& g, int64_t seq_len) { return seq_len / g.seque
 // The sequences of a Z-rank's micro-batch that an attention layer sees: QKV's output
 // rows, split over its a axis (X) where the layout splits rows (3d).
 int64_t attention_seqs(const topo::Grid& g, int64_t microbatch_seqs) {
-  return microbatch_seqs / g.gz / (plan::layout_rules(g.layout).splits_rows ? g.gx : 1);
+  return microbatch_seqs / g.gz / layout_costs(g.layout).attention_row_split(g);
 }
 
 // Attention heads are split over the group that splits QKV's output columns (Y).
@@ -145,9 +145,8 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
     // (the layer norm) is on the block each rank holds; where rows are split (3d), on
     // the rows each rank holds: the input's over b (gathered after the norm), the
     // output's over a (reduce-scattered before the bias and GELU).
-    const bool swap = layout.swaps(l), split = layout.rules->splits_rows;
-    const double in_rows = split ? rows / static_cast<double>(g.size(swap ? Axis::X : Axis::Y)) : rows;
-    const double out_rows = split ? rows / static_cast<double>(g.size(swap ? Axis::Y : Axis::X)) : rows;
+    const double in_rows = rows / static_cast<double>(layout.input_row_split(l, g));
+    const double out_rows = rows / static_cast<double>(layout.output_row_split(l, g));
     in = in_rows * static_cast<double>(x.k) / static_cast<double>(layout.input_block_split(g)),
     outputs = out_rows * static_cast<double>(x.n);
   }

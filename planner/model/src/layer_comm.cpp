@@ -45,8 +45,8 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
   // Rows of the input and of the output on one GPU: the micro-batch's tokens over Z;
   // a layout splitting rows (3d) also splits the input's over b and the output's over a.
   const double rows = static_cast<double>(s.tokens) / static_cast<double>(g.gz);
-  const double in_rows = rows / static_cast<double>(layout.rules->splits_rows ? g.size(c.b) : 1);
-  const double out_rows = rows / static_cast<double>(layout.rules->splits_rows ? g.size(c.a) : 1);
+  const double in_rows = rows / static_cast<double>(layout.input_row_split(l, g));
+  const double out_rows = rows / static_cast<double>(layout.output_row_split(l, g));
   const Axis hidden = layout.rules->hidden_axis;
   const int64_t h = g.size(hidden);
   auto all_reduce = [&](Axis over, double bytes) {

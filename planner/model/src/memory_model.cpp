@@ -24,10 +24,10 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       // Where the input is gathered (2d), the norm's output is the block held; where
       // rows are split (3d), the input's rows held, before their gather over b.
       const double block = static_cast<double>(layout.input_block_split(g));
-      a.norm_before = l.norm_before ? in / block / (layout.rules->splits_rows ? g_out : 1.0) : 0.0;
+      a.norm_before = l.norm_before ? in / block / static_cast<double>(layout.input_row_split(l, g)) : 0.0;
       // Where rows are split (3d), GELU runs on the output's rows after their
       // reduce-scatter over a.
-      a.saved = in + a.norm_before + (l.gelu_after ? out / (layout.rules->splits_rows ? g_in : 1.0) : 0.0);
+      a.saved = in + a.norm_before + (l.gelu_after ? out / static_cast<double>(layout.output_row_split(l, g)) : 0.0);
       a.logits = l.loss_after ? out : 0.0;
       // Its backward: the output gradient (made contiguous) and dI. Where the input is
       // gathered (2d, over Y), dI is laid out for its reduce-scatter in a transposed copy
@@ -48,7 +48,7 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       break;
     case model::LayerKind::Attention: {
       // Where rows are split (3d), on QKV's output rows: 1/Gx of the Z-rank's.
-      const double rows_held = layout.rules->splits_rows ? 1.0 / gx : 1.0;
+      const double rows_held = 1.0 / static_cast<double>(layout.attention_row_split(g));
       a.copies = 3.0 * static_cast<double>(l.heads * l.head_dim) / gy * rows_held;
       a.probs = static_cast<double>(l.heads) / gy * static_cast<double>(seq_len) * rows_held;
       a.saved = a.copies + a.probs;

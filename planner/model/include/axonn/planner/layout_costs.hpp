@@ -50,6 +50,16 @@ struct LayoutCosts {
 
   // Whether a layer swaps X and Y in this layout.
   bool swaps(const model::Layer& l) const { return roles && l.swaps_xy(); }
+  // The parts a Z-rank's rows are split into where the layout splits rows (3d; 1
+  // elsewhere): a layer's input over b, its output over a (X and Y, swapped where the
+  // layer swaps), and attention's, which is QKV's output, over X.
+  int64_t input_row_split(const model::Layer& l, const topo::Grid& g) const {
+    return rules->splits_rows ? g.size(swaps(l) ? topo::Axis::X : topo::Axis::Y) : 1;
+  }
+  int64_t output_row_split(const model::Layer& l, const topo::Grid& g) const {
+    return rules->splits_rows ? g.size(swaps(l) ? topo::Axis::Y : topo::Axis::X) : 1;
+  }
+  int64_t attention_row_split(const topo::Grid& g) const { return rules->splits_rows ? g.gx : 1; }
   // The pieces each row of the activation between layers is split into on one Z-rank:
   // its hidden columns over the hidden axis, and over Y too where rows are split.
   int64_t activation_shards(const topo::Grid& g) const {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,11 +56,13 @@ struct ValidationConfig {
   double measured_pipeline_wait_s = 0;        // their median
   double measured_s = 0;                      // the median of runs_s
   std::string log_path;                       // the run's output (set by whoever ran it)
+  // Traced terms an earlier report says were not measured (null: the ring's waits in a
+  // report from before they were traced); --rescore keeps them unmeasured.
+  std::set<std::string> unmeasured_terms;
 };
 
 // Whether `c`'s measurement has `term`: "unknown", and every term whose collectives the
-// runtime traces, except the ring's waits (p2p_seq) in a report measured before they
-// were traced (none recorded).
+// runtime traces, except those its report left unmeasured (unmeasured_terms).
 bool term_measured(const ValidationConfig& c, const std::string& term);
 
 // Where a measured configuration's batch-time error comes from (docs/validation.md,
