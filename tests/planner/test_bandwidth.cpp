@@ -86,3 +86,44 @@ TEST(Bandwidth, AgnosticUsesOneBandwidth) {
   EXPECT_DOUBLE_EQ(at(bw, Axis::Z), 59.52e9);
   EXPECT_TRUE(std::isinf(at(bw, Axis::Data)));
 }
+
+TEST(Bandwidth, RingsOfOtherPipelineStagesOnTheLink) {
+  auto seq = [](int64_t t, int64_t gdata, int64_t ginter) {
+    topo::Grid g{1, 1, 1, gdata, ginter};
+    g.sequence = t;
+    return g;
+  };
+  topo::Topology four_by_two = perlmutter();
+  four_by_two.gpus_per_node = 2;
+  // 4 nodes of 2, grid 1,1,1,4,2, sequence 2: each node holds both stages of one data
+  // member, and its two rings, one per stage, cross its link.
+  EXPECT_EQ(stages_sharing_data_link(four_by_two, seq(2, 4, 2), topo::default_order()), 2);
+  // 2 nodes of 4, grid 1,1,1,2,4: the 4 stages of a data member on each node.
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(2, 2, 4), topo::default_order()), 4);
+  // The pipeline placed outside the data axis: the rings on a link are one stage's.
+  const auto data_inside = topo::parse_order("x,y,z,data,pipe", "test", "order");
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(4, 4, 2), data_inside), 1);
+  // No pipeline; a ring inside a node (1,1,1,2,2 on nodes of 4: ip * t = 4).
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(4, 8, 1), topo::default_order()), 1);
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(2, 2, 2), topo::default_order()), 1);
+  // Not a sequence grid.
+  EXPECT_EQ(stages_sharing_data_link(four_by_two, topo::Grid{1, 1, 1, 4, 2}, topo::default_order()), 1);
+}
+
+TEST(Bandwidth, AStaggeredRingRunsBetweenAloneAndEveryRingAtOnce) {
+  // R = a (1 + k R / (R + rest)): with a = 1, one other ring (k = 1) and rest = 1,
+  // R = (1 + sqrt 5) / 2, the golden ratio.
+  const double r = staggered_ring_s(1.0, 1.0, 1.0);
+  EXPECT_NEAR(r, (1.0 + std::sqrt(5.0)) / 2.0, 1e-12);
+  EXPECT_NEAR(r, 1.0 * (1.0 + r / (r + 1.0)), 1e-12);  // the fixed point
+  // Nothing else to do: 3 other stages' rings always on the link (eq. 10's 4 rings).
+  EXPECT_NEAR(staggered_ring_s(0.3, 3.0, 0.0), 4 * 0.3, 1e-12);
+  // Mostly compute: the other rings are rarely there.
+  EXPECT_NEAR(staggered_ring_s(0.3, 3.0, 1e9), 0.3, 1e-6);
+  // No other ring, or no ring: unchanged.
+  EXPECT_DOUBLE_EQ(staggered_ring_s(0.3, 0.0, 1.0), 0.3);
+  EXPECT_DOUBLE_EQ(staggered_ring_s(0.0, 3.0, 1.0), 0.0);
+  // It grows with the other rings and falls with the compute between transfers.
+  EXPECT_LT(staggered_ring_s(0.3, 1.0, 1.0), staggered_ring_s(0.3, 3.0, 1.0));
+  EXPECT_GT(staggered_ring_s(0.3, 3.0, 1.0), staggered_ring_s(0.3, 3.0, 2.0));
+}

@@ -22,7 +22,7 @@ topo::Grid sequence_grid(int64_t t, int64_t replicas, int64_t ginter) {
   return g;
 }
 
-PlannerOptions options(int64_t gpus, int64_t seqs) {
+PlannerOptions sequence_options(int64_t gpus, int64_t seqs) {
   PlannerOptions o;
   o.gpus = gpus;
   o.batch_seqs = seqs;
@@ -94,7 +94,7 @@ TEST(SequenceModel, ComputeAndMemoryAreADataParallelRanksWithTheSameTokens) {
   // work, so compute and memory agree; the sequence grid also pays its ring.
   const auto m = model::load_model("gpt-20b");
   const auto t = topo::load_topology("perlmutter");
-  PlannerOptions o = options(32, 32);
+  PlannerOptions o = sequence_options(32, 32);
   o.memory_limit = false;
   const Evaluation dp = evaluate(m, t, topo::Grid{1, 1, 1, 32, 1}, o);
   const Evaluation seq = evaluate(m, t, sequence_grid(4, 8, 1), o);
@@ -109,31 +109,62 @@ TEST(SequenceModel, ComputeAndMemoryAreADataParallelRanksWithTheSameTokens) {
   EXPECT_GT(seq.batch_s, dp.batch_s);  // the same work plus the ring (modeled as exposed)
 }
 
+TEST(SequenceModel, OtherStagesRingsShareTheLinkWhileTheirStagesAreNotComputing) {
+  // gpt-bench on 2 nodes of 4, grid 1,1,1,2,4 with sequence 2: each node's link carries
+  // the rings of the 4 stages (docs/model.md section 13). With no compute between their
+  // transfers the other 3 are there whenever their stages run their passes, M of the
+  // M + 3 slots of the step (M micro-batches); with compute that dwarfs them, the ring
+  // runs as if alone. The bandwidths, and so the ring alone, are the same.
+  const auto m = model::load_model("gpt-bench");
+  PlannerOptions o = sequence_options(8, 16);
+  o.memory_limit = false;
+  double microbatches = 0;
+  auto ring_with_flops = [&](double flops_per_s) {
+    topo::Topology t = topo::load_topology("perlmutter");
+    t.peak_flops_per_s = flops_per_s;
+    const Evaluation e = evaluate(m, t, sequence_grid(2, 1, 4), o);
+    EXPECT_TRUE(e.feasible) << e.rejected_because;
+    microbatches = static_cast<double>(e.microbatches);
+    return e.comm.p2p_seq;
+  };
+  const double instant = ring_with_flops(1e30), slow = ring_with_flops(1e3);
+  const double real = ring_with_flops(topo::load_topology("perlmutter").peak_flops_per_s);
+  ASSERT_GT(microbatches, 1);
+  EXPECT_NEAR(instant / slow, 1.0 + 3.0 * microbatches / (microbatches + 3.0), 1e-3);
+  EXPECT_GT(real, slow * 1.0001);
+  EXPECT_LT(real, instant * 0.9999);
+  // Without a pipeline nothing changes with the compute.
+  topo::Topology t = topo::load_topology("perlmutter");
+  const double alone = evaluate(m, t, sequence_grid(4, 2, 1), o).comm.p2p_seq;
+  t.peak_flops_per_s = 1e30;
+  EXPECT_DOUBLE_EQ(evaluate(m, t, sequence_grid(4, 2, 1), o).comm.p2p_seq, alone);
+}
+
 TEST(SequenceModel, RejectsWhatItCannotSplit) {
   const auto m = model::load_model("gpt-20b");  // seq_len 2048
   const auto t = topo::load_topology("perlmutter");
-  PlannerOptions o = options(24, 24);
+  PlannerOptions o = sequence_options(24, 24);
   o.memory_limit = false;
   const Evaluation three = evaluate(m, t, sequence_grid(3, 8, 1), o);
   EXPECT_FALSE(three.feasible);
   EXPECT_NE(three.rejected_because.find("sequence length=2048 is not divisible by the sequence group=3"),
             std::string::npos)
       << three.rejected_because;
-  o = options(32, 6);  // 6 sequences over 8 replicas
+  o = sequence_options(32, 6);  // 6 sequences over 8 replicas
   o.memory_limit = false;
   const Evaluation batch = evaluate(m, t, sequence_grid(4, 8, 1), o);
   EXPECT_FALSE(batch.feasible);
   EXPECT_NE(batch.rejected_because.find("replicas=8"), std::string::npos) << batch.rejected_because;
   topo::Grid tensor{2, 1, 1, 16, 1};
   tensor.sequence = 2;
-  const Evaluation mixed = evaluate(m, t, tensor, options(32, 32));
+  const Evaluation mixed = evaluate(m, t, tensor, sequence_options(32, 32));
   EXPECT_NE(mixed.rejected_because.find("needs gx = gy = gz = 1"), std::string::npos) << mixed.rejected_because;
 }
 
 TEST(SequenceModel, TensorModesRankAloneOrTogether) {
   const auto m = model::load_model("gpt-20b");
   const auto t = topo::load_topology("perlmutter");
-  PlannerOptions o = options(32, 16);
+  PlannerOptions o = sequence_options(32, 16);
   const Ranking axonn = rank_candidates(m, t, o);
   o.tensor_modes = {"axonn3d", "sequence"};
   const Ranking all = rank_candidates(m, t, o);
@@ -161,7 +192,7 @@ TEST(SequenceModel, TensorModesRankAloneOrTogether) {
 TEST(OneDModel, IsAxonn3dOnTheYAxisAlone) {
   const auto m = model::load_model("gpt-20b");
   const auto t = topo::load_topology("perlmutter");
-  PlannerOptions o = options(32, 16);
+  PlannerOptions o = sequence_options(32, 16);
   const Ranking axonn = rank_candidates(m, t, o);
   o.tensor_modes = {"1d"};
   const Ranking one_d = rank_candidates(m, t, o);
@@ -181,5 +212,5 @@ TEST(OneDModel, IsAxonn3dOnTheYAxisAlone) {
   const Evaluation& best = one_d.feasible.front();
   EXPECT_EQ(best.comm.ar_x + best.comm.ag_z + best.comm.rs_z, 0.0);
   EXPECT_GT(best.comm.ar_y, 0.0);
-  EXPECT_EQ(strategy_label(evaluate(m, t, topo::Grid{2, 2, 1, 8, 1}, options(32, 16))), "4d");
+  EXPECT_EQ(strategy_label(evaluate(m, t, topo::Grid{2, 2, 1, 8, 1}, sequence_options(32, 16))), "4d");
 }

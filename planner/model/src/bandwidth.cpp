@@ -2,6 +2,7 @@
 #include "axonn/planner/bandwidth.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace axonn::planner {
@@ -13,6 +14,24 @@ double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, Bandwidth
   if (rule == BandwidthRule::Straddle) inside_node = inside_node && gpn % (ip * p) == 0;
   if (inside_node) return t.intra_bandwidth(ip, p);
   return t.inter_node_bandwidth_bytes_per_s / static_cast<double>(std::min(gpn, ip));
+}
+
+int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order) {
+  const topo::RankLayout layout(g, order);
+  const int64_t ip = layout.inner_size(topo::Axis::Data), pipe_stride = layout.inner_size(topo::Axis::Pipe);
+  const int64_t gpn = t.gpus_per_node, p = g.sequence;
+  const bool inside_node = ip * p <= gpn && gpn % (ip * p) == 0;
+  if (p <= 1 || inside_node || g.ginter <= 1 || pipe_stride >= ip) return 1;
+  // The rings on the link are those of min(gpn, ip) consecutive ranks of one data member;
+  // the pipeline coordinate steps every pipe_stride of them.
+  return std::clamp<int64_t>(std::min(gpn, ip) / pipe_stride, 1, g.ginter);
+}
+
+double staggered_ring_s(double alone_s, double others, double rest_s) {
+  if (others <= 0 || alone_s <= 0) return alone_s;
+  const double a = alone_s, k = others, c = std::max(rest_s, 0.0);
+  const double b = c - a * (1.0 + k);
+  return (-b + std::sqrt(b * b + 4.0 * a * c)) / 2.0;
 }
 
 AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::Grid& g,

@@ -167,10 +167,19 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ls.small_collectives = !paper;
   const double sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
   const double sync_call_s = paper ? 0.0 : t.collective_call_s;
-  if (g.sequence > 1) {  // the data axis's innermost members: eq. 10 with the data axis's ip
+  // The sequence group's ring: the data axis's innermost members, eq. 10 with the data
+  // axis's ip. Of the rings sharing a node's link, those of other pipeline stages are
+  // not in step with it: the bandwidth is that left by its own stage's, and the other
+  // stages' share is added below, once the compute they alternate with is known.
+  int64_t ring_stages = 1;
+  if (g.sequence > 1) {
     const int64_t ip = topo::RankLayout(g, order).inner_size(topo::Axis::Data);
-    ls.sequence_bw = o.placement_aware ? group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle)
-                                       : axis_bandwidth(bw, topo::Axis::Data);
+    if (o.placement_aware) {
+      ring_stages = stages_sharing_data_link(t, g, order);
+      ls.sequence_bw = group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle) * static_cast<double>(ring_stages);
+    } else {
+      ls.sequence_bw = axis_bandwidth(bw, topo::Axis::Data);
+    }
   }
 
   // Each distinct layer once.
@@ -200,6 +209,31 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     costs.comm.sync_wait_fraction = sync_wait_fraction;
     costs.comm.sync_call_s = sync_call_s;
     sc.activation_per_row[c] = layer_activations(l, g, m.seq_len);
+  }
+  if (ring_stages > 1) {
+    // The other stages' rings on the link (docs/model.md section 13): each busy for its
+    // ring's share of a micro-batch's passes through the model, the rest being compute.
+    double ring_s = 0, rest_s = 0;
+    for (size_t i = 0; i < m.layers.size(); ++i) {
+      const LayerCosts& k = sc.costs[static_cast<size_t>(class_of_[i])];
+      const double forwards = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
+      ring_s += forwards * k.comm.ring_forward_s + k.comm.ring_backward_s;
+      rest_s += forwards * (k.forward_s + k.comm.small_forward_s) + k.backward_input_s + k.backward_weight_s +
+                k.comm.small_backward_s;
+    }
+    if (ring_s > 0) {
+      // A stage runs its passes for M of the M + S - 1 micro-batch slots of a pipelined
+      // step (the rest is its fill and drain), so the other stages' rings are on the
+      // link for that share of the passes' share.
+      const double mbs = static_cast<double>(e.microbatches);
+      const double passes_share = mbs / (mbs + static_cast<double>(g.ginter - 1));
+      const double others = static_cast<double>(ring_stages - 1) * passes_share;
+      const double factor = staggered_ring_s(ring_s, others, rest_s) / ring_s;
+      for (LayerCosts& k : sc.costs) {
+        k.comm.ring_forward_s *= factor;
+        k.comm.ring_backward_s *= factor;
+      }
+    }
   }
 
   // The pipeline: units per stage (given, else balanced by predicted busy time), and

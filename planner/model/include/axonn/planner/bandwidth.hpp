@@ -39,6 +39,34 @@ AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::G
                                           const topo::PlacementOrder& order, BandwidthRule rule);
 AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo::Grid& g);
 
+// The pipeline stages whose rings of the data axis's innermost members (the sequence
+// group's ring self-attention) share one node's link: eq. 10 puts min(gpn, ip) rings
+// on it, and where the pipeline axis is placed inside the data axis those belong to
+// `stages` different stages, min(gpn, ip) / stages of each. 1 where the group stays in
+// a node, or the pipeline axis is placed outside the data axis. (Placement-aware, the
+// straddle rule.)
+// Example (4 nodes of 2, grid 1,1,1,4,2 with sequence 2, order x,y,z,pipe,data): the
+// ring joins data members 0 and 1, on nodes 0 and 1; each node holds stage 0 and
+// stage 1 of its data member: 2 rings share its link, one per stage: 2.
+int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order);
+
+// The time of a ring's transfers on a link that rings of other pipeline stages also
+// cross (docs/model.md section 13), seconds. `alone_s`: their time with the link shared
+// only by the rings of their own stage, which run in lockstep with them. The other
+// stages run alike but not in step: each keeps the link busy for the fraction
+// d = R / (R + rest_s) of the time it runs its passes, R being the ring's time and
+// `rest_s` the rest of those passes (their compute). `others`: the other stages' rings
+// on the link, each weighted by the share of the step its stage runs its passes
+// (the pipeline's fill and drain excluded). The link then carries on average
+// 1 + others d rings per ring of the stage:
+//     R = alone_s * (1 + others * R / (R + rest_s))
+// whose positive root, with a = alone_s and k = others, is
+//     R = (a (1 + k) - rest_s + sqrt((rest_s - a (1 + k))^2 + 4 a rest_s)) / 2
+// It runs from alone_s (rest_s >> R: the other rings are rarely on the link) to
+// (1 + others) alone_s (rest_s = 0: with others = stages - 1, eq. 10's every ring at
+// once).
+double staggered_ring_s(double alone_s, double others, double rest_s);
+
 // Bandwidth of one pipeline send between adjacent stages, bytes/s. With measured
 // point-to-point bandwidths (calibrate): intra_node if the pipeline group stays in a
 // node, else inter_node shared by the min(gpus_per_node, ip) pairs crossing the link
