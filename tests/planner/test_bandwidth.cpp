@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "axonn/planner/bandwidth.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -100,9 +101,12 @@ TEST(Bandwidth, RingsOfOtherPipelineStagesOnTheLink) {
   EXPECT_EQ(stages_sharing_data_link(four_by_two, seq(2, 4, 2), topo::default_order()), 2);
   // 2 nodes of 4, grid 1,1,1,2,4: the 4 stages of a data member on each node.
   EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(2, 2, 4), topo::default_order()), 4);
-  // The pipeline placed outside the data axis: the rings on a link are one stage's.
+  // 4 nodes of 2, grid 1,1,1,2,4: a node holds 2 of a data member's 4 stages.
+  EXPECT_EQ(stages_sharing_data_link(four_by_two, seq(2, 2, 4), topo::default_order()), 2);
+  // The pipeline placed outside the data axis: a ring of 8 crosses two nodes of 4, and
+  // the rings on a link are one stage's.
   const auto data_inside = topo::parse_order("x,y,z,data,pipe", "test", "order");
-  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(4, 4, 2), data_inside), 1);
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(8, 8, 2), data_inside), 1);
   // No pipeline; a ring inside a node (1,1,1,2,2 on nodes of 4: ip * t = 4).
   EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(4, 8, 1), topo::default_order()), 1);
   EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(2, 2, 2), topo::default_order()), 1);
@@ -120,6 +124,10 @@ TEST(Bandwidth, AStaggeredRingRunsBetweenAloneAndEveryRingAtOnce) {
   EXPECT_NEAR(staggered_ring_s(0.3, 3.0, 0.0), 4 * 0.3, 1e-12);
   // Mostly compute: the other rings are rarely there.
   EXPECT_NEAR(staggered_ring_s(0.3, 3.0, 1e9), 0.3, 1e-6);
+  // Compute that dwarfs the ring by 19 orders of magnitude: still the ring alone (the
+  // textbook root cancels to 0 there), and infinite compute too.
+  EXPECT_NEAR(staggered_ring_s(1e-4, 3.0, 1e15) / 1e-4, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(staggered_ring_s(1e-4, 3.0, std::numeric_limits<double>::infinity()), 1e-4);
   // No other ring, or no ring: unchanged.
   EXPECT_DOUBLE_EQ(staggered_ring_s(0.3, 0.0, 1.0), 0.3);
   EXPECT_DOUBLE_EQ(staggered_ring_s(0.0, 3.0, 1.0), 0.0);

@@ -3,8 +3,8 @@
 // on every shipped model, several clusters, GPU counts and option sets (paper and full
 // model, placement-aware and agnostic, checkpointing on and off, the all-gather cache,
 // a fixed micro-batch, a calibrated topology with a matmul table and element-wise
-// costs), every grid's evaluation is the same, bit for bit, and the ranking does not
-// depend on the thread count. (When the sharing was introduced, `axplan rank --format
+// costs), every grid's evaluation (the sequence mode's grids too) is the same, bit for
+// bit, and the ranking does not depend on the thread count. (When the sharing was introduced, `axplan rank --format
 // json --show-rejected` printed byte-identical output to the previous per-layer
 // planner on 216 model/cluster/size/option combinations: docs/performance.md.)
 #include <gtest/gtest.h>
@@ -26,7 +26,8 @@ std::vector<std::pair<const char*, double>> numbers(const Evaluation& e) {
           {"gdata", double(e.grid.gdata)}, {"ginter", double(e.grid.ginter)}, {"feasible", double(e.feasible)},
           {"rejection", double(static_cast<int>(e.rejection))}, {"microbatch_seqs", double(e.microbatch_seqs)},
           {"microbatches", double(e.microbatches)}, {"ag_z", c.ag_z}, {"rs_z", c.rs_z}, {"ar_x", c.ar_x},
-          {"ar_y", c.ar_y}, {"ar_data", c.ar_data}, {"p2p_pipe", c.p2p_pipe}, {"comm_s", e.comm_s},
+          {"ar_y", c.ar_y}, {"ar_data", c.ar_data}, {"p2p_pipe", c.p2p_pipe}, {"p2p_seq", c.p2p_seq},
+          {"act_x", c.act_x}, {"act_y", c.act_y}, {"small", c.small}, {"sync_wait", c.sync_wait}, {"comm_s", e.comm_s},
           {"batch_s", e.batch_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", e.exposed_comm_s},
           {"model_state_bytes", m.model_state_bytes}, {"gathered_weight_bytes", m.gathered_weight_bytes},
           {"unscattered_grad_bytes", m.unscattered_grad_bytes}, {"activation_bytes", m.activation_bytes},
@@ -97,7 +98,9 @@ TEST(PlannerSharing, EveryGridOfEveryShippedModelEqualsTheLayerByLayerEvaluation
     for (const auto& t : clusters)
       for (int64_t gpus : {8, 32}) {
         for (const auto& v : variants(gpus, 64)) {
-          for (const auto& g : enumerate_grids(gpus)) {
+          std::vector<topo::Grid> grids = enumerate_grids(gpus);
+          for (const auto& g : enumerate_mode_grids("sequence", gpus)) grids.push_back(g);  // the ring
+          for (const auto& g : grids) {
             if (v.options.comm_model == CommModel::Paper && g.ginter != 1) continue;
             const std::string where = name + " on " + t.name + ", " + v.name + ", grid " + g.to_string();
             const Evaluation fast = evaluate(m, t, g, v.options);

@@ -131,6 +131,14 @@ TEST(SequenceModel, OtherStagesRingsShareTheLinkWhileTheirStagesAreNotComputing)
   const double real = ring_with_flops(topo::load_topology("perlmutter").peak_flops_per_s);
   ASSERT_GT(microbatches, 1);
   EXPECT_NEAR(instant / slow, 1.0 + 3.0 * microbatches / (microbatches + 3.0), 1e-3);
+  // Alone, the ring has its stage's share of the link, here all of it (one ring per
+  // stage on a node): what the placement-agnostic model, beta_inter for every group,
+  // charges it.
+  PlannerOptions agnostic = o;
+  agnostic.placement_aware = false;
+  topo::Topology t1 = topo::load_topology("perlmutter");
+  t1.peak_flops_per_s = 1e3;
+  EXPECT_NEAR(slow / evaluate(m, t1, sequence_grid(2, 1, 4), agnostic).comm.p2p_seq, 1.0, 1e-6);
   EXPECT_GT(real, slow * 1.0001);
   EXPECT_LT(real, instant * 0.9999);
   // Without a pipeline nothing changes with the compute.

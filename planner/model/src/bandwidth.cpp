@@ -21,17 +21,21 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
   const int64_t ip = layout.inner_size(topo::Axis::Data), pipe_stride = layout.inner_size(topo::Axis::Pipe);
   const int64_t gpn = t.gpus_per_node, p = g.sequence;
   const bool inside_node = ip * p <= gpn && gpn % (ip * p) == 0;
-  if (p <= 1 || inside_node || g.ginter <= 1 || pipe_stride >= ip) return 1;
+  if (p <= 1 || inside_node || g.ginter <= 1) return 1;
   // The rings on the link are those of min(gpn, ip) consecutive ranks of one data member;
-  // the pipeline coordinate steps every pipe_stride of them.
+  // the pipeline coordinate steps every pipe_stride of them (none of them with the
+  // pipeline outside the data axis: pipe_stride >= ip).
   return std::clamp<int64_t>(std::min(gpn, ip) / pipe_stride, 1, g.ginter);
 }
 
 double staggered_ring_s(double alone_s, double others, double rest_s) {
-  if (others <= 0 || alone_s <= 0) return alone_s;
+  if (others <= 0 || alone_s <= 0 || std::isinf(rest_s)) return alone_s;
   const double a = alone_s, k = others, c = std::max(rest_s, 0.0);
   const double b = c - a * (1.0 + k);
-  return (-b + std::sqrt(b * b + 4.0 * a * c)) / 2.0;
+  // The positive root of R^2 + b R - a c = 0, in the form that does not cancel: with
+  // b > 0 (compute dominates) -b + sqrt(b^2 + 4ac) loses every digit as c grows.
+  const double root = std::sqrt(b * b + 4.0 * a * c);
+  return b > 0 ? 2.0 * a * c / (b + root) : (root - b) / 2.0;
 }
 
 AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::Grid& g,

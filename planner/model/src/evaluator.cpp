@@ -211,27 +211,40 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     sc.activation_per_row[c] = layer_activations(l, g, m.seq_len);
   }
   if (ring_stages > 1) {
-    // The other stages' rings on the link (docs/model.md section 13): each busy for its
-    // ring's share of a micro-batch's passes through the model, the rest being compute.
-    double ring_s = 0, rest_s = 0;
+    // The other stages' rings on the link (docs/model.md section 13): each on it for its
+    // transfers' share of a micro-batch's passes through the model; the rest of those
+    // passes (compute, the small collectives, each shift's latency and each blocking
+    // call's fixed cost) leaves the link to others.
+    const double forward_latency_s =
+        static_cast<double>(ring_self_attention_forward_shifts(g.sequence)) * ls.latency_s;
+    const double backward_latency_s =
+        static_cast<double>(ring_self_attention_backward_shifts(g.sequence)) * ls.latency_s;
+    double transfers_s = 0, rest_s = 0;
     for (size_t i = 0; i < m.layers.size(); ++i) {
       const LayerCosts& k = sc.costs[static_cast<size_t>(class_of_[i])];
+      const LayerCollectives& lc = k.comm;
       const double forwards = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
-      ring_s += forwards * k.comm.ring_forward_s + k.comm.ring_backward_s;
-      rest_s += forwards * (k.forward_s + k.comm.small_forward_s) + k.backward_input_s + k.backward_weight_s +
-                k.comm.small_backward_s;
+      const double f_latency = lc.ring_forward_s > 0 ? forward_latency_s : 0.0;
+      const double b_latency = lc.ring_backward_s > 0 ? backward_latency_s : 0.0;
+      const double calls = forwards * static_cast<double>((lc.ring_forward_s > 0) + lc.small_forward_calls) +
+                           static_cast<double>((lc.ring_backward_s > 0) + lc.small_backward_calls);
+      transfers_s += forwards * (lc.ring_forward_s - f_latency) + (lc.ring_backward_s - b_latency);
+      rest_s += forwards * (k.forward_s + lc.small_forward_s + f_latency) + k.backward_input_s + k.backward_weight_s +
+                lc.small_backward_s + b_latency + calls * lc.sync_call_s;
     }
-    if (ring_s > 0) {
+    if (transfers_s > 0) {
       // A stage runs its passes for M of the M + S - 1 micro-batch slots of a pipelined
       // step (the rest is its fill and drain), so the other stages' rings are on the
       // link for that share of the passes' share.
       const double mbs = static_cast<double>(e.microbatches);
       const double passes_share = mbs / (mbs + static_cast<double>(g.ginter - 1));
       const double others = static_cast<double>(ring_stages - 1) * passes_share;
-      const double factor = staggered_ring_s(ring_s, others, rest_s) / ring_s;
-      for (LayerCosts& k : sc.costs) {
-        k.comm.ring_forward_s *= factor;
-        k.comm.ring_backward_s *= factor;
+      const double factor = staggered_ring_s(transfers_s, others, rest_s) / transfers_s;
+      for (LayerCosts& k : sc.costs) {  // the transfers slow down, not the latency
+        if (k.comm.ring_forward_s > 0)
+          k.comm.ring_forward_s = forward_latency_s + factor * (k.comm.ring_forward_s - forward_latency_s);
+        if (k.comm.ring_backward_s > 0)
+          k.comm.ring_backward_s = backward_latency_s + factor * (k.comm.ring_backward_s - backward_latency_s);
       }
     }
   }

@@ -52,10 +52,10 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
 
 // The time of a ring's transfers on a link that rings of other pipeline stages also
 // cross (docs/model.md section 13), seconds. `alone_s`: their time with the link shared
-// only by the rings of their own stage, which run in lockstep with them. The other
-// stages run alike but not in step: each keeps the link busy for the fraction
-// d = R / (R + rest_s) of the time it runs its passes, R being the ring's time and
-// `rest_s` the rest of those passes (their compute). `others`: the other stages' rings
+// only by the rings of their own stage, which run in lockstep with them (the shifts'
+// latency apart). The other stages run alike but not in step: each keeps the link busy
+// for the fraction d = R / (R + rest_s) of the time it runs its passes, R being the
+// transfers' time and `rest_s` the rest of those passes (compute, latency, fixed costs). `others`: the other stages' rings
 // on the link, each weighted by the share of the step its stage runs its passes
 // (the pipeline's fill and drain excluded). The link then carries on average
 // 1 + others d rings per ring of the stage:

@@ -55,15 +55,20 @@ inline double ring_reduce_s(int64_t p, double bytes, double beta_bytes_per_s, do
 //   t_RSA_fwd(p, C) = 2 (p-1) * t_P2P(C)
 // Backward: (K, V) packed, p-1 shifts, and the (dK, dV) accumulators p shifts home:
 //   t_RSA_bwd(p, C) = (2p - 1) * t_P2P(2C)
+// The shifts of one forward and of one backward (0 without a ring).
+inline int64_t ring_self_attention_forward_shifts(int64_t p) { return p <= 1 ? 0 : 2 * (p - 1); }
+inline int64_t ring_self_attention_backward_shifts(int64_t p) { return p <= 1 ? 0 : 2 * p - 1; }
 inline double ring_self_attention_forward_s(int64_t p, double chunk_bytes, double beta_bytes_per_s,
                                             double alpha_s = 0) {
   if (p <= 1) return 0.0;
-  return 2.0 * static_cast<double>(p - 1) * point_to_point_s(chunk_bytes, beta_bytes_per_s, alpha_s);
+  return static_cast<double>(ring_self_attention_forward_shifts(p)) *
+         point_to_point_s(chunk_bytes, beta_bytes_per_s, alpha_s);
 }
 inline double ring_self_attention_backward_s(int64_t p, double chunk_bytes, double beta_bytes_per_s,
                                              double alpha_s = 0) {
   if (p <= 1) return 0.0;
-  return static_cast<double>(2 * p - 1) * point_to_point_s(2.0 * chunk_bytes, beta_bytes_per_s, alpha_s);
+  return static_cast<double>(ring_self_attention_backward_shifts(p)) *
+         point_to_point_s(2.0 * chunk_bytes, beta_bytes_per_s, alpha_s);
 }
 
 }  // namespace axonn::planner
