@@ -135,3 +135,40 @@ TEST(Bandwidth, AStaggeredRingRunsBetweenAloneAndEveryRingAtOnce) {
   EXPECT_LT(staggered_ring_s(0.3, 1.0, 1.0), staggered_ring_s(0.3, 3.0, 1.0));
   EXPECT_GT(staggered_ring_s(0.3, 3.0, 1.0), staggered_ring_s(0.3, 3.0, 2.0));
 }
+
+TEST(Bandwidth, APipelineBoundaryCrossesTheLinkOnlyWhereANodeEnds) {
+  topo::Topology t = perlmutter();  // 4 GPUs per node
+  t.point_to_point = {4e9, 2e7};
+  const auto order = topo::default_order();
+  const double intra = 4e9, ring = 1e9;
+  auto bw = [&](const topo::Topology& top, const topo::Grid& g, int64_t b, bool aware = true) {
+    return pipeline_p2p_bandwidth(top, g, order, aware, ring, b);
+  };
+  // 2 nodes of 4, grid 1,2,1,1,4: stages 0-1 on node 0, 2-3 on node 1. Only boundary 1
+  // crosses, its 2 pairs sharing the link.
+  const topo::Grid y2_pipe4{1, 2, 1, 1, 4};
+  EXPECT_DOUBLE_EQ(bw(t, y2_pipe4, 0), intra);
+  EXPECT_DOUBLE_EQ(bw(t, y2_pipe4, 1), 2e7 / 2);
+  EXPECT_DOUBLE_EQ(bw(t, y2_pipe4, 2), intra);
+  // Placement-agnostic: every boundary at the inter-node rate.
+  EXPECT_DOUBLE_EQ(bw(t, y2_pipe4, 0, false), 2e7);
+  // 4 nodes of 2: a stage per node, every boundary crosses.
+  topo::Topology four_by_two = t;
+  four_by_two.gpus_per_node = 2;
+  for (int64_t b = 0; b < 3; ++b) EXPECT_DOUBLE_EQ(bw(four_by_two, y2_pipe4, b), 2e7 / 2) << b;
+  // A pipeline of 8 single-rank stages on 2 nodes of 4: boundary 3 alone crosses, alone
+  // on the link.
+  const topo::Grid pipe8{1, 1, 1, 1, 8};
+  for (int64_t b = 0; b < 7; ++b) EXPECT_DOUBLE_EQ(bw(t, pipe8, b), b == 3 ? 2e7 : intra) << b;
+  // Whole pipelines inside a node (1,1,1,4,2: two per node): never crosses.
+  EXPECT_DOUBLE_EQ(bw(t, topo::Grid{1, 1, 1, 4, 2}, 0), intra);
+  // Nodes of 6, grid 1,2,1,3,2: 3 stages per node; replica 1's stages (ranks 4-5, 6-7)
+  // straddle the end of node 0, so boundary 0 crosses for it.
+  topo::Topology six = t;
+  six.gpus_per_node = 6;
+  EXPECT_DOUBLE_EQ(bw(six, topo::Grid{1, 2, 1, 3, 2}, 0), 2e7 / 2);
+  // A stage wider than a node (1,8,1,1,2 on nodes of 4): crosses, 4 pairs on the link.
+  EXPECT_DOUBLE_EQ(bw(t, topo::Grid{1, 8, 1, 1, 2}, 0), 2e7 / 4);
+  // No measured point-to-point bandwidths: the pipeline group's ring bandwidth.
+  EXPECT_DOUBLE_EQ(bw(perlmutter(), y2_pipe4, 0), ring);
+}

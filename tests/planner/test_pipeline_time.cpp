@@ -53,6 +53,25 @@ TEST(PipelineTime, GPipeByHandWithMessagesTailAndOptimizer) {
   EXPECT_EQ(simulated, schedule::step_program(PipelineSchedule::GPipe, 1, 2, 2));
 }
 
+TEST(PipelineTime, EachBoundaryHasItsOwnMessageTime) {
+  // 3 stages, 1 micro-batch, forward 1, backward 2, GPipe. Boundary 0 takes 0.5 s a
+  // message, boundary 1 (inside a node, say) none: F 0-1, 1.5-2.5, 2.5-3.5; B 3.5-5.5,
+  // 5.5-7.5, 8-10.
+  const auto st = equal_stages(3, 1.0, 2.0);
+  std::vector<std::vector<SimulatedInstruction>> trace;
+  const PipelineTime t = simulate_pipeline(st, std::vector<double>{0.5, 0.0}, PipelineSchedule::GPipe, 1, 3, &trace);
+  EXPECT_DOUBLE_EQ(t.batch_s, 10.0);
+  EXPECT_DOUBLE_EQ(trace[2].front().end_s, 2.5);  // stage 2's activation came at once
+  // 0.5 s on both boundaries: two more half seconds (forward and backward on boundary 1).
+  EXPECT_DOUBLE_EQ(simulate_pipeline(st, 0.5, PipelineSchedule::GPipe, 1, 3).batch_s, 11.0);
+  // Every schedule: one slow boundary costs less than two, more than none.
+  for (auto s : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::MessageDriven}) {
+    const double one = simulate_pipeline(st, std::vector<double>{0.5, 0.0}, s, 4, 3).batch_s;
+    EXPECT_LT(one, simulate_pipeline(st, 0.5, s, 4, 3).batch_s) << plan::pipeline_schedule_name(s);
+    EXPECT_GT(one, simulate_pipeline(st, 0.0, s, 4, 3).batch_s) << plan::pipeline_schedule_name(s);
+  }
+}
+
 TEST(PipelineTime, ASlowStageBoundsEveryScheduleAndNoneDeadlocks) {
   // Stage 1 is three times slower: every schedule takes at least its 9 s per micro-batch,
   // and none deadlocks with fewer micro-batches than stages (1) or a count the limit

@@ -59,7 +59,7 @@ AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo
 }
 
 double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
-                              bool placement_aware, double ring_bw) {
+                              bool placement_aware, double ring_bw, int64_t boundary) {
   const auto& p2p = t.point_to_point;
   if (p2p.intra_node_bytes_per_s <= 0 || p2p.inter_node_bytes_per_s <= 0) return ring_bw;
   if (!placement_aware) return p2p.inter_node_bytes_per_s;
@@ -68,9 +68,15 @@ double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, cons
     if (a == topo::Axis::Pipe) break;
     ip *= g.size(a);
   }
-  const int64_t span = ip * g.ginter, gpn = t.gpus_per_node;
-  if (span <= gpn && gpn % span == 0) return p2p.intra_node_bytes_per_s;
-  return p2p.inter_node_bytes_per_s / static_cast<double>(std::min(gpn, ip));
+  const int64_t gpn = t.gpus_per_node, outer = g.total() / (ip * g.ginter);
+  const double crossing = p2p.inter_node_bytes_per_s / static_cast<double>(std::min(gpn, ip));
+  if (gpn % ip != 0) return crossing;  // a stage spans whole nodes (or straddles them)
+  // k stages per node, node-aligned: stage block j = s + Ginter o ends a node where
+  // (j + 1) is a multiple of k, for any replica o of the pipeline.
+  const int64_t k = gpn / ip;
+  for (int64_t o = 0; o < std::min(outer, k); ++o)
+    if ((boundary + 1 + g.ginter * o) % k == 0) return crossing;
+  return p2p.intra_node_bytes_per_s;
 }
 
 }  // namespace axonn::planner

@@ -286,14 +286,19 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
 
   // One message between neighbouring stages: each GPU sends its (rows/Gz) x (hidden/Gx)
   // shard of the activation (forward) or of its gradient (backward).
-  double p2p_s = 0;
-  if (g.ginter > 1)
-    p2p_s = point_to_point_s(static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
+  // One message across each stage boundary (a boundary inside a node is faster).
+  sc.link_s.resize(static_cast<size_t>(g.ginter - 1));
+  if (g.ginter > 1) {
+    const double message_bytes = static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
                                  static_cast<double>(m.hidden) /
-                                     static_cast<double>(layout_costs(g.layout).activation_shards(g) * g.gz),
-                             pipeline_p2p_bandwidth(t, g, order, o.placement_aware && !paper,
-                                                    axis_bandwidth(bw, topo::Axis::Pipe)),
-                             ls.latency_s);
+                                 static_cast<double>(layout_costs(g.layout).activation_shards(g) * g.gz);
+    for (int64_t b = 0; b + 1 < g.ginter; ++b)
+      sc.link_s[static_cast<size_t>(b)] =
+          point_to_point_s(message_bytes,
+                           pipeline_p2p_bandwidth(t, g, order, o.placement_aware && !paper,
+                                                  axis_bandwidth(bw, topo::Axis::Pipe), b),
+                           ls.latency_s);
+  }
 
   // A stage whose layers are those of the one before it (the same classes, the same
   // pass roles) has its passes and, with as many micro-batches in flight, its memory.
@@ -362,8 +367,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     if (g.ginter > 1) {
       // One activation forward (unless last stage) and one gradient backward (unless
       // first) per micro-batch.
-      const int64_t sends = e.microbatches * ((stage < g.ginter - 1) + (stage > 0));
-      c.p2p_pipe = static_cast<double>(sends) * p2p_s;
+      const double next_s = stage < g.ginter - 1 ? sc.link_s[static_cast<size_t>(stage)] : 0.0;
+      const double previous_s = stage > 0 ? sc.link_s[static_cast<size_t>(stage - 1)] : 0.0;
+      c.p2p_pipe = static_cast<double>(e.microbatches) * (next_s + previous_s);
     }
     if (c.total() > e.comm.total() || stage == 0) e.comm = c, comm_stage = static_cast<size_t>(stage);
     ms.inflight_microbatches =
@@ -491,7 +497,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       e.compute_s = mbs * p.forward_compute_s + (mbs - 1) * p.backward_compute_s + p.last_backward_compute_s +
                     p.optimizer_s;
     } else {
-      const PipelineTime pt = simulate_pipeline(sc.stages, p2p_s, o.pipeline_schedule, e.microbatches, limit, trace,
+      const PipelineTime pt = simulate_pipeline(sc.stages, sc.link_s, o.pipeline_schedule, e.microbatches, limit, trace,
                                                 &sc.pipeline);
       e.batch_s = pt.batch_s;
       e.compute_s = pt.compute_s;

@@ -43,6 +43,7 @@ class Evaluator {
     std::vector<double> prefetch_done; // simulate_pass's working memory
     std::vector<StagePasses> stages;   // per stage
     std::vector<double> step_small_s;  // per stage: its once-per-step small collectives
+    std::vector<double> link_s;        // per stage boundary: one pipeline message, seconds
     PipelineScratch pipeline;          // simulate_pipeline's working memory
   };
 

@@ -61,7 +61,7 @@ namespace {
 // What runs an instruction on a stage's clock (shared by both simulations).
 struct Runner {
   const std::vector<StagePasses>& passes;
-  double p2p_s;
+  const std::vector<double>& link_s;  // per boundary
   int64_t microbatches;
   PipelineScratch::Impl& w;
   std::vector<std::vector<SimulatedInstruction>>* trace;
@@ -93,11 +93,11 @@ struct Runner {
         break;
       }
       case StepOp::SendActivation:
-        st.link_next = std::max(st.t, st.link_next) + p2p_s;
+        st.link_next = std::max(st.t, st.link_next) + link_s[static_cast<size_t>(s)];
         activation(s + 1, mb) = st.link_next;
         break;
       case StepOp::SendGradient:
-        st.link_prev = std::max(st.t, st.link_prev) + p2p_s;
+        st.link_prev = std::max(st.t, st.link_prev) + link_s[static_cast<size_t>(s - 1)];
         gradient(s - 1, mb) = st.link_prev;
         break;
       case StepOp::ReduceGradients: st.t += p.tail_s; break;
@@ -188,14 +188,22 @@ void run_message_driven(Runner& r, int64_t g, int64_t m, int64_t limit) {
 PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, double p2p_s, plan::PipelineSchedule schedule,
                                int64_t microbatches, int64_t limit,
                                std::vector<std::vector<SimulatedInstruction>>* trace, PipelineScratch* scratch) {
+  const std::vector<double> link_s(stages.empty() ? 0 : stages.size() - 1, p2p_s);
+  return simulate_pipeline(stages, link_s, schedule, microbatches, limit, trace, scratch);
+}
+
+PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, const std::vector<double>& link_s,
+                               plan::PipelineSchedule schedule, int64_t microbatches, int64_t limit,
+                               std::vector<std::vector<SimulatedInstruction>>* trace, PipelineScratch* scratch) {
   const auto g = static_cast<int64_t>(stages.size());
   AXONN_ASSERT(g >= 1 && microbatches >= 1 && microbatches <= std::numeric_limits<int32_t>::max());
+  AXONN_ASSERT(link_s.size() + 1 >= stages.size());
   PipelineScratch own;
   PipelineScratch::Impl& w = (scratch ? *scratch : own).impl();
   w.stages.assign(static_cast<size_t>(g), Stage{});
   w.activation_at.assign(static_cast<size_t>(g * microbatches), kUnknown);
   w.gradient_at.assign(static_cast<size_t>(g * microbatches), kUnknown);
-  Runner r{stages, p2p_s, microbatches, w, trace};
+  Runner r{stages, link_s, microbatches, w, trace};
   if (trace) trace->assign(static_cast<size_t>(g), {});
   if (g > 1 && schedule == plan::PipelineSchedule::MessageDriven) run_message_driven(r, g, microbatches, limit);
   else run_static(r, schedule, g, microbatches);

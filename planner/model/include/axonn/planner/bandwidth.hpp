@@ -67,12 +67,18 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
 // once).
 double staggered_ring_s(double alone_s, double others, double rest_s);
 
-// Bandwidth of one pipeline send between adjacent stages, bytes/s. With measured
-// point-to-point bandwidths (calibrate): intra_node if the pipeline group stays in a
-// node, else inter_node shared by the min(gpus_per_node, ip) pairs crossing the link
-// at once (inter_node alone when placement-agnostic). Without them: `ring_bw`, the
-// pipeline group's ring bandwidth.
+// Bandwidth of one pipeline send across `boundary` (between stages boundary and
+// boundary + 1), bytes/s. With measured point-to-point bandwidths (calibrate):
+// intra_node where every pair of ranks on that boundary shares a node, else inter_node
+// shared by the min(gpus_per_node, ip) pairs crossing the link at once (inter_node alone
+// when placement-agnostic). Without them: `ring_bw`, the pipeline group's ring
+// bandwidth. Stage s holds the ranks i + ip (s + Ginter o) (i < ip: the axes placed
+// inside the pipeline, o: those outside it). Where a node holds whole stages (ip divides
+// gpus_per_node), a boundary crosses only where a node ends; where a stage spans whole
+// nodes, every boundary crosses; other shapes count as crossing.
+// Example: 2 nodes of 4, ip = 2, 4 stages: stages 0-1 and 2-3 share nodes, so
+// boundaries 0 and 2 are intra_node and boundary 1 is inter_node / 2.
 double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
-                              bool placement_aware, double ring_bw);
+                              bool placement_aware, double ring_bw, int64_t boundary);
 
 }  // namespace axonn::planner

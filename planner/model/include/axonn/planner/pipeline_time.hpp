@@ -3,8 +3,9 @@
 // stage (batch_time.hpp) and the point-to-point time of a message between neighbours.
 //
 //  - gpipe, 1f1b: each stage runs its fixed program in order; a receive waits for the
-//    message; a send occupies the stage's outgoing link to that neighbour for p2p_s and
-//    the message arrives when it is through (the sender goes on).
+//    message; a send occupies the stage's outgoing link to that neighbour for that
+//    boundary's message time and the message arrives when it is through (the sender
+//    goes on).
 //  - message-driven: an event simulation of MessageDrivenStage, the rule the runtime
 //    runs: messages are handled in order of arrival, each stage one at a time.
 // A stage's step ends after its last backward, its data-parallel tail and its
@@ -60,9 +61,15 @@ class PipelineScratch {
   std::unique_ptr<Impl> impl_;
 };
 
-// `p2p_s`: one activation or gradient message between neighbouring stages. `trace`, if
-// given, receives each stage's executed instructions in order. `scratch`: reused
-// working memory (none: a fresh one for this call).
+// `link_s[b]`: one activation or gradient message across boundary b, between stages b
+// and b + 1 (stages.size() - 1 of them; a boundary inside a node is faster than one
+// between nodes). `trace`, if given, receives each stage's executed instructions in
+// order. `scratch`: reused working memory (none: a fresh one for this call).
+PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, const std::vector<double>& link_s,
+                               plan::PipelineSchedule schedule, int64_t microbatches, int64_t limit,
+                               std::vector<std::vector<SimulatedInstruction>>* trace = nullptr,
+                               PipelineScratch* scratch = nullptr);
+// The same with `p2p_s` on every boundary.
 PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, double p2p_s, plan::PipelineSchedule schedule,
                                int64_t microbatches, int64_t limit,
                                std::vector<std::vector<SimulatedInstruction>>* trace = nullptr,
