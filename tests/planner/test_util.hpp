@@ -5,6 +5,9 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <system_error>
+
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
@@ -12,11 +15,25 @@
 
 namespace axonn::test {
 
-// Writes `content` to a fresh file under the system temp directory; returns its path.
+// This test process's scratch directory under the system temp directory, removed with
+// everything in it when the process exits.
+inline const std::filesystem::path& scratch_dir() {
+  struct Scratch {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("axonn_test_" + std::to_string(::getpid()));
+    Scratch() { std::filesystem::create_directories(path); }
+    ~Scratch() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Scratch scratch;
+  return scratch.path;
+}
+
+// Writes `content` to a fresh file in the scratch directory; returns its path.
 inline std::string write_temp(const std::string& name, const std::string& content) {
-  auto dir = std::filesystem::temp_directory_path() / ("axonn_test_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  auto path = dir / name;
+  auto path = scratch_dir() / name;
   std::ofstream(path) << content;
   return path.string();
 }
