@@ -182,16 +182,25 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
   // paper's k = 4 with a bucket larger than the stage; no overlap; clipping (reduce all
   // first). Every variant crosses parameter boundaries inside buckets.
   const std::vector<Variant> variants = {{1000, 2, 0}, {4097, 1, 0}, {1 << 20, 4, 0}, {777, 0, 0}, {3000, 3, 0.5}};
-  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
+  const std::vector<plan::Plan> plans = offload_plans(t.desc, Tiny::kSeqs);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    plan::Plan p = plans[i];
     const bool same = same_sums(p);
+    // Where only tolerances can be checked: the first variant alone, on every grid.
+    auto runs = [&](size_t v, double clip) {
+      return variants[v].clip == clip && (same ? runs_variant(i, v) : v == 0);
+    };
     for (double clip : {0.0, 0.5}) {
-      if (!same && clip > 0) continue;  // one variant where only tolerances can be checked
+      bool any = false;
+      for (size_t v = 0; v < variants.size(); ++v) any |= runs(v, clip);
+      if (!any) continue;
       p.optimizer = plan::OptimizerSettings{};
       const Trained reference = train(p, t, steps, clip);
       // The optimizer moved the weights (equal runs are not two idle optimizers).
       EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
-      for (const Variant& v : variants) {
-        if (v.clip != clip || (!same && &v != &variants.front())) continue;
+      for (size_t vi = 0; vi < variants.size(); ++vi) {
+        if (!runs(vi, clip)) continue;
+        const Variant& v = variants[vi];
         p.optimizer.offload = true;
         p.optimizer.bucket_elements = v.bucket_elements;
         p.optimizer.allreduce_coarsening = v.coarsening;
@@ -210,9 +219,14 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
 TEST(Offload, TheDeviceTierKeepsTheWorkingSetInsteadOfTheAdamMoments) {
   runtime::DeviceMemory::install();
   Tiny t(23);
-  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs))
-    for (const plan::Precision& precision :
-         {plan::Precision::fp32(), plan::Precision::bf16(), plan::Precision::bf16_gradients()}) {
+  const std::vector<plan::Plan> plans = offload_plans(t.desc, Tiny::kSeqs);
+  const std::vector<plan::Precision> precisions = {plan::Precision::fp32(), plan::Precision::bf16(),
+                                                   plan::Precision::bf16_gradients()};
+  for (size_t i = 0; i < plans.size(); ++i)
+    for (size_t pi = 0; pi < precisions.size(); ++pi) {
+      if (!runs_variant(i, pi)) continue;  // on 8 ranks, alternating precisions per grid
+      plan::Plan p = plans[i];
+      const plan::Precision& precision = precisions[pi];
       p.precision = precision;
       p.optimizer = plan::OptimizerSettings{};
       p.optimizer.bucket_elements = 1000;  // below this stage's parameters: the working set is 16 * 1000 bytes
@@ -240,7 +254,9 @@ TEST(Zero, StagesOneTwoAndThreeTrainAsPlainDataParallelWithAndWithoutOffload) {
   Tiny t(25);
   const int steps = 2;  // the second reads back the moments the first wrote
   int sharded_grids = 0, grids = 0;
-  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs)) {
+  const std::vector<plan::Plan> plans = offload_plans(t.desc, Tiny::kSeqs);
+  for (size_t i = 0; i < plans.size(); ++i) {
+    plan::Plan p = plans[i];
     // Where both reduction groups (data, Z x data) have one rank, ZeRO shards nothing:
     // that is plain data parallelism, already the reference (CI time).
     if (p.grid.gdata * p.grid.gz == 1) continue;
@@ -255,6 +271,8 @@ TEST(Zero, StagesOneTwoAndThreeTrainAsPlainDataParallelWithAndWithoutOffload) {
       EXPECT_FALSE(reference.params.front().equal(reference.initial.front())) << p.grid.to_string();
       for (int64_t stage : {1, 2, 3})
         for (bool offload : {false, true}) {
+          // On 8 ranks each grid runs every stage, offloaded on every other (runs_variant).
+          if (!runs_variant(i, static_cast<size_t>(stage) + offload)) continue;
           // ZeRO-3 needs every replica to run one step program: a pipeline runs 1F1B
           // (and the reference with it).
           if (stage == 3 && p.grid.ginter > 1 && p.pipeline.schedule == plan::PipelineSchedule::MessageDriven) {
@@ -381,8 +399,13 @@ TEST(MixedPrecision, LossAndGradientsFollowSerialFp32OnEveryGrid) {
 TEST(MixedPrecision, OffloadAndZeroDoNotChangeTheNumbers) {
   Tiny t(31);
   const int steps = 2;
-  for (plan::Plan p : offload_plans(t.desc, Tiny::kSeqs))
-    for (const plan::Precision& precision : {plan::Precision::bf16(), plan::Precision::bf16_gradients()}) {
+  const std::vector<plan::Plan> plans = offload_plans(t.desc, Tiny::kSeqs);
+  const std::vector<plan::Precision> precisions = {plan::Precision::bf16(), plan::Precision::bf16_gradients()};
+  for (size_t i = 0; i < plans.size(); ++i)
+    for (size_t pi = 0; pi < precisions.size(); ++pi) {
+      if (!runs_variant(i, pi)) continue;  // on 8 ranks, one gradient type per grid, alternating
+      plan::Plan p = plans[i];
+      const plan::Precision& precision = precisions[pi];
       const bool same = same_sums(p);
       const double clip = same ? 0.0 : 0.5;
       p.precision = precision;
