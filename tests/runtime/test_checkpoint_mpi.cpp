@@ -1,7 +1,7 @@
 // Checkpoints under real mpirun (part of runtime_mpi_tests: 1, 2, 4 and 8 ranks):
 //
-//  - 10 steps straight vs 5 steps, save, resume into a stage built from other weights,
-//    5 steps: bitwise the same per-step losses and parameters, on every grid of the
+//  - 6 steps straight vs 3 steps, save, resume into a stage built from other weights,
+//    3 steps: bitwise the same per-step losses and parameters, on every grid of the
 //    world (pipelines included), with LibTorch's Adam; on the first two grids with data
 //    parallelism with ZeRO-1 offloaded and ZeRO-3 too (the first one on 8 ranks); in
 //    bf16 mixed precision on one grid;

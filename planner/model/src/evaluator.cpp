@@ -284,9 +284,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ps.checkpointing = o.activation_checkpointing;
   ps.data_parallel = schedule::data_parallel_in_backward(g, o.optimizer);
 
-  // One message between neighbouring stages: each GPU sends its (rows/Gz) x (hidden/Gx)
-  // shard of the activation (forward) or of its gradient (backward).
-  // One message across each stage boundary (a boundary inside a node is faster).
+  // One message across each stage boundary (a boundary inside a node is faster): each
+  // GPU sends its (rows/Gz) x (hidden/Gx) shard of the activation (forward) or of its
+  // gradient (backward).
   sc.link_s.resize(static_cast<size_t>(g.ginter - 1));
   if (g.ginter > 1) {
     const double message_bytes = static_cast<double>(ls.element_bytes) * static_cast<double>(ls.tokens) *
