@@ -98,7 +98,7 @@ topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int6
     at::Tensor x = leaf({rows, width});
     leaves = {x};
     forward = [x] { return at::gelu(x); };
-  } else if (op == "softmax") {  // as causal_attention (model_zoo/gpt/src/gpt.cpp) runs it
+  } else if (op == "softmax") {  // as causal_attention (runtime/src/attention.cpp) runs it
     const int64_t n = std::max<int64_t>(1, rows / width);
     at::Tensor x = leaf({n, width, width});
     leaves = {x};

@@ -2,6 +2,7 @@
 #include "axonn/runtime/tensor_ops.hpp"
 
 #include "axonn/common/error.hpp"
+#include "axonn/runtime/attention.hpp"
 
 namespace axonn::runtime {
 namespace {
@@ -18,15 +19,32 @@ ShardSpec normal_matrix(bool, int64_t heads) { return ShardSpec::matrix(false, h
 ShardSpec natural_vector(Axis axis, int64_t heads) { return ShardSpec::vector(axis, heads); }
 ShardSpec y_vector(Axis, int64_t heads) { return ShardSpec::vector(Axis::Y, heads); }
 
+at::Tensor whole_sequences(Engine&, const at::Tensor& qkv, int64_t heads) { return causal_attention(qkv, heads); }
+at::Tensor ring_of_chunks(Engine& e, const at::Tensor& qkv, int64_t heads) {
+  return sequence_attention(e.grid.sequence(), qkv, heads, e.tracer());
+}
+Communicator& tensor_group(ProcessGrid& grid) { return grid.tensor(); }
+Communicator& sequence_group(ProcessGrid& grid) { return grid.sequence(); }
+
 }  // namespace
+
+const TensorOps& tensor_ops(const topo::Grid& g) {
+  static const TensorOps sequence = [] {
+    TensorOps e = tensor_ops(TensorLayout::Axonn3d);
+    e.attention = ring_of_chunks;
+    e.lockstep_group = sequence_group;
+    return e;
+  }();
+  return g.sequence > 1 ? sequence : tensor_ops(g.layout);
+}
 
 const TensorOps& tensor_ops(TensorLayout layout) {
   static const TensorOps axonn3d{TensorLayout::Axonn3d, tp_linear, tp_embedding, role_matrix, natural_vector,
-                                 std::nullopt, std::nullopt};
+                                 std::nullopt, std::nullopt, whole_sequences, tensor_group};
   static const TensorOps two_d{TensorLayout::TwoD, summa_linear_op, tp2d_embedding, normal_matrix, y_vector,
-                               std::nullopt, std::nullopt};
+                               std::nullopt, std::nullopt, whole_sequences, tensor_group};
   static const TensorOps three_d{TensorLayout::ThreeD, tp3d_linear, tp_embedding, role_matrix, natural_vector,
-                                 Axis::Y, Axis::X};
+                                 Axis::Y, Axis::X, whole_sequences, tensor_group};
   switch (layout) {
     case TensorLayout::Axonn3d: return axonn3d;
     case TensorLayout::TwoD: return two_d;

@@ -196,7 +196,7 @@ struct Trainer::Impl {
   // watches both receives (gradients first on a tie) and tells the others. With sequence
   // parallelism (no tensor axes) the sequence group, whose ring attention must agree.
   int next_message(const schedule::MessageDrivenStage& rule) {
-    Communicator& group = grid.grid().sequence > 1 ? grid.sequence() : grid.tensor();
+    Communicator& group = tensor_ops(grid.grid()).lockstep_group(grid);
     int choice = 0;
     const double t0 = now_s();
     if (group.rank() == 0) {
@@ -256,7 +256,7 @@ struct Trainer::Impl {
       for (const auto& in : sched.steps) run(in);
     // The losses of the other sequences (Z, data) and, with a pipeline, from the last stage.
     se.engine().ops.all_reduce(grid.z_data(), loss_sum, plan::CollectiveKind::ArZData);
-    if (auto rows = tensor_ops(grid.grid().layout).output_rows_split) {  // 3d: the logits' rows split over X
+    if (auto rows = tensor_ops(grid.grid()).output_rows_split) {  // 3d: the logits' rows split over X
       AXONN_ASSERT(*rows == topo::Axis::X);  // the only kind there is for it (ArXLoss)
       se.engine().ops.all_reduce(grid.axis(*rows), loss_sum, plan::CollectiveKind::ArXLoss);
     }

@@ -10,6 +10,7 @@
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/plan/layout_rules.hpp"
 #include "axonn/plan/tensor_mode.hpp"
+#include "axonn/planner/layer_comm.hpp"
 #include "axonn/planner/layout_costs.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/schedule/schedule.hpp"
@@ -101,6 +102,38 @@ TEST(LayoutCosts, EveryModesGridsHaveTheirLayoutsEntry) {
   EXPECT_EQ(cube.activation_shards(three_d), 4);
   EXPECT_EQ(summa.input_block_split(two_d), 2);
   EXPECT_EQ(axonn.input_block_split(topo::Grid{2, 2, 2, 1, 1}), 1);
+  // A grid's entry: its layout's, or with a sequence group the sequence entry, AxoNN's
+  // with the ring as the attention's collectives (the only entry that has them).
+  topo::Grid sequence{1, 1, 1, 4, 1};
+  sequence.sequence = 2;
+  const LayoutCosts& ring = layout_costs(sequence);
+  EXPECT_EQ(&layout_costs(two_d), &summa);
+  EXPECT_EQ(&layout_costs(topo::Grid{1, 1, 1, 4, 1}), &axonn);
+  EXPECT_NE(&ring, &axonn);
+  EXPECT_EQ(ring.rules, axonn.rules);
+  EXPECT_EQ(ring.collectives, axonn.collectives);
+  EXPECT_TRUE(ring.swaps(row));
+  ASSERT_NE(ring.attention, nullptr);
+  EXPECT_EQ(axonn.attention, nullptr);
+  EXPECT_EQ(summa.attention, nullptr);
+  EXPECT_EQ(cube.attention, nullptr);
+  model::Layer attention;
+  attention.kind = model::LayerKind::Attention;
+  attention.heads = 4;
+  attention.head_dim = 8;
+  LayerCommSettings s;
+  s.tokens = 64;
+  s.element_bytes = 4;
+  s.sequence_bw = 1e9;
+  LayerCollectives c;
+  ring.attention(attention, sequence, s, c);
+  // One chunk: 64 tokens x 32 columns x 4 bytes. 2 members (docs/model.md section 1):
+  // forward 2(p-1) = 2 shifts of it, backward 2p-1 = 3 shifts of twice it.
+  const double chunk_s = 64.0 * 32 * 4 / 1e9;
+  EXPECT_DOUBLE_EQ(c.ring_forward_s, 2 * chunk_s);
+  EXPECT_DOUBLE_EQ(c.ring_backward_s, 3 * 2 * chunk_s);
+  // The other entries leave an attention layer without collectives.
+  EXPECT_DOUBLE_EQ(layer_collectives(attention, topo::Grid{1, 1, 1, 4, 1}, AxisBandwidths{}, s).ring_forward_s, 0.0);
 }
 
 // The layouts' shared entries (plan/layout_rules.hpp): the schedule's instructions,

@@ -8,7 +8,7 @@
 #include "axonn/common/checksum.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/plan/layout_rules.hpp"
-#include "axonn/runtime/ring_attention.hpp"
+#include "axonn/runtime/attention.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 
 namespace axonn::gpt {
@@ -28,16 +28,6 @@ GptConfig GptConfig::from(const model::ModelDescription& m) {
   c.seq_len = m.seq_len;
   c.ffn = m.ffn_hidden;
   return c;
-}
-
-at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads) {
-  const int64_t b = qkv.size(0), s = qkv.size(1), width = qkv.size(2) / 3, d = width / heads;
-  auto split = [&](int64_t part) { return qkv.narrow(2, part * width, width).reshape({b, s, heads, d}).transpose(1, 2); };
-  at::Tensor q = split(0), k = split(1), v = split(2);
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)) / std::sqrt(static_cast<double>(d));
-  at::Tensor mask = at::ones({s, s}, at::kBool).triu(1);
-  scores = scores.masked_fill(mask, -std::numeric_limits<float>::infinity());
-  return at::matmul(scores.softmax(-1), v).transpose(1, 2).reshape({b, s, width});
 }
 
 at::Tensor loss_precision(const at::Tensor& logits) {
@@ -167,7 +157,7 @@ at::Tensor SerialGpt::loss(const at::Tensor& tokens) {
   };
   for (int64_t b = 0; b < c_.layers; ++b) {
     const std::string pre = "block" + std::to_string(b) + ".";
-    h = h + linear(causal_attention(linear(ln(h, pre + "ln1"), pre + "qkv"), c_.heads), pre + "attn_out");
+    h = h + linear(runtime::causal_attention(linear(ln(h, pre + "ln1"), pre + "qkv"), c_.heads), pre + "attn_out");
     h = h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1")), pre + "fc2");
   }
   at::Tensor logits = linear(ln(h, "ln_f"), "lm_head", false);
@@ -219,7 +209,7 @@ ParallelGpt::ParallelGpt(const GptConfig& c, runtime::ProcessGrid& grid, const I
     : c_(c),
       grid_(grid),
       engine_(engine),
-      ops_(runtime::tensor_ops(grid.grid().layout)),
+      ops_(runtime::tensor_ops(grid.grid())),
       first_stage_(stage.first_stage()),
       last_stage_(stage.last_stage()),
       checkpointing_(stage.settings.checkpointing),
@@ -289,24 +279,9 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
   at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
   // 3d: qkv's rows are this X-rank's sequences, a 1/Gx of those of the stage's input.
   const int64_t n = seqs / rows_split(ops_.output_rows_split);
-  at::Tensor ctx = grid_.grid().sequence > 1
-                       ? sequence_attention(qkv.view({n, qkv.size(0) / n, -1}), heads_local)
-                       : causal_attention(qkv.view({n, qkv.size(0) / n, -1}), heads_local);
-  ctx = ctx.reshape({qkv.size(0), -1});
+  at::Tensor ctx = ops_.attention(e, qkv.view({n, qkv.size(0) / n, -1}), heads_local).reshape({qkv.size(0), -1});
   at::Tensor h = h_in + linear(ctx, pre + "attn_out", H, H, true);
   return h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
-}
-
-at::Tensor ParallelGpt::sequence_attention(const at::Tensor& qkv, int64_t heads) {
-  // As causal_attention, on this member's chunk of positions: heads to the batch, the
-  // keys and values of the other chunks from the ring.
-  const int64_t b = qkv.size(0), s = qkv.size(1), width = qkv.size(2) / 3, d = width / heads;
-  auto split = [&](int64_t part) {
-    return qkv.narrow(2, part * width, width).reshape({b, s, heads, d}).transpose(1, 2).reshape({b * heads, s, d});
-  };
-  at::Tensor out =
-      runtime::ring_self_attention(grid_.sequence(), split(0), split(1), split(2), /*causal=*/true, engine_.tracer());
-  return out.view({b, heads, s, d}).transpose(1, 2).reshape({b, s, width});
 }
 
 at::Tensor ParallelGpt::blocks_forward(int64_t first, int64_t last, const at::Tensor& h_in, int64_t seqs) {

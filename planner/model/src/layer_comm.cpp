@@ -13,18 +13,13 @@ namespace {
 
 using topo::Axis;
 
-// The large collectives: the attention's ring with sequence parallelism (section 13),
-// else the layout's (layout_costs.hpp).
+// The large collectives: the attention core's (the ring of the sequence entry, section
+// 13) or a weighted layer's, by the grid's entry (layout_costs.hpp).
 LayerCollectives large_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s, const LayoutCosts& layout) {
   LayerCollectives c;
   if (l.kind == model::LayerKind::Attention) {
-    if (g.sequence > 1) {  // one member's chunk of K: its tokens x the heads' widths on it
-      const double chunk_bytes = static_cast<double>(s.element_bytes) * static_cast<double>(s.tokens) *
-                                 static_cast<double>(l.heads * l.head_dim) / static_cast<double>(g.gy * g.gz);
-      c.ring_forward_s = ring_self_attention_forward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
-      c.ring_backward_s = ring_self_attention_backward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
-    }
+    if (layout.attention) layout.attention(l, g, s, c);
     return c;
   }
   // "a" splits W's rows (and reduces the forward output), "b" splits W's columns
@@ -83,7 +78,7 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
 
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s) {
-  const LayoutCosts& layout = layout_costs(g.layout);
+  const LayoutCosts& layout = layout_costs(g);
   LayerCollectives c = large_collectives(l, g, bw, s, layout);
   add_small_collectives(c, l, g, bw, s, layout);
   return c;

@@ -78,15 +78,34 @@ void summa_collectives(const model::Layer& l, const topo::Grid& g, const AxisBan
   c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), s.latency_s);
 }
 
+// The sequence mode's ring self-attention (section 13): one member's chunk of K (its
+// tokens x the heads' widths on it) shifted round the sequence group, forward and
+// backward (V with it, and dK, dV back).
+void ring_attention(const model::Layer& l, const topo::Grid& g, const LayerCommSettings& s, LayerCollectives& c) {
+  const double chunk_bytes = static_cast<double>(s.element_bytes) * static_cast<double>(s.tokens) *
+                             static_cast<double>(l.heads * l.head_dim) / static_cast<double>(g.gy * g.gz);
+  c.ring_forward_s = ring_self_attention_forward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
+  c.ring_backward_s = ring_self_attention_backward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
+}
+
 }  // namespace
+
+const LayoutCosts& layout_costs(const topo::Grid& g) {
+  static const LayoutCosts sequence = [] {
+    LayoutCosts e = layout_costs(topo::TensorLayout::Axonn3d);
+    e.attention = ring_attention;
+    return e;
+  }();
+  return g.sequence > 1 ? sequence : layout_costs(g.layout);
+}
 
 const LayoutCosts& layout_costs(topo::TensorLayout layout) {
   using topo::TensorLayout;
   // Indexed by topo::TensorLayout; built on first use, after the shared entries.
   static const std::array<LayoutCosts, 3> entries = {{
-      {&plan::layout_rules(TensorLayout::Axonn3d), true, std::nullopt, axonn3d_collectives},
-      {&plan::layout_rules(TensorLayout::TwoD), false, Axis::Y, summa_collectives},
-      {&plan::layout_rules(TensorLayout::ThreeD), true, std::nullopt, threed_collectives},
+      {&plan::layout_rules(TensorLayout::Axonn3d), true, std::nullopt, axonn3d_collectives, nullptr},
+      {&plan::layout_rules(TensorLayout::TwoD), false, Axis::Y, summa_collectives, nullptr},
+      {&plan::layout_rules(TensorLayout::ThreeD), true, std::nullopt, threed_collectives, nullptr},
   }};
   const auto i = static_cast<size_t>(layout);
   AXONN_ASSERT(i < entries.size() && entries[i].rules->layout == layout);

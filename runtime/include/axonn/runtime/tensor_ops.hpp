@@ -1,16 +1,18 @@
 // The runtime side of a tensor mode: the operators a model calls and how it shards its
-// parameters, one entry per layout (topo::TensorLayout), looked up once per grid. The
-// GPT and the trainer call through the entry instead of testing the layout, so a new
-// layout is a new entry and its operators (docs/architecture.md, "How a new strategy
-// is added"); plan/tensor_mode.hpp names the modes whose grids carry the layout.
+// parameters, one entry per layout (topo::TensorLayout) and one for the sequence mode,
+// looked up once per grid. The GPT and the trainer call through the entry instead of
+// testing the layout or the sequence group, so a new layout is a new entry and its
+// operators (docs/architecture.md, "How a new strategy is added"); plan/tensor_mode.hpp
+// names the modes whose grids carry the layout.
 //
-//   layout    linear         embedding        weights, vectors           rows split (in / out)
-//   axonn3d   tp_linear      tp_embedding     AxoNN's blocks, by role    -  /  -
-//   2d        tp2d_linear    tp2d_embedding   normal blocks, vectors on Y -  /  -
-//   3d        tp3d_linear    tp_embedding     AxoNN's blocks, by role    Y  /  X
+//   entry     linear         embedding        weights, vectors           rows split   attention, lockstep group
+//   axonn3d   tp_linear      tp_embedding     AxoNN's blocks, by role    -  /  -      causal, tensor
+//   2d        tp2d_linear    tp2d_embedding   normal blocks, vectors on Y -  /  -     causal, tensor
+//   3d        tp3d_linear    tp_embedding     AxoNN's blocks, by role    Y  /  X      causal, tensor
+//   sequence  (axonn3d's, no tensor axes)                                             the ring, sequence
 //
 // Example:
-//   const runtime::TensorOps& ops = runtime::tensor_ops(grid.grid().layout);
+//   const runtime::TensorOps& ops = runtime::tensor_ops(grid.grid());
 //   at::Tensor y = ops.linear(engine, layer, x, bias, runtime::LinearShape{k, n, false});
 #pragma once
 
@@ -19,6 +21,8 @@
 
 #include <ATen/ATen.h>
 
+#include "axonn/runtime/communicator.hpp"
+#include "axonn/runtime/process_grid.hpp"
 #include "axonn/runtime/sharding.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 #include "axonn/topology/grid.hpp"
@@ -42,9 +46,20 @@ struct TensorOps {
   // the two must agree) and of its output (the attention's input, the logits); none
   // where the rows are whole.
   std::optional<topo::Axis> input_rows_split, output_rows_split;
+  // The attention core on this rank's `heads` heads (attention.hpp): qkv [sequences,
+  // positions, 3 * width] -> [sequences, positions, width]. causal_attention on whole
+  // sequences; the sequence entry's ring over the grid's sequence group.
+  at::Tensor (*attention)(Engine& e, const at::Tensor& qkv, int64_t heads) = nullptr;
+  // The group whose members issue a stage's collectives together, so that under the
+  // message-driven pipeline they take the next message alike: the tensor group, or the
+  // sequence group (whose rings must pair up).
+  Communicator& (*lockstep_group)(ProcessGrid& grid) = nullptr;
 };
 
 // The entry of `layout`.
 const TensorOps& tensor_ops(topo::TensorLayout layout);
+// The entry of a grid: its layout's, or with a sequence group (Grid::sequence > 1, the
+// sequence mode) the sequence entry.
+const TensorOps& tensor_ops(const topo::Grid& g);
 
 }  // namespace axonn::runtime

@@ -46,10 +46,6 @@ struct GptConfig {
 
 using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
 
-// softmax(Q K^T / sqrt(d), causal) V for qkv [seqs, seq_len, 3 * heads * d] laid out
-// [q | k | v], each head-major. Returns [seqs, seq_len, heads * d].
-at::Tensor causal_attention(const at::Tensor& qkv, int64_t heads);
-
 // Sinusoidal position encodings [seq_len, hidden]: sin on even columns, cos on odd.
 at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dtype);
 // The logits the loss is computed from: fp32 when they are narrower (bf16), as
@@ -126,12 +122,10 @@ class ParallelGpt final : public runtime::ParallelModel {
   at::Tensor rows_of(const at::Tensor& t, topo::Axis axis) const;  // 3d: this rank's block of t's rows over `axis`
   int64_t rows_split(std::optional<topo::Axis> axis) const;        // the parts rows are split in (1: none)
   at::Tensor block_forward(int64_t block, const at::Tensor& h, int64_t seqs);
-  // Sequence parallelism: causal attention over the sequence group (ring self-attention).
-  at::Tensor sequence_attention(const at::Tensor& qkv, int64_t heads);
   GptConfig c_;
   runtime::ProcessGrid& grid_;
   runtime::Engine& engine_;
-  const runtime::TensorOps& ops_;  // the grid layout's operators and shard specs
+  const runtime::TensorOps& ops_;  // the grid's operators and shard specs (its layout's, or the sequence mode's)
   bool first_stage_, last_stage_, checkpointing_;
   int64_t first_block_, blocks_, interval_;  // the stage's blocks; blocks per checkpointed segment
   std::vector<runtime::Parameter> params_;

@@ -13,6 +13,8 @@
 //   2d        no     over Y          -           AG/RS of W over Z; AG of the input and RS of dI over Y
 //   3d        yes    -               yes         AG/RS of W over Z; AG of the input and RS of dI over b,
 //                                                RS of the output and AG of dO over a
+//   sequence  (axonn3d's, no tensor axes)         the attention's ring: K and V shifted round
+//                                                the sequence group, forward and backward
 // (a splits W's rows, b its columns: X and Y, swapped for a row-parallel layer where the
 // layout has roles; docs/model.md sections 3, 15 and 16.)
 //
@@ -47,6 +49,11 @@ struct LayoutCosts {
   // `c` (its axes a and b set): docs/model.md section 3 (axonn3d), 15 (2d), 16 (3d).
   void (*collectives)(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                       const LayerCommSettings& s, LayerCollectives& c) = nullptr;
+  // The attention core's collectives for one micro-batch, into `c`: none where each rank
+  // holds whole sequences (nullptr); the ring self-attention's shifts in the sequence
+  // mode (docs/model.md section 13).
+  void (*attention)(const model::Layer& l, const topo::Grid& g, const LayerCommSettings& s,
+                    LayerCollectives& c) = nullptr;
 
   // Whether a layer swaps X and Y in this layout.
   bool swaps(const model::Layer& l) const { return roles && l.swaps_xy(); }
@@ -74,5 +81,9 @@ struct LayoutCosts {
 
 // The entry of `layout`.
 const LayoutCosts& layout_costs(topo::TensorLayout layout);
+// The entry of a grid: its layout's, or with a sequence group (Grid::sequence > 1, the
+// sequence mode, AxoNN's layout without tensor axes) the sequence entry, AxoNN's with the
+// ring self-attention.
+const LayoutCosts& layout_costs(const topo::Grid& g);
 
 }  // namespace axonn::planner
