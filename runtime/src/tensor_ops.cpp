@@ -35,7 +35,9 @@ const TensorOps& tensor_ops(const topo::Grid& g) {
     e.lockstep_group = sequence_group;
     return e;
   }();
-  return g.sequence > 1 ? sequence : tensor_ops(g.layout);
+  if (g.sequence == 1) return tensor_ops(g.layout);
+  AXONN_ASSERT(g.layout == TensorLayout::Axonn3d);  // a sequence group keeps AxoNN's layout (divisibility)
+  return sequence;
 }
 
 const TensorOps& tensor_ops(TensorLayout layout) {

@@ -132,8 +132,10 @@ TEST(LayoutCosts, EveryModesGridsHaveTheirLayoutsEntry) {
   const double chunk_s = 64.0 * 32 * 4 / 1e9;
   EXPECT_DOUBLE_EQ(c.ring_forward_s, 2 * chunk_s);
   EXPECT_DOUBLE_EQ(c.ring_backward_s, 3 * 2 * chunk_s);
-  // The other entries leave an attention layer without collectives.
-  EXPECT_DOUBLE_EQ(layer_collectives(attention, topo::Grid{1, 1, 1, 4, 1}, AxisBandwidths{}, s).ring_forward_s, 0.0);
+  // layer_collectives takes a sequence grid's attention costs from that entry.
+  const LayerCollectives routed = layer_collectives(attention, sequence, AxisBandwidths{}, s);
+  EXPECT_DOUBLE_EQ(routed.ring_forward_s, 2 * chunk_s);
+  EXPECT_DOUBLE_EQ(routed.ring_backward_s, 3 * 2 * chunk_s);
 }
 
 // The layouts' shared entries (plan/layout_rules.hpp): the schedule's instructions,

@@ -4,6 +4,8 @@
 //    world, and over groups of 2 (several sequence groups side by side, each with its own
 //    data, as with data parallelism). Causal and not; outputs and the gradients of Q, K
 //    and V within rel. err 1e-5 of the serial attention on the whole sequence;
+//  - the sequence mode's runtime entry (tensor_ops(grid)): the ring and the sequence
+//    group for a grid with a sequence group, causal attention and the tensor group else;
 //  - the GPT in the sequence mode (Grid::sequence) on every layout of the world: loss
 //    and every gradient within 1e-5 of serial, with and without activation
 //    checkpointing, and 20 training steps on the serial loss curve.
@@ -14,7 +16,9 @@
 #include <optional>
 
 #include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/runtime/attention.hpp"
 #include "axonn/runtime/ring_attention.hpp"
+#include "axonn/runtime/tensor_ops.hpp"
 #include "runtime_test_util.hpp"
 
 using namespace axonn;
@@ -114,6 +118,34 @@ TEST(RingSelfAttention, RefusesMismatchedShapes) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ring_self_attention"), std::string::npos) << e.what();
   }
+}
+
+// The sequence mode's runtime entry (runtime/tensor_ops.hpp): a grid with a sequence
+// group gets the ring as its attention and the sequence group as its lockstep group,
+// other grids causal attention and the tensor group. The packed ring attention on each
+// member's chunk of positions is causal attention on the whole sequence.
+TEST(Sequence, TheGridsEntryRunsTheRingOverItsSequenceGroup) {
+  const int64_t n = g_world->size();
+  if (n < 2) GTEST_SKIP() << "no sequence group on one rank";
+  topo::Grid g{1, 1, 1, n, 1};
+  g.sequence = n;
+  ProcessGrid pg(*g_world, g, topo::default_order());
+  const runtime::TensorOps &ring = runtime::tensor_ops(g), &plain = runtime::tensor_ops(topo::Grid{1, 1, 1, n, 1});
+  EXPECT_EQ(&plain, &runtime::tensor_ops(topo::TensorLayout::Axonn3d));
+  EXPECT_NE(ring.attention, plain.attention);
+  EXPECT_EQ(ring.linear, plain.linear);  // AxoNN's operators otherwise
+  EXPECT_EQ(&ring.lockstep_group(pg), &pg.sequence());
+  EXPECT_EQ(&plain.lockstep_group(pg), &pg.tensor());
+  EXPECT_EQ(pg.sequence().size(), n);
+
+  const int64_t chunk = 3, heads = 2, width = 8, len = n * chunk;
+  torch::manual_seed(41);
+  const at::Tensor qkv = at::randn({2, len, 3 * width});
+  const at::Tensor whole = runtime::causal_attention(qkv, heads);
+  const at::Tensor mine =
+      runtime::sequence_attention(pg.sequence(), qkv.narrow(1, pg.sequence().rank() * chunk, chunk).contiguous(),
+                                  heads, nullptr);
+  EXPECT_LT(relative_error(mine, whole.narrow(1, pg.sequence().rank() * chunk, chunk)), 1e-5);
 }
 
 // The sequence mode in the GPT: every layout of the world with a sequence group of 2 or

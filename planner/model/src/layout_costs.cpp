@@ -96,7 +96,9 @@ const LayoutCosts& layout_costs(const topo::Grid& g) {
     e.attention = ring_attention;
     return e;
   }();
-  return g.sequence > 1 ? sequence : layout_costs(g.layout);
+  if (g.sequence == 1) return layout_costs(g.layout);
+  AXONN_ASSERT(g.layout == topo::TensorLayout::Axonn3d);  // a sequence group keeps AxoNN's layout (divisibility)
+  return sequence;
 }
 
 const LayoutCosts& layout_costs(topo::TensorLayout layout) {

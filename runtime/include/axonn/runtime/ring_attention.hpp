@@ -19,7 +19,7 @@
 // Colossal-AI source divides dQ, dK, dV by N as a convention; here the gradients are
 // those of the serial attention).
 // Chunks sent per member, each batch*heads*(L/N)*head_dim elements:
-// forward 2(N-1); backward 2(N-1) + 2N (planner: ring_self_attention_s, collectives.hpp).
+// forward 2(N-1); backward 2(N-1) + 2N (planner: ring_self_attention_forward_s and _backward_s, collectives.hpp).
 // Blocks wholly above the causal diagonal are not computed (their probabilities are 0).
 // With a tracer, each shift's wait (what the step pays for it; the transfer itself runs
 // beside the chunk's matmul) is a span of kind p2p_seq: 2(N-1) in the forward, 2N-1 in

@@ -19,7 +19,7 @@
 // layout has roles; docs/model.md sections 3, 15 and 16.)
 //
 // Example:
-//   const planner::LayoutCosts& costs = planner::layout_costs(grid.layout);
+//   const planner::LayoutCosts& costs = planner::layout_costs(grid);
 //   costs.activation_shards(grid);   // 2d on 1,2,2: the hidden columns over Y = 2
 #pragma once
 
