@@ -11,6 +11,7 @@
 #   (defaults: build 2 4 200mbit 1,1,1,4,2 gpt-bench 16 3; TOPOLOGY: axplan calibrate's file for that cluster)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+export AXONN_TOOLS=$root/tools  # tools/plan_mesh.py, for the Python below
 [ $# -ge 1 ] || { sed -n '2,11p' "$0" >&2; exit 2; }
 topology=$(realpath "$1")
 build=$(cd "${2:-$root/build}" && pwd)
@@ -36,16 +37,18 @@ for ((r = 1; r <= rounds; r++)); do
 done
 
 python3 - "$work" "$rounds" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
+sys.path.insert(0, os.environ["AXONN_TOOLS"])
+import plan_mesh
 work, rounds = sys.argv[1], int(sys.argv[2])
 rows = {}
 for p in ["best_fixed", "best_searched", "grid_fixed", "grid_searched"]:
     plan = json.load(open(f"{work}/{p}.json"))
     times = [s["batch_s"] for r in range(1, rounds + 1)
              for s in json.load(open(f"{work}/{p}.{r}.measure.json"))["steps"][1:]]
-    g = plan["grid"]
+    g = plan_mesh.grid(plan)
     rows[p] = dict(grid=",".join(str(g[k]) for k in ["gx", "gy", "gz", "gdata", "ginter"]),
-                   order=",".join(plan["placement_order"]), predicted=plan["prediction"]["batch_s"],
+                   order=",".join(plan_mesh.order(plan)), predicted=plan["prediction"]["batch_s"],
                    measured=statistics.median(times), lo=min(times), hi=max(times), n=len(times))
 print("| plan | grid | placement order | predicted (s) | measured median (s) | range (s) | steps |")
 print("|---|---|---|---|---|---|---|")

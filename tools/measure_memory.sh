@@ -15,6 +15,7 @@
 #   tools/measure_memory.sh [BUILD/tools] [1|2|3|4|all]     (which tables; default all)
 set -eo pipefail
 W=${1:-build/tools}
+export AXONN_TOOLS=$(cd "$(dirname "$0")" && pwd)  # tools/plan_mesh.py, for the Python below
 TABLES=${2:-all}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
@@ -33,13 +34,15 @@ measure() {
     --format json >$D/r.json
   mpirun --oversubscribe --allow-run-as-root -np $n $W/axrun --plan $D/p.json --steps 3 --measure $D/m.json >/dev/null 2>&1
   python3 - $table $D/m.json $g $D/r.json "$(basename "$model" .json)" "$*" "$PRECISION" $D/p.json $D/modes.jsonl <<'PY'
-import json, sys
+import json, os, sys
+sys.path.insert(0, os.environ["AXONN_TOOLS"])
+import plan_mesh
 M = 2**20
 table, measured, grid, ranking, model, flags, precision, plan, modes = sys.argv[1:10]
 if table == "3":
     model += ", bf16 gradients" if "--grad-precision bf16" in precision else ", fp32 gradients"
 m = json.load(open(measured)); d = m["device_memory"]
-pg = json.load(open(plan))["grid"]  # the plan's grid, sequence group and layout included
+pg = plan_mesh.grid(json.load(open(plan)))  # the plan's grid, sequence group and layout included
 keys = ("gx", "gy", "gz", "gdata", "ginter", "sequence", "layout")
 c = next(c for c in json.load(open(ranking))["candidates"] if all(c.get(k) == pg.get(k) for k in keys))
 b = c["memory_breakdown_bytes"]

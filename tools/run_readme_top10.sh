@@ -31,7 +31,7 @@ for g in $grids; do
     echo "FAIL #$n grid $g: $(tail -1 "$T/plan.log")"; fails=$((fails + 1)); continue
   fi
   start=$SECONDS
-  sched=$(python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(p['pipeline']['schedule'] if p['grid']['ginter'] > 1 else 'none')" "$T/plan.json")
+  sched=$(python3 -c "import json,sys; p=json.load(open(sys.argv[1])); print(p['pipeline']['schedule'] if {'name': 'pipe', 'size': 1} not in p['mesh'] else 'none')" "$T/plan.json")
   if timeout 900 mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp -np 32 "$BUILD/tools/axrun" \
        --plan "$T/plan.json" --steps "$STEPS" --log-every 1 >"$T/run.log" 2>&1; then
     got=$(losses "$T/run.log")

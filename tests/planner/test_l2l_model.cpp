@@ -119,9 +119,10 @@ TEST(L2LPlan, RoundTripsAndRefusesTensorOrPipelineGrids) {
   EXPECT_EQ(back.l2l.stash, plan::StashTier::Device);
   EXPECT_FALSE(back.l2l.prefetch);
   EXPECT_EQ(back.microbatches(), 2);
-  nlohmann::json tensor = j;
-  tensor["grid"]["gx"] = 2;
-  tensor["grid"]["gdata"] = 1;
+  plan::Plan on_tensor = p;
+  on_tensor.grid.gx = 2;
+  on_tensor.grid.gdata = 1;
+  const nlohmann::json tensor = plan::plan_to_json(on_tensor);
   EXPECT_NE(test::error_of([&] { plan::plan_from_json(tensor, "p.json"); }).find("gx = gy = gz = ginter = 1"),
             std::string::npos);
   nlohmann::json stray = plan::plan_to_json(plan::plan_from_json(j, "p.json"));

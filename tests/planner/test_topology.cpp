@@ -105,3 +105,80 @@ TEST(Grid, OtherOrdersAndParsing) {
   EXPECT_NE(error_of([] { topo::parse_order("x,x,z,pipe,data", "t", "w"); }).find("repeated"), std::string::npos);
   EXPECT_NE(error_of([] { topo::parse_order("x,y,w,pipe,data", "t", "w"); }).find("unknown axis"), std::string::npos);
 }
+
+TEST(Mesh, GroupsAreTheRanksThatDifferOnlyOnTheirAxes) {
+  const topo::Mesh m({{"x", 2}, {"pipe", 3}, {"data", 2}});
+  EXPECT_EQ(m.total(), 12);
+  EXPECT_EQ(m.stride("pipe"), 2);
+  EXPECT_EQ(m.stride("data"), 6);
+  EXPECT_EQ(m.size("y"), 1);  // an axis the mesh lacks
+  EXPECT_EQ(m.group_ranks(7, {"pipe"}), (std::vector<int64_t>{7, 9, 11}));
+  EXPECT_EQ(m.group_ranks(7, {"x", "data"}), (std::vector<int64_t>{0, 1, 6, 7}));
+  EXPECT_EQ(m.group_ranks(7, {"data", "x", "data"}), (std::vector<int64_t>{0, 1, 6, 7}));  // named twice
+  EXPECT_EQ(m.group_ranks(7, {"y"}), (std::vector<int64_t>{7}));  // absent: a group of one
+  EXPECT_EQ(m.group_root(11, {"pipe", "x"}), 6);
+  for (int64_t r = 0; r < m.total(); ++r) {
+    const auto c = m.coords_of(r);
+    EXPECT_EQ(c[0] + 2 * (c[1] + 3 * c[2]), r);
+    EXPECT_EQ(m.rank_of(c), r);
+  }
+  EXPECT_EQ(m.to_string(), "x=2 pipe=3 data=2");
+  EXPECT_EQ(*topo::mesh_problem({{"x", 2}, {"x", 1}}), "axis \"x\" appears twice");
+  EXPECT_EQ(*topo::mesh_problem({{"", 2}}), "axis 0 has no name");
+  EXPECT_EQ(*topo::mesh_problem({{"x", 0}}), "axis \"x\" has size 0 (below 1)");
+  EXPECT_EQ(*topo::mesh_problem({{"x", int64_t{1} << 30}, {"y", int64_t{1} << 20}}),
+            "the mesh has more than 2^40 ranks");
+  EXPECT_FALSE(topo::mesh_problem({}).has_value());
+}
+
+// The grid's layout is its mesh's, the sequence group its own mesh axis, and the 5D
+// formula of every order still holds: a sequence group changes no rank's coordinates.
+TEST(Mesh, AGridsMeshKeepsItsFiveDimensionalLayout) {
+  topo::Grid g{2, 1, 2, 6, 2};
+  g.sequence = 3;
+  for (const char* text : {"x,y,z,pipe,data", "data,z,y,x,pipe", "pipe,data,x,y,z"}) {
+    const auto order = topo::parse_order(text, "test", "here");
+    const topo::RankLayout L(g, order);
+    std::vector<std::string> names;
+    for (const auto& a : L.mesh().axes()) names.push_back(a.name);
+    std::vector<std::string> expected;
+    for (auto a : order) {
+      if (a == topo::Axis::Data) expected.push_back("sequence");
+      expected.push_back(topo::axis_name(a));
+    }
+    EXPECT_EQ(names, expected) << text;
+    EXPECT_EQ(L.mesh().size("sequence"), 3);
+    EXPECT_EQ(L.mesh().size("data"), 2);
+    topo::Coords stride{};  // the 5D formula's strides
+    int64_t inner = 1;
+    for (auto a : order) {
+      stride[static_cast<int>(a)] = inner;
+      inner *= g.size(a);
+    }
+    for (int i = 0; i < topo::kNumAxes; ++i) EXPECT_EQ(L.stride(static_cast<topo::Axis>(i)), stride[i]) << text;
+    for (int64_t r = 0; r < g.total(); ++r) {
+      const auto c = L.coords_of(r);
+      int64_t rank = 0;
+      for (int i = 0; i < topo::kNumAxes; ++i) rank += c[i] * stride[i];
+      EXPECT_EQ(rank, r) << text;
+      EXPECT_EQ(L.rank_of(c), r);
+    }
+    // The data group holds the sequence members and the replicas, by data coordinate;
+    // the sequence group the members of one replica.
+    const auto data = L.group_ranks(7, topo::Axis::Data);
+    ASSERT_EQ(data.size(), 6u);
+    for (size_t i = 0; i < data.size(); ++i) {
+      auto c = L.coords_of(7);
+      c[static_cast<int>(topo::Axis::Data)] = static_cast<int64_t>(i);
+      EXPECT_EQ(data[i], L.rank_of(c)) << text;
+    }
+    const auto seq = L.mesh().group_ranks(0, {"sequence"});
+    ASSERT_EQ(seq.size(), 3u);
+    for (size_t i = 0; i < seq.size(); ++i) EXPECT_EQ(L.coords_of(seq[i])[static_cast<int>(topo::Axis::Data)], int64_t(i));
+    const auto back = topo::grid_of_mesh(L.mesh(), g.layout, "test", "here");
+    EXPECT_EQ(back.grid, g);
+    EXPECT_EQ(back.order, order);
+  }
+  EXPECT_EQ(topo::mesh_axes(g, topo::Axis::Data), (std::vector<std::string>{"sequence", "data"}));
+  EXPECT_EQ(topo::mesh_axes(g, topo::Axis::X), (std::vector<std::string>{"x"}));
+}

@@ -3,6 +3,7 @@
 // is the world size and that divides the model is checked; grids that do not divide
 // are listed with the reason. Comparisons use EXPECT (not ASSERT) so that every rank
 // reaches every collective even when a check fails.
+#include <algorithm>
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
@@ -352,6 +353,42 @@ TEST(Grid, GroupsFollowTheRankLayout) {
     }
     EXPECT_EQ(pg.z_data().size(), g.gz * g.gdata);
     EXPECT_EQ(pg.model().size(), g.gx * g.gy * g.gz * g.ginter);
+  }
+}
+
+// A sequence group is the mesh's "sequence" axis, right inside "data": its communicator
+// holds the ranks that share every other coordinate and the data coordinate's quotient
+// by the group (the rule before the mesh: the data communicator split by d / sequence),
+// in the order of d % sequence; on a grid with a pipeline, in two orders.
+TEST(Grid, TheSequenceGroupIsTheMeshsSequenceAxis) {
+  const int64_t n = g_world->size();
+  if (n % 4 != 0) GTEST_SKIP() << "needs a multiple of 4 ranks";
+  auto members = [](runtime::Communicator& c) {
+    at::Tensor ranks = at::empty({c.size()}, at::kLong);
+    c.all_gather(at::tensor({int64_t(g_world->rank())}, at::kLong), ranks)->wait();
+    return std::vector<int64_t>(ranks.data_ptr<int64_t>(), ranks.data_ptr<int64_t>() + c.size());
+  };
+  for (const char* order : {"x,y,z,pipe,data", "data,x,y,z,pipe"}) {
+    topo::Grid g{1, 1, 1, n / 2, 2};
+    g.sequence = 2;
+    ProcessGrid pg(*g_world, g, topo::parse_order(order, "test", "order"));
+    ASSERT_EQ(pg.layout().mesh().size(topo::kSequenceAxis), 2) << order;
+    const auto mine = pg.layout().coords_of(g_world->rank());
+    std::vector<int64_t> want;  // by the rule, over every rank's coordinates
+    for (int64_t r = 0; r < n; ++r) {
+      const auto c = pg.layout().coords_of(r);
+      if (c[static_cast<int>(Axis::Pipe)] == mine[static_cast<int>(Axis::Pipe)] &&
+          c[static_cast<int>(Axis::Data)] / 2 == mine[static_cast<int>(Axis::Data)] / 2)
+        want.push_back(r);
+    }
+    std::sort(want.begin(), want.end(), [&](int64_t a, int64_t b) {
+      return pg.layout().coords_of(a)[static_cast<int>(Axis::Data)] % 2 <
+             pg.layout().coords_of(b)[static_cast<int>(Axis::Data)] % 2;
+    });
+    EXPECT_EQ(members(pg.sequence()), want) << order;
+    EXPECT_EQ(pg.sequence().rank(), mine[static_cast<int>(Axis::Data)] % 2) << order;
+    EXPECT_EQ(pg.data().size(), n / 2) << order;
+    EXPECT_EQ(pg.pipe().size(), 2) << order;
   }
 }
 

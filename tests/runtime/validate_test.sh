@@ -190,7 +190,7 @@ spreads = sorted(c["run_spread"] for c in measured)
 assert abs(r["statistics"]["median_run_spread"] - spreads[1]) < 1e-12
 load = r["machine_load"]["before"]
 assert load["cores"] >= 1 and load["one_min"] >= 0, load
-orders = [json.load(open(p))["placement_order"] for p in glob.glob(d + "/runs/*.plan.json")]
+orders = [[a["name"] for a in json.load(open(p))["mesh"]] for p in glob.glob(d + "/runs/*.plan.json")]
 assert len(orders) == 3 and all(sorted(o) == ["data", "pipe", "x", "y", "z"] for o in orders), orders
 assert len(glob.glob(d + "/runs/*.run2.log")) == 3
 md = open(d + "/summary.md").read()

@@ -495,7 +495,8 @@ int main(int argc, char** argv) {
                                      static_cast<double>(plan.prediction->host_memory_bytes_per_gpu) / kBytesPerMiB)
                        : std::string());
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world.size()},
-                          {"grid", topo::grid_to_json(plan.grid)}, {"launcher", launch.launcher},
+                          {"grid", topo::grid_to_json(plan.grid)}, {"mesh", topo::mesh_to_json(plan.mesh())},
+                          {"launcher", launch.launcher},
                           {"threads_per_rank", a.threads}, {"data", a.data.empty() ? "synthetic" : a.data},
                           {"device_memory", memory}, {"steps", steps}};
       write_file_atomically(a.measure, m.dump(2) + "\n", "axrun");

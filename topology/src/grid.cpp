@@ -44,6 +44,38 @@ std::string Grid::to_string() const {
   return s.str();
 }
 
+std::optional<GridProblem> grid_problem(const Grid& g) {
+  if (g.sequence < 1 || g.gdata % g.sequence != 0)
+    return GridProblem{"sequence",
+                       "sequence group of " + std::to_string(g.sequence) + " does not divide gdata = " +
+                           std::to_string(g.gdata),
+                       "a divisor of gdata (the sequence group is the data axis's innermost members)"};
+  if (g.layout == TensorLayout::TwoD && (g.gx != 1 || g.gy != g.gz))
+    return GridProblem{"layout",
+                       "the 2d layout on gx=" + std::to_string(g.gx) + " gy=" + std::to_string(g.gy) +
+                           " gz=" + std::to_string(g.gz),
+                       "gx = 1 and gy = gz (a q x q grid on Y x Z)"};
+  if (g.layout != TensorLayout::Axonn3d && g.sequence != 1)
+    return GridProblem{"layout", std::string("the ") + layout_name(g.layout) + " layout with a sequence group",
+                       std::string("no sequence group with ") + layout_name(g.layout)};
+  return std::nullopt;
+}
+
+const char* layout_name(TensorLayout l) {
+  switch (l) {
+    case TensorLayout::Axonn3d: return "axonn3d";
+    case TensorLayout::TwoD: return "2d";
+    case TensorLayout::ThreeD: return "3d";
+  }
+  return "?";
+}
+
+TensorLayout parse_layout(const std::string& name, const std::string& module, const std::string& where) {
+  for (auto l : {TensorLayout::Axonn3d, TensorLayout::TwoD, TensorLayout::ThreeD})
+    if (name == layout_name(l)) return l;
+  throw InputError(module, "unknown tensor layout \"" + name + "\"", where, "one of axonn3d, 2d, 3d");
+}
+
 namespace {
 
 // Comma-separated positive integers; InputError naming the bad one otherwise.
@@ -153,38 +185,115 @@ PlacementOrder parse_order(const std::string& text, const std::string& module,
   return order;
 }
 
-RankLayout::RankLayout(const Grid& grid, const PlacementOrder& order) : grid_(grid), order_(order) {
+Mesh grid_mesh(const Grid& g, const PlacementOrder& order) {
+  AXONN_ASSERT(g.sequence >= 1 && g.gdata % g.sequence == 0);  // readers check grid_problem
+  std::vector<MeshAxis> axes;
+  axes.reserve(kNumAxes + 1);
+  for (Axis a : order) {
+    if (a == Axis::Data && g.sequence != 1) {
+      axes.push_back({kSequenceAxis, g.sequence});
+      axes.push_back({axis_name(a), g.replicas()});
+    } else {
+      axes.push_back({axis_name(a), g.size(a)});
+    }
+  }
+  return Mesh(std::move(axes));
+}
+
+std::vector<std::string> mesh_axes(const Grid& g, Axis a) {
+  if (a == Axis::Data && g.sequence != 1) return {kSequenceAxis, axis_name(a)};
+  return {axis_name(a)};
+}
+
+GridPlacement grid_of_mesh(const Mesh& m, TensorLayout layout, const std::string& module, const std::string& where) {
+  const std::string expected =
+      "the axes x, y, z, pipe and data once each (innermost first), and optionally \"sequence\" placed right "
+      "inside \"data\"";
+  GridPlacement out;
+  out.grid.layout = layout;
+  int n = 0;
+  for (const auto& a : m.axes()) {
+    if (a.name == kSequenceAxis) {
+      const int i = m.index(a.name);
+      if (i + 1 >= static_cast<int>(m.axes().size()) || m.axes()[i + 1].name != axis_name(Axis::Data))
+        throw InputError(module, "the mesh " + m.to_string() + " does not place \"sequence\" right inside \"data\"",
+                         where, expected);
+      out.grid.sequence = a.size;
+      continue;
+    }
+    int known = -1;
+    for (int i = 0; i < kNumAxes; ++i)
+      if (a.name == axis_name(static_cast<Axis>(i))) known = i;
+    if (known < 0) throw InputError(module, "unknown mesh axis \"" + a.name + "\"", where, expected);
+    const auto axis = static_cast<Axis>(known);  // each name at most once: mesh_problem
+    out.order[n++] = axis;
+    switch (axis) {
+      case Axis::X: out.grid.gx = a.size; break;
+      case Axis::Y: out.grid.gy = a.size; break;
+      case Axis::Z: out.grid.gz = a.size; break;
+      case Axis::Pipe: out.grid.ginter = a.size; break;
+      case Axis::Data: out.grid.gdata = a.size; break;
+    }
+  }
+  if (n != kNumAxes) {
+    std::string missing;
+    for (int i = 0; i < kNumAxes; ++i)
+      if (!m.has(axis_name(static_cast<Axis>(i)))) missing += (missing.empty() ? "" : ", ") + std::string(axis_name(static_cast<Axis>(i)));
+    throw InputError(module, "the mesh " + m.to_string() + " lacks the axes " + missing, where, expected);
+  }
+  out.grid.gdata *= out.grid.sequence;  // the grid's data axis counts the sequence members
+  if (auto p = grid_problem(out.grid))
+    throw InputError(module, "the mesh " + m.to_string() + ": " + p->what, where, p->expected);
+  return out;
+}
+
+RankLayout::RankLayout(const Grid& grid, const PlacementOrder& order)
+    : grid_(grid), order_(order), mesh_(grid_mesh(grid, order)) {
+  // A grid axis's stride is its innermost mesh axis's: "sequence" for a split data axis.
   int64_t s = 1;
-  for (Axis a : order_) {
-    stride_[static_cast<int>(a)] = s;
-    s *= grid_.size(a);
+  for (const auto& a : mesh_.axes()) {
+    if (a.name == kSequenceAxis) {
+      stride_[static_cast<int>(Axis::Data)] = s;
+    } else if (const Axis g = parse_axis(a.name, "topology", "rank layout"); !(g == Axis::Data && grid_.sequence != 1)) {
+      stride_[static_cast<int>(g)] = s;
+    }
+    s *= a.size;
   }
 }
 
 int64_t RankLayout::rank_of(const Coords& c) const {
-  int64_t r = 0;
-  for (int i = 0; i < kNumAxes; ++i) {
-    AXONN_ASSERT(c[i] >= 0 && c[i] < grid_.size(static_cast<Axis>(i)));
-    r += c[i] * stride_[i];
+  std::vector<int64_t> mc(mesh_.axes().size());
+  for (size_t i = 0; i < mc.size(); ++i) {
+    const std::string& name = mesh_.axes()[i].name;
+    if (name == kSequenceAxis) {
+      mc[i] = c[static_cast<int>(Axis::Data)] % grid_.sequence;
+      continue;
+    }
+    const Axis a = parse_axis(name, "topology", "rank layout");
+    AXONN_ASSERT(c[static_cast<int>(a)] >= 0 && c[static_cast<int>(a)] < grid_.size(a));
+    mc[i] = a == Axis::Data ? c[static_cast<int>(a)] / grid_.sequence : c[static_cast<int>(a)];
   }
-  return r;
+  return mesh_.rank_of(mc);
 }
 
 Coords RankLayout::coords_of(int64_t rank) const {
-  AXONN_ASSERT(rank >= 0 && rank < grid_.total());
+  const std::vector<int64_t> mc = mesh_.coords_of(rank);
   Coords c{};
-  for (int i = 0; i < kNumAxes; ++i) c[i] = (rank / stride_[i]) % grid_.size(static_cast<Axis>(i));
+  for (size_t i = 0; i < mc.size(); ++i) {
+    const std::string& name = mesh_.axes()[i].name;
+    if (name == kSequenceAxis) {
+      c[static_cast<int>(Axis::Data)] += mc[i];
+      continue;
+    }
+    const Axis a = parse_axis(name, "topology", "rank layout");
+    c[static_cast<int>(a)] += a == Axis::Data ? mc[i] * grid_.sequence : mc[i];
+  }
   return c;
 }
 
 std::vector<int64_t> RankLayout::group_ranks(int64_t rank, Axis a) const {
-  Coords c = coords_of(rank);
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < grid_.size(a); ++i) {
-    c[static_cast<int>(a)] = i;
-    out.push_back(rank_of(c));
-  }
-  return out;
+  // One mesh axis, or "sequence" right inside "data": increasing rank is increasing coordinate.
+  return mesh_.group_ranks(rank, mesh_axes(grid_, a));
 }
 
 }  // namespace axonn::topo

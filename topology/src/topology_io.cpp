@@ -144,9 +144,28 @@ Topology load_topology(const std::string& name_or_path) {
 nlohmann::json grid_to_json(const Grid& g) {
   nlohmann::json j = {{"gx", g.gx}, {"gy", g.gy}, {"gz", g.gz}, {"gdata", g.gdata}, {"ginter", g.ginter}};
   if (g.sequence != 1) j["sequence"] = g.sequence;  // absent: 1 (grids written before it)
-  if (g.summa()) j["layout"] = "2d";   // absent: AxoNN's 3D
-  if (g.threed()) j["layout"] = "3d";
+  if (g.layout != TensorLayout::Axonn3d) j["layout"] = layout_name(g.layout);  // absent: AxoNN's 3D
   return j;
+}
+
+nlohmann::json mesh_to_json(const Mesh& m) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& a : m.axes()) j.push_back({{"name", a.name}, {"size", a.size}});
+  return j;
+}
+
+Mesh mesh_from_json(ObjectReader& r, const std::string& key) {
+  std::vector<MeshAxis> axes;
+  for (auto& a : r.object_array(key)) {
+    MeshAxis axis;
+    axis.name = a.string("name");
+    axis.size = a.positive_int("size");
+    a.finish();
+    axes.push_back(std::move(axis));
+  }
+  if (auto p = mesh_problem(axes))
+    r.fail(key, *p, "an array of {\"name\": string, \"size\": positive integer}, innermost axis first, each name once");
+  return Mesh(std::move(axes));
 }
 
 Grid grid_from_json(ObjectReader r) {
@@ -166,26 +185,9 @@ Grid grid_from_json(ObjectReader r) {
   g.gz = axis("gz");
   g.gdata = axis("gdata");
   g.ginter = axis("ginter");
-  if (r.has("sequence")) {
-    g.sequence = r.positive_int_at_most("sequence", kMaxRanks);
-    if (g.gdata % g.sequence != 0)
-      r.fail("sequence", "sequence group of " + std::to_string(g.sequence) + " does not divide gdata = " +
-                             std::to_string(g.gdata),
-             "a divisor of gdata (the sequence group is the data axis's innermost members)");
-  }
-  if (r.has("layout")) {
-    if (r.one_of("layout", {"2d", "3d"}) == "3d") {  // absent: AxoNN's 3D
-      g.layout = TensorLayout::ThreeD;
-      if (g.sequence != 1) r.fail("layout", "the 3d layout with a sequence group", "no sequence group with 3d");
-    } else {
-      g.layout = TensorLayout::TwoD;
-      if (g.gx != 1 || g.gy != g.gz)
-        r.fail("layout", "the 2d layout on gx=" + std::to_string(g.gx) + " gy=" + std::to_string(g.gy) +
-                             " gz=" + std::to_string(g.gz),
-               "gx = 1 and gy = gz (a q x q grid on Y x Z)");
-      if (g.sequence != 1) r.fail("layout", "the 2d layout with a sequence group", "no sequence group with 2d");
-    }
-  }
+  if (r.has("sequence")) g.sequence = r.positive_int_at_most("sequence", kMaxRanks);
+  if (r.has("layout")) g.layout = r.one_of("layout", {"2d", "3d"}) == "3d" ? TensorLayout::ThreeD : TensorLayout::TwoD;
+  if (auto p = grid_problem(g)) r.fail(p->field, p->what, p->expected);  // absent layout: AxoNN's 3D
   r.finish();
   return g;
 }

@@ -43,9 +43,9 @@ std::vector<int64_t> stage_units_or_even(const std::vector<int64_t>& given, int6
 
 namespace {
 
-// The human-readable rank formula for a placement order, innermost axis first.
+// The human-readable rank formula of a version 1 plan's placement order, innermost
+// axis first: "rank = x + gx*(y + gy*(z + gz*(pipe + ginter*data)))".
 std::string rank_formula(const topo::PlacementOrder& order) {
-  // rank = x + gx*(y + gy*(z + gz*(pipe + ginter*data)))
   auto size_name = [](topo::Axis a) {
     return a == topo::Axis::Pipe ? std::string("ginter")
                                  : a == topo::Axis::Data ? std::string("gdata")
@@ -55,6 +55,19 @@ std::string rank_formula(const topo::PlacementOrder& order) {
   for (int i = topo::kNumAxes - 2; i >= 0; --i) {
     const std::string inner = i == topo::kNumAxes - 2 ? s : "(" + s + ")";
     s = std::string(topo::axis_name(order[i])) + " + " + size_name(order[i]) + "*" + inner;
+  }
+  return "rank = " + s;
+}
+
+// The same for a mesh: "rank = x + size(x)*(y + size(y)*(z + size(z)*(pipe + size(pipe)*data)))".
+// It names the sizes rather than writing them, so that a mesh's sizes can be edited alone.
+std::string rank_formula(const topo::Mesh& m) {
+  const auto& axes = m.axes();
+  if (axes.empty()) return "rank = 0";
+  std::string s = axes.back().name;
+  for (size_t i = axes.size() - 1; i-- > 0;) {
+    const std::string inner = i + 2 == axes.size() ? s : "(" + s + ")";
+    s = axes[i].name + " + size(" + axes[i].name + ")*" + inner;
   }
   return "rank = " + s;
 }
@@ -87,15 +100,14 @@ std::optional<std::string> runtime_problem(const model::ModelDescription& m) {
 nlohmann::json plan_to_json(const Plan& p) {
   nlohmann::json j;
   j["format"] = "axonn-plan";
-  j["version"] = p.version;
+  j["version"] = kPlanFormatVersion;
   j["model"] = p.model.source;
   j["topology"] = topo::topology_to_json(p.topology);
   j["gpus"] = p.gpus;
-  j["grid"] = topo::grid_to_json(p.grid);
-  nlohmann::json order = nlohmann::json::array();
-  for (auto a : p.placement_order) order.push_back(topo::axis_name(a));
-  j["placement_order"] = order;
-  j["rank_layout"] = rank_formula(p.placement_order);
+  const topo::Mesh mesh = p.mesh();
+  j["mesh"] = topo::mesh_to_json(mesh);
+  j["tensor_layout"] = topo::layout_name(p.grid.layout);
+  j["rank_layout"] = rank_formula(mesh);
   j["batch"] = {{"seqs", p.batch.seqs}, {"microbatch_seqs", p.batch.microbatch_seqs}};
   j["activation_checkpointing"] = p.activation_checkpointing;
   j["checkpoint_interval"] = p.checkpoint_interval;
@@ -143,31 +155,37 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
   Plan p;
   r.one_of("format", {"axonn-plan"});
   p.version = static_cast<int>(r.integer("version"));
-  if (p.version != kPlanFormatVersion)
+  if (p.version != 1 && p.version != kPlanFormatVersion)
     r.fail("version", "unsupported plan version " + std::to_string(p.version),
-           std::to_string(kPlanFormatVersion));
+           "1 or " + std::to_string(kPlanFormatVersion) + " (plans of a newer axplan need a newer axrun)");
   p.model = model::model_from_json(r.raw("model"), origin + " (embedded /model)");
   p.topology = topo::topology_from_json(r.raw("topology"), origin + " (embedded /topology)");
   p.gpus = r.positive_int("gpus");
-  {
+  if (p.version == 1) {  // the 5D grid's fields and the order of its axes
     p.grid = topo::grid_from_json(r.object("grid"));
-    if (p.grid.total() != p.gpus)
-      r.fail("grid", "grid product " + std::to_string(p.grid.total()) + " (" + p.grid.to_string() +
-                         ") differs from gpus " + std::to_string(p.gpus),
-             "gx*gy*gz*gdata*ginter == gpus");
-  }
-  {
     auto order = r.string_array("placement_order");
     std::string text;
     for (const auto& a : order) text += (text.empty() ? "" : ",") + a;
     p.placement_order = topo::parse_order(text, "plan", r.where("placement_order"));
-  }
-  {
     const auto& layout = r.raw("rank_layout");
     if (!layout.is_string() || layout.get<std::string>() != rank_formula(p.placement_order))
-      r.fail("rank_layout", "does not match placement_order",
-             "\"" + rank_formula(p.placement_order) + "\"");
+      r.fail("rank_layout", "does not match placement_order", "\"" + rank_formula(p.placement_order) + "\"");
+  } else {  // the named mesh
+    const topo::Mesh mesh = topo::mesh_from_json(r, "mesh");
+    const auto layout = topo::parse_layout(r.string("tensor_layout"), "plan", r.where("tensor_layout"));
+    const auto placed = topo::grid_of_mesh(mesh, layout, "plan", r.where("mesh"));
+    p.grid = placed.grid;
+    p.placement_order = placed.order;
+    const auto& formula = r.raw("rank_layout");
+    if (!formula.is_string() || formula.get<std::string>() != rank_formula(mesh))
+      r.fail("rank_layout", "does not match the mesh", "\"" + rank_formula(mesh) + "\"");
   }
+  const std::string grid_field = p.version == 1 ? "grid" : "mesh";  // where the ranks' shape is
+  if (p.grid.total() != p.gpus)
+    r.fail(grid_field,
+           "has " + std::to_string(p.grid.total()) + " ranks (" + p.grid.to_string() + ") but gpus is " +
+               std::to_string(p.gpus),
+           "a product of sizes equal to gpus");
   {
     auto b = r.object("batch");
     p.batch.seqs = b.positive_int("seqs");
@@ -228,7 +246,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     l.finish();
     const auto& g = p.grid;
     if (g.gx != 1 || g.gy != 1 || g.gz != 1 || g.ginter != 1 || g.sequence != 1)
-      r.fail("grid", "strategy l2l on grid " + g.to_string(),
+      r.fail(grid_field, "strategy l2l on grid " + g.to_string(),
              "gx = gy = gz = ginter = 1, no sequence group (L2L runs data parallelism only)");
     if (p.optimizer.offload || p.optimizer.zero > 0)
       r.fail("optimizer", "strategy l2l with optimizer " + optimizer_label(p.optimizer),
@@ -266,7 +284,7 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
                            std::to_string(p.model.num_units) + " pipeline units");
   }
   if (auto why = divisibility_problem(p.model, p.grid, p.batch.seqs, p.batch.microbatch_seqs))
-    throw InputError("plan", "grid does not divide the model or batch: " + *why, origin + ": /grid",
+    throw InputError("plan", "grid does not divide the model or batch: " + *why, r.where(grid_field),
                 "a grid whose sizes divide every layer, the heads and the batch (docs/model.md)");
   return p;
 }

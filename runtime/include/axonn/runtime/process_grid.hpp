@@ -1,7 +1,8 @@
 // The process grid of a plan as communicators: one per axis (X, Y, Z, data, pipe)
-// plus the combinations the runtime reduces over. Built from the same rank layout
-// the planner models (axonn::topo::RankLayout), so a group lands where the planner
-// assumed.
+// plus the combinations the runtime reduces over, each the group over some axes of the
+// grid's named mesh (topo::RankLayout::mesh(): the sequence group is its "sequence"
+// axis). Built from the same rank layout the planner models, so a group lands where the
+// planner assumed.
 //
 // Example (8 ranks, grid 2 x 2 x 2):
 //   ProcessGrid g(*world, topo::Grid{2, 2, 2, 1, 1}, topo::default_order());
@@ -18,7 +19,8 @@ namespace axonn::runtime {
 
 class ProcessGrid {
  public:
-  // Refuses (axonn::Error) a grid whose product differs from world.size().
+  // Refuses (axonn::InputError) a grid whose product differs from world.size(), or a
+  // broken one (topo::grid_problem).
   ProcessGrid(Communicator& world, const topo::Grid& grid, const topo::PlacementOrder& order);
 
   const topo::Grid& grid() const { return layout_.grid(); }
@@ -43,6 +45,8 @@ class ProcessGrid {
   Communicator& sequence() { return *sequence_; }
 
  private:
+  static const topo::Grid& checked(const Communicator& world, const topo::Grid& grid);
+
   Communicator& world_;
   topo::RankLayout layout_;
   topo::Coords coords_{};

@@ -1,12 +1,17 @@
-// The 5D process grid (Gx, Gy, Gz, Ginter, Gdata) and its rank layout: the one
-// function that maps a rank to grid coordinates, shared by the planner (which models
-// where each group lands) and the runtime (which builds the communicators).
+// The 5D process grid (Gx, Gy, Gz, Ginter, Gdata), the cost models' view of a job's
+// ranks, and its rank layout: the grid as a named mesh (axonn/topology/mesh.hpp, whose
+// rank layout is the one function that maps a rank to coordinates), shared by the
+// planner (which models where each group lands) and the runtime (which builds the
+// communicators).
 //
 // The placement order lists the axes innermost first. With the default
 // order (x, y, z, pipe, data):
 //     rank = x + Gx*(y + Gy*(z + Gz*(pipe + Ginter*data)))
 // so consecutive ranks share an X group; ranks fill nodes in order
-// (node = rank / gpus_per_node).
+// (node = rank / gpus_per_node). The mesh names the axes the same way; a grid with a
+// sequence group splits its data axis into two mesh axes, "sequence" (the innermost
+// `sequence` members: one replica's sequence group) placed right inside "data" (the
+// replicas).
 //
 // Example (8 ranks, Gx=2, Gy=2, Gz=2):
 //   RankLayout L(Grid{2, 2, 2, 1, 1}, default_order());
@@ -17,8 +22,11 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "axonn/topology/mesh.hpp"
 
 namespace axonn::topo {
 
@@ -64,6 +72,19 @@ struct Grid {
   }
 };
 
+// A grid's first broken rule, or nullopt: a sequence group must divide gdata; the 2d
+// layout needs gx = 1, gy = gz; neither 2d nor 3d takes a sequence group. `field` is
+// the grid's JSON field at fault ("sequence", "layout").
+struct GridProblem {
+  std::string field, what, expected;
+};
+std::optional<GridProblem> grid_problem(const Grid& g);
+
+// The tensor layout's name in plans and reports: "axonn3d", "2d", "3d".
+const char* layout_name(TensorLayout l);
+// Throws InputError (module, where) for any other name.
+TensorLayout parse_layout(const std::string& name, const std::string& module, const std::string& where);
+
 using PlacementOrder = std::array<Axis, kNumAxes>;  // innermost first
 PlacementOrder default_order();                     // x, y, z, pipe, data
 std::string order_to_string(const PlacementOrder& o);  // "x,y,z,pipe,data"
@@ -93,6 +114,24 @@ int64_t exact_root(int64_t n, int k);
 Grid parse_group_grid(GroupMode mode, const std::string& text, const std::string& module, const std::string& where,
                       int64_t depth = 1);
 
+// The mesh axes of a grid in a placement order: x, y, z, pipe, data in that order, each
+// with its size (1 included), the data axis split into "sequence" and "data" where the
+// grid has a sequence group. The mesh's name for the sequence group's axis:
+inline constexpr const char* kSequenceAxis = "sequence";
+Mesh grid_mesh(const Grid& g, const PlacementOrder& order);
+// The mesh axes that make up grid axis `a` ("sequence" and "data" for the data axis of
+// a grid with a sequence group, the axis's own name otherwise).
+std::vector<std::string> mesh_axes(const Grid& g, Axis a);
+// The inverse of grid_mesh, for a mesh read from a file: InputError (module, where)
+// unless the mesh holds x, y, z, pipe and data once each, plus at most "sequence" placed
+// right inside "data", and the grid it makes in `layout` has no grid_problem. A
+// "sequence" axis of size 1 is no sequence group (grid_mesh leaves it out).
+struct GridPlacement {
+  Grid grid;
+  PlacementOrder order;
+};
+GridPlacement grid_of_mesh(const Mesh& m, TensorLayout layout, const std::string& module, const std::string& where);
+
 using Coords = std::array<int64_t, kNumAxes>;  // indexed by Axis
 
 class RankLayout {
@@ -101,12 +140,15 @@ class RankLayout {
 
   const Grid& grid() const { return grid_; }
   const PlacementOrder& order() const { return order_; }
+  const Mesh& mesh() const { return mesh_; }  // grid_mesh(grid, order): the layout itself
 
   int64_t stride(Axis a) const { return stride_[static_cast<int>(a)]; }
   // Number of ranks between consecutive members of a group on axis `a` = the
   // product of the sizes of the axes placed inside it (the "ip" of eq. 10).
   int64_t inner_size(Axis a) const { return stride(a); }
 
+  // The mesh's layout in grid coordinates (a data coordinate d is the mesh's sequence
+  // coordinate d % sequence and data coordinate d / sequence).
   int64_t rank_of(const Coords& c) const;
   Coords coords_of(int64_t rank) const;
   // Ranks of the group along `a` that contains `rank`, ordered by coordinate.
@@ -115,6 +157,7 @@ class RankLayout {
  private:
   Grid grid_;
   PlacementOrder order_;
+  Mesh mesh_;
   std::array<int64_t, kNumAxes> stride_{};
 };
 

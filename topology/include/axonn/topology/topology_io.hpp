@@ -24,6 +24,11 @@ nlohmann::json topology_to_json(const Topology& t);
 nlohmann::json grid_to_json(const Grid& g);
 Grid grid_from_json(ObjectReader r);  // every field a positive integer; no other field
 
+// The one mesh <-> JSON mapping: [{"name": "x", "size": 2}, ...], innermost axis first.
+// mesh_from_json reads r's field `key` and throws InputError naming it for anything else.
+nlohmann::json mesh_to_json(const Mesh& m);
+Mesh mesh_from_json(ObjectReader& r, const std::string& key);
+
 // `name_or_path`: a file path, or the name of a file in topology/clusters/.
 Topology load_topology(const std::string& name_or_path);
 

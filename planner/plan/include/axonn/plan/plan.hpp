@@ -1,5 +1,6 @@
-// The plan: what `axplan plan` writes and the runtime executes (format version 1,
-// documented in docs/plan-format.md, JSON Schema in docs/plan.schema.json). The
+// The plan: what `axplan plan` writes and the runtime executes (format version 2,
+// documented in docs/plan-format.md, JSON Schema in docs/plan.schema.json; version 1
+// plans, which wrote the 5D grid's fields instead of the named mesh, still read). The
 // pipeline settings and the checkpoint interval are optional fields: plans written
 // before them read as message-driven, even stages, one block per checkpoint.
 //
@@ -26,7 +27,9 @@
 
 namespace axonn::plan {
 
-inline constexpr int kPlanFormatVersion = 1;
+// The version written. 2: the ranks as a named mesh (`"mesh"`, `"tensor_layout"`);
+// 1: the grid's fields (`"grid"`, `"placement_order"`). Both read.
+inline constexpr int kPlanFormatVersion = 2;
 
 // Seconds per training step spent in each kind of collective, per GPU.
 // ar_x / ar_y are all-reduces over the X / Y process group, whichever layer (normal or
@@ -224,12 +227,15 @@ struct Prediction {
 };
 
 struct Plan {
-  int version = kPlanFormatVersion;
+  int version = kPlanFormatVersion;  // as read (1 or 2); plan_to_json writes kPlanFormatVersion
   model::ModelDescription model;
   topo::Topology topology;
   int64_t gpus = 0;
+  // The cost models' and the runtime's view of the plan's mesh (mesh(): what the file
+  // holds), and the mesh's axis order, innermost first.
   topo::Grid grid;
   topo::PlacementOrder placement_order = topo::default_order();
+  topo::Mesh mesh() const { return topo::grid_mesh(grid, placement_order); }
   BatchSettings batch;
   bool activation_checkpointing = true;
   // Blocks recomputed together under activation checkpointing (1: every block its own
