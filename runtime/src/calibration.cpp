@@ -101,6 +101,7 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   const int64_t n = world.size(), gpn = r.gpus_per_node, rank = world.rank();
   m.world = n;
   m.gpus_per_node = gpn;
+  m.nonblocking.all_gather = MpiCommunicator::kAllGatherAlgorithm;
   for (int64_t p = 2; p <= n; ++p) {
     if (n % p != 0) continue;
     for (int64_t ip = 1; ip * p <= n; ++ip) {

@@ -172,3 +172,16 @@ TEST(Bandwidth, APipelineBoundaryCrossesTheLinkOnlyWhereANodeEnds) {
   // No measured point-to-point bandwidths: the pipeline group's ring bandwidth.
   EXPECT_DOUBLE_EQ(bw(perlmutter(), y2_pipe4, 0), ring);
 }
+
+TEST(Bandwidth, MembersOfEachGroupOnANode) {
+  topo::Topology t = perlmutter();  // 4 GPUs per node
+  const auto order = topo::default_order();
+  auto m = members_per_node(t, topo::Grid{1, 1, 8, 1, 1}, order, BandwidthRule::Straddle);
+  EXPECT_EQ(m[static_cast<int>(Axis::Z)], 4);
+  m = members_per_node(t, topo::Grid{1, 2, 4, 1, 1}, order, BandwidthRule::Straddle);
+  EXPECT_EQ(m[static_cast<int>(Axis::Y)], 2);  // inside a node: the whole group
+  EXPECT_EQ(m[static_cast<int>(Axis::Z)], 2);  // ip = 2: 2 of its 4 on each node
+  m = members_per_node(t, topo::Grid{2, 2, 2, 1, 1}, order, BandwidthRule::Straddle);
+  EXPECT_EQ(m[static_cast<int>(Axis::Z)], 1);  // ip = 4: one per node
+  EXPECT_EQ(m[static_cast<int>(Axis::Data)], 1);
+}

@@ -48,3 +48,19 @@ TEST(Collectives, RingSelfAttentionCountsItsShifts) {
   EXPECT_EQ(ring_self_attention_forward_s(1, 1e6, 1e9, 1.0), 0.0);
   EXPECT_EQ(ring_self_attention_backward_s(1, 1e6, 1e9, 1.0), 0.0);
 }
+
+// The linear all-gather of Open MPI's non-blocking collectives (topo::AllGatherAlgorithm):
+// the bytes on a node's link against a ring's, by hand.
+TEST(Collectives, ALinearAllGatherPutsMoreBytesOnTheNodesLink) {
+  using axonn::topo::AllGatherAlgorithm;
+  // 8 members on 2 nodes of 4: each of a node's 4 sends its 1/8 to the other 4: 2 B.
+  EXPECT_DOUBLE_EQ(all_gather_link_bytes(AllGatherAlgorithm::Linear, 8, 4), 2.0);
+  EXPECT_DOUBLE_EQ(all_gather_link_bytes(AllGatherAlgorithm::Ring, 8, 4), 7.0 / 8.0);
+  EXPECT_DOUBLE_EQ(all_gather_slowdown(AllGatherAlgorithm::Linear, 8, 4), 16.0 / 7.0);
+  EXPECT_DOUBLE_EQ(all_gather_slowdown(AllGatherAlgorithm::Linear, 4, 2), 4.0 / 3.0);
+  EXPECT_DOUBLE_EQ(all_gather_slowdown(AllGatherAlgorithm::Linear, 8, 2), 12.0 / 7.0);  // 4 nodes of 2
+  // One member per node, or the whole group in one node: as a ring.
+  EXPECT_DOUBLE_EQ(all_gather_slowdown(AllGatherAlgorithm::Linear, 2, 1), 1.0);
+  EXPECT_DOUBLE_EQ(all_gather_slowdown(AllGatherAlgorithm::Linear, 4, 4), 1.0);
+  EXPECT_DOUBLE_EQ(all_gather_slowdown(AllGatherAlgorithm::Ring, 8, 4), 1.0);
+}

@@ -60,6 +60,36 @@ topo::Topology four_per_node() {
 
 }  // namespace
 
+// A cluster whose non-blocking all-gather is linear (topology "nonblocking_collectives"):
+// the Z all-gathers that cross nodes take m (p - m) / (p - 1) times a ring's, nothing
+// else changes, and neither the paper model nor the placement-agnostic one sees it.
+TEST(Evaluate, ALinearAllGatherSlowsOnlyTheAllGathersAcrossNodes) {
+  PlannerOptions o = options(8, 16);
+  topo::Topology ring = four_per_node(), linear = four_per_node();
+  linear.nonblocking.all_gather = topo::AllGatherAlgorithm::Linear;
+  for (const auto& [grid, slowdown] : std::vector<std::pair<topo::Grid, double>>{
+           {topo::Grid{1, 1, 8, 1, 1}, 16.0 / 7.0},  // 4 of the 8 on each node
+           {topo::Grid{1, 2, 4, 1, 1}, 4.0 / 3.0},   // 2 of the 4
+           {topo::Grid{2, 2, 2, 1, 1}, 1.0},         // one per node
+           {topo::Grid{1, 1, 4, 2, 1}, 1.0}}) {      // inside a node
+    const auto r = evaluate(one_layer_model(), ring, grid, o), l = evaluate(one_layer_model(), linear, grid, o);
+    ASSERT_TRUE(r.feasible && l.feasible) << grid.to_string();
+    EXPECT_NEAR(l.comm.ag_z, r.comm.ag_z * slowdown, 1e-12 * r.comm.ag_z) << grid.to_string();
+    EXPECT_DOUBLE_EQ(l.comm.rs_z, r.comm.rs_z) << grid.to_string();
+    EXPECT_DOUBLE_EQ(l.comm.ar_data, r.comm.ar_data) << grid.to_string();
+    if (slowdown > 1) {
+      EXPECT_GT(l.batch_s, r.batch_s) << grid.to_string();
+    }
+  }
+  const PlannerOptions paper = options(8, 16, CommModel::Paper);
+  EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), linear, topo::Grid{1, 1, 8, 1, 1}, paper).comm.ag_z,
+                   evaluate(one_layer_model(), ring, topo::Grid{1, 1, 8, 1, 1}, paper).comm.ag_z);
+  PlannerOptions agnostic = options(8, 16);
+  agnostic.placement_aware = false;
+  EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), linear, topo::Grid{1, 1, 8, 1, 1}, agnostic).comm.ag_z,
+                   evaluate(one_layer_model(), ring, topo::Grid{1, 1, 8, 1, 1}, agnostic).comm.ag_z);
+}
+
 TEST(Evaluate, PaperModeOneLayerByHand) {
   PlannerOptions o = options(32, 16, CommModel::Paper);
   // grid (2,4,2,2,1), m = 16*1024/2 = 8192. Eq. 10: X (ip 1, p 2) 100 GB/s;

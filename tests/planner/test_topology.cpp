@@ -182,3 +182,20 @@ TEST(Mesh, AGridsMeshKeepsItsFiveDimensionalLayout) {
   EXPECT_EQ(topo::mesh_axes(g, topo::Axis::Data), (std::vector<std::string>{"sequence", "data"}));
   EXPECT_EQ(topo::mesh_axes(g, topo::Axis::X), (std::vector<std::string>{"x"}));
 }
+
+TEST(Topology, TheNonblockingAllGathersAlgorithmReadsAndWrites) {
+  auto j = base();
+  EXPECT_TRUE(topo::topology_from_json(j, "t.json").nonblocking.rings());  // absent: a ring
+  EXPECT_FALSE(topo::topology_to_json(topo::topology_from_json(j, "t.json")).contains("nonblocking_collectives"));
+  j["nonblocking_collectives"] = {{"all_gather", "linear"}};
+  const auto t = topo::topology_from_json(j, "t.json");
+  EXPECT_EQ(t.nonblocking.all_gather, topo::AllGatherAlgorithm::Linear);
+  EXPECT_EQ(topo::topology_to_json(t)["nonblocking_collectives"], j["nonblocking_collectives"]);
+  j["nonblocking_collectives"]["all_gather"] = "tree";
+  auto msg = error_of([&] { topo::topology_from_json(j, "t.json"); });
+  EXPECT_NE(msg.find("t.json: /nonblocking_collectives/all_gather"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("linear"), std::string::npos) << msg;
+  j["nonblocking_collectives"] = {{"all_gather", "ring"}, {"reduce_scatter", "ring"}};
+  msg = error_of([&] { topo::topology_from_json(j, "t.json"); });
+  EXPECT_NE(msg.find("/nonblocking_collectives/reduce_scatter"), std::string::npos) << msg;
+}

@@ -72,6 +72,9 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
     else
       fmt::print(out, "sync wait over {} ranks: no fit ({}); 0\n", w.p, w.note);
   }
+  if (!c.topology.nonblocking.rings())
+    fmt::print(out, "non-blocking all-gather: linear (the runtime's MPI backend has no ring; the model scales its "
+                    "time across nodes by the bytes on a node's link)\n");
   fmt::print(out, "inter-node bandwidth {:.3f} GB/s (ring over all {} ranks), latency {:.1f} us; wrote {}\n",
              c.topology.inter_node_bandwidth_bytes_per_s / 1e9, world, c.topology.collective_latency_s * 1e6,
              o.output);

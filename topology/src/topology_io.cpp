@@ -76,6 +76,12 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
     t.point_to_point.inter_node_bytes_per_s = pr.positive_number("inter_node");
     pr.finish();
   }
+  if (r.has("nonblocking_collectives")) {
+    ObjectReader nr = r.object("nonblocking_collectives");
+    t.nonblocking.all_gather = nr.one_of("all_gather", {"ring", "linear"}) == "linear" ? AllGatherAlgorithm::Linear
+                                                                                      : AllGatherAlgorithm::Ring;
+    nr.finish();
+  }
   if (r.has("sync_wait"))
     for (auto& e : r.object_array("sync_wait")) {
       SyncWaitEntry entry{e.positive_int_at_most("ranks", int64_t{1} << 40), e.non_negative_number("fraction")};
@@ -129,6 +135,7 @@ nlohmann::json topology_to_json(const Topology& t) {
   if (t.point_to_point.intra_node_bytes_per_s > 0 && t.point_to_point.inter_node_bytes_per_s > 0)
     j["point_to_point_bytes_per_s"] = {{"intra_node", t.point_to_point.intra_node_bytes_per_s},
                                        {"inter_node", t.point_to_point.inter_node_bytes_per_s}};
+  if (!t.nonblocking.rings()) j["nonblocking_collectives"] = {{"all_gather", "linear"}};
   if (!t.sync_wait.empty()) {
     j["sync_wait"] = nlohmann::json::array();
     for (const auto& e : t.sync_wait) j["sync_wait"].push_back({{"ranks", e.ranks}, {"fraction", e.fraction}});

@@ -50,6 +50,21 @@ AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::G
   return bw;
 }
 
+std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, const topo::Grid& g,
+                                                     const topo::PlacementOrder& order, BandwidthRule rule) {
+  std::array<int64_t, topo::kNumAxes> m{};
+  const int64_t gpn = t.gpus_per_node;
+  int64_t ip = 1;
+  for (topo::Axis a : order) {
+    const int64_t p = g.size(a);
+    bool inside = ip * p <= gpn;
+    if (rule == BandwidthRule::Straddle) inside = inside && gpn % (ip * p) == 0;
+    m[static_cast<int>(a)] = inside ? p : std::min(p, std::max<int64_t>(1, gpn / ip));
+    ip *= p;
+  }
+  return m;
+}
+
 AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo::Grid& g) {
   AxisBandwidths bw{};
   for (int i = 0; i < topo::kNumAxes; ++i)

@@ -59,6 +59,7 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
     c.point_to_point = {out.point_to_point_intra->beta_bytes_per_s, out.point_to_point_inter->beta_bytes_per_s};
   }
 
+  c.nonblocking = m.nonblocking;
   c.compute = {};
   c.compute.elementwise = m.elementwise;
   if (!m.matmuls.empty()) {

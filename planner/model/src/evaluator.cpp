@@ -165,6 +165,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
   ls.latency_s = paper ? 0.0 : t.collective_latency_s;
   ls.small_collectives = !paper;
+  if (o.placement_aware && !paper && !t.nonblocking.rings()) {  // the cluster's non-ring all-gather
+    const auto per_node = members_per_node(t, g, order, BandwidthRule::Straddle);
+    for (int i = 0; i < topo::kNumAxes; ++i)
+      ls.all_gather_slowdown[i] =
+          all_gather_slowdown(t.nonblocking.all_gather, g.size(static_cast<topo::Axis>(i)), per_node[i]);
+  }
   const double sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
   const double sync_call_s = paper ? 0.0 : t.collective_call_s;
   // The sequence group's ring: the data axis's innermost members, eq. 10 with the data

@@ -23,6 +23,12 @@ struct Sizes {
         gz(static_cast<double>(g.gz)) {}
 };
 
+// The bandwidth a ring all-gather over axis `a` would need to take the time the
+// cluster's algorithm takes (LayerCommSettings::all_gather_slowdown).
+double all_gather_bw(const AxisBandwidths& bw, const LayerCommSettings& s, Axis a) {
+  return axis_bandwidth(bw, a) / s.all_gather_slowdown[static_cast<int>(a)];
+}
+
 // AxoNN's 3D (docs/model.md section 3): W's block over a and b, chunks over Z; the
 // forward's partial output all-reduced over a, dI over b.
 void axonn3d_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
@@ -30,7 +36,7 @@ void axonn3d_collectives(const model::Layer& l, const topo::Grid& g, const AxisB
   const Sizes z(l, g, s);
   const double ga = static_cast<double>(g.size(c.a)), gb = static_cast<double>(g.size(c.b));
   const double weight_block_bytes = z.w * z.k * z.n / (ga * gb);
-  c.all_gather_s = ring_all_gather_s(g.gz, weight_block_bytes, axis_bandwidth(bw, Axis::Z), s.latency_s);
+  c.all_gather_s = ring_all_gather_s(g.gz, weight_block_bytes, all_gather_bw(bw, s, Axis::Z), s.latency_s);
   c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, weight_block_bytes, axis_bandwidth(bw, Axis::Z), s.latency_s);
   c.forward_all_reduce_s =
       ring_all_reduce_s(g.size(c.a), z.w * z.m * z.n / (gb * z.gz), axis_bandwidth(bw, c.a), s.latency_s);
@@ -52,9 +58,9 @@ void threed_collectives(const model::Layer& l, const topo::Grid& g, const AxisBa
   c.gathers_input = true;
   const double input_bytes = z.w * z.m * z.k / (ga * z.gz), output_bytes = z.w * z.m * z.n / (gb * z.gz);
   c.forward_all_reduce_s = ring_reduce_scatter_s(g.size(c.a), output_bytes, axis_bandwidth(bw, c.a), s.latency_s);
-  c.output_grad_gather_s = ring_all_gather_s(g.size(c.a), output_bytes, axis_bandwidth(bw, c.a), s.latency_s);
+  c.output_grad_gather_s = ring_all_gather_s(g.size(c.a), output_bytes, all_gather_bw(bw, s, c.a), s.latency_s);
   if (l.kind != model::LayerKind::Embedding) {
-    c.input_gather_s = ring_all_gather_s(g.size(c.b), input_bytes, axis_bandwidth(bw, c.b), s.latency_s);
+    c.input_gather_s = ring_all_gather_s(g.size(c.b), input_bytes, all_gather_bw(bw, s, c.b), s.latency_s);
     c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.size(c.b), input_bytes, axis_bandwidth(bw, c.b), s.latency_s);
   }
 }
@@ -67,11 +73,11 @@ void summa_collectives(const model::Layer& l, const topo::Grid& g, const AxisBan
   c.a = c.b = Axis::Y;
   c.gathers_input = true;
   const double q = static_cast<double>(g.gy), block_bytes = z.w * z.k * z.n / q;
-  c.all_gather_s = ring_all_gather_s(g.gz, block_bytes, axis_bandwidth(bw, Axis::Z), s.latency_s);
+  c.all_gather_s = ring_all_gather_s(g.gz, block_bytes, all_gather_bw(bw, s, Axis::Z), s.latency_s);
   c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, block_bytes, axis_bandwidth(bw, Axis::Z), s.latency_s);
   const double input_bytes = z.w * z.m * z.k / z.gz;
   if (l.kind != model::LayerKind::Embedding) {
-    c.input_gather_s = ring_all_gather_s(g.gy, input_bytes, axis_bandwidth(bw, Axis::Y), s.latency_s);
+    c.input_gather_s = ring_all_gather_s(g.gy, input_bytes, all_gather_bw(bw, s, Axis::Y), s.latency_s);
     c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.gy, input_bytes, axis_bandwidth(bw, Axis::Y), s.latency_s);
   }
   c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * z.k * z.n / (q * z.gz);

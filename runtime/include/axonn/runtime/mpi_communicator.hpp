@@ -21,6 +21,7 @@
 
 #include "axonn/runtime/check.hpp"
 #include "axonn/runtime/communicator.hpp"
+#include "axonn/topology/topology.hpp"
 
 namespace axonn::runtime {
 
@@ -70,6 +71,11 @@ void set_completion_timeout(std::chrono::milliseconds timeout);
 
 class MpiCommunicator final : public Communicator {
  public:
+  // The algorithm of all_gather (MPI_Iallgather): Open MPI 4.1's coll/libnbc has no ring
+  // (linear by default, or recursive doubling; topo::AllGatherAlgorithm), and
+  // prefer_ring_collectives cannot ask for one. calibrate writes it into the topology.
+  static constexpr topo::AllGatherAlgorithm kAllGatherAlgorithm = topo::AllGatherAlgorithm::Linear;
+
   // Wraps `comm`; frees it on destruction when `owned`.
   MpiCommunicator(MPI_Comm comm, bool owned, std::string name);
   ~MpiCommunicator() override;

@@ -56,6 +56,9 @@ struct ClusterMeasurements {
   std::vector<MatmulTiming> matmuls;                   // median over ranks, every rank busy at once
   std::map<std::string, ElementwiseCost> elementwise;  // by topo::elementwise_op_names(); may be empty
   std::vector<SyncWaitTiming> sync_waits;              // may be empty
+  // The algorithms of the non-blocking collectives that the measured backend runs in
+  // training (calibrate times the blocking rings above): a fact of the backend.
+  NonblockingCollectives nonblocking;
 };
 
 }  // namespace axonn::topo

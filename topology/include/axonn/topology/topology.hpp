@@ -88,6 +88,19 @@ struct SyncWaitEntry {
   double fraction = 0;
 };
 
+// The algorithm of the non-blocking all-gather the runtime issues (docs/model.md
+// section 1). NCCL's is a ring (the default). Open MPI 4.1's non-blocking collectives
+// (coll/libnbc, what the runtime's MPI backend runs) have no ring all-gather: the
+// default sends every member's chunk straight to every other member (linear), and the
+// other choice, recursive doubling, moves as many bytes between two nodes. Across nodes that puts m (p - m) / p of
+// the buffer on a node's link (m of the p members on the node) where a ring puts
+// (p - 1) / p: 16/7 as much for 8 members on 2 nodes of 4.
+enum class AllGatherAlgorithm : uint8_t { Ring, Linear };
+struct NonblockingCollectives {
+  AllGatherAlgorithm all_gather = AllGatherAlgorithm::Ring;
+  bool rings() const { return all_gather == AllGatherAlgorithm::Ring; }
+};
+
 struct Topology {
   std::string name;
   std::string description;
@@ -109,6 +122,7 @@ struct Topology {
   ComputeThroughput compute;                    // optional "compute" object
   PointToPointBandwidth point_to_point;         // optional "point_to_point_bytes_per_s"
   std::vector<SyncWaitEntry> sync_wait;         // optional "sync_wait"; by ranks, ascending
+  NonblockingCollectives nonblocking;           // optional "nonblocking_collectives"; rings
 
   int64_t total_gpus() const { return gpus_per_node * num_nodes; }
 

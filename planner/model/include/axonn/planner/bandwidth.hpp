@@ -39,6 +39,13 @@ AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::G
                                           const topo::PlacementOrder& order, BandwidthRule rule);
 AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo::Grid& g);
 
+// The members of each axis's group that share a node (placement-aware): the group's
+// size where `rule` keeps it inside a node, else min(p, max(1, gpn / ip)). What the
+// non-ring collectives' link volumes depend on (collectives.hpp).
+// Example (2 nodes of 4, grid 1,1,8,1,1): Z has 4 members per node; grid 1,2,4,1,1: 2.
+std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, const topo::Grid& g,
+                                                     const topo::PlacementOrder& order, BandwidthRule rule);
+
 // The pipeline stages whose rings of the data axis's innermost members (the sequence
 // group's ring self-attention) share one node's link: eq. 10 puts min(gpn, ip) rings
 // on it, and where the pipeline axis is placed inside the data axis those belong to

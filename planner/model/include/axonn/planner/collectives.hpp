@@ -10,6 +10,8 @@
 
 #include <cstdint>
 
+#include "axonn/topology/topology.hpp"
+
 namespace axonn::planner {
 
 // t_AG(p, B) = (p-1)/p * B / beta + alpha * (p-1)
@@ -27,6 +29,25 @@ inline double ring_reduce_scatter_s(int64_t p, double bytes, double beta_bytes_p
 // t_AR(p, B) = 2 * (p-1)/p * B / beta + 2 * alpha * (p-1)   (reduce-scatter + all-gather)
 inline double ring_all_reduce_s(int64_t p, double bytes, double beta_bytes_per_s, double alpha_s = 0) {
   return 2.0 * ring_all_gather_s(p, bytes, beta_bytes_per_s, alpha_s);
+}
+
+// The bytes of an all-gather's output B that a group's busiest node link carries, per
+// byte, for p members with m on each node (m < p: the group crosses nodes), by
+// algorithm (topo::AllGatherAlgorithm):
+//   ring:    (p-1)/p       (one ring edge leaves each node)
+//   linear:  m (p-m) / p   (each of the node's m members sends its B/p to the p-m
+//                           members elsewhere)
+// Example: p = 8 on 2 nodes of 4 (m = 4): ring 0.875, linear 2.
+inline double all_gather_link_bytes(topo::AllGatherAlgorithm a, int64_t p, int64_t m) {
+  const double pd = static_cast<double>(p), md = static_cast<double>(m);
+  return a == topo::AllGatherAlgorithm::Linear ? md * (pd - md) / pd : (pd - 1.0) / pd;
+}
+// How many times a ring's time the algorithm takes: the ratio of the two link volumes
+// across nodes, m (p-m) / (p-1) for linear; 1 inside a node (m >= p), where the model
+// keeps the measured ring rate, and for p = 2 or one member per node (m = 1).
+inline double all_gather_slowdown(topo::AllGatherAlgorithm a, int64_t p, int64_t m) {
+  if (p <= 1 || m >= p) return 1.0;
+  return all_gather_link_bytes(a, p, m) / all_gather_link_bytes(topo::AllGatherAlgorithm::Ring, p, m);
 }
 
 // Point-to-point send of B bytes: B / beta + alpha.

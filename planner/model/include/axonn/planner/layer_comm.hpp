@@ -37,6 +37,9 @@ struct LayerCommSettings {
   int64_t grad_reduce_bytes = 4;    // wg
   double latency_s = 0;             // alpha per ring step
   double sequence_bw = 0;           // bytes/s of the sequence group's ring (Grid::sequence > 1)
+  // A non-ring all-gather (topo::NonblockingCollectives): how many times a ring's time
+  // the all-gather of each axis's group takes (collectives.hpp; 1 for a ring).
+  std::array<double, topo::kNumAxes> all_gather_slowdown{1, 1, 1, 1, 1};
   bool small_collectives = false;   // model the layer norms', the loss's and 3d's vector
                                     // all-reduces (docs/model.md section 8; not the paper model)
 };

@@ -1,0 +1,117 @@
+// bench_collective_algorithms: the runtime's non-blocking MPI collectives against the
+// blocking ring ones that `axplan calibrate` fits the link rate on (docs/validation.md,
+// "The non-blocking all-gather"). Open MPI runs MPI_Iallgather and MPI_Ireduce_scatter in
+// coll/libnbc, which has no ring for either; across nodes they move more bytes over a
+// node's link. For every group shape (ip, p) with ip * p = the world (all groups at
+// once, as eq. 10 assumes), it prints the median time of each (slowest member), the
+// ratio to the ring, and the planner's slowdown for a linear all-gather, m (p-m)/(p-1).
+//
+//   tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 200mbit --
+//       build/tools/bench_collective_algorithms --gpus-per-node 4 --mib 4   (one line)
+#include <mpi.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fmt/core.h>
+#include <vector>
+
+#include "axonn/common/median.hpp"
+#include "axonn/common/ring_collectives.hpp"
+#include "axonn/planner/collectives.hpp"
+
+namespace {
+
+enum class Op { RingAllGather, NonblockingAllGather, RingReduceScatter, NonblockingReduceScatter, RingAllReduce,
+                NonblockingAllReduce };
+
+// One call of `op` on `g`, seconds (the slowest member's).
+double run_once(Op op, MPI_Comm g, std::vector<float>& full, std::vector<float>& chunk, int count, int p) {
+  std::vector<int> counts(static_cast<size_t>(p), count);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double t0 = MPI_Wtime();
+  MPI_Request q = MPI_REQUEST_NULL;
+  switch (op) {
+    case Op::RingAllGather:
+      MPI_Allgather(chunk.data(), count, MPI_FLOAT, full.data(), count, MPI_FLOAT, g);
+      break;
+    case Op::NonblockingAllGather:
+      MPI_Iallgather(chunk.data(), count, MPI_FLOAT, full.data(), count, MPI_FLOAT, g, &q);
+      break;
+    case Op::RingReduceScatter:
+      MPI_Reduce_scatter(full.data(), chunk.data(), counts.data(), MPI_FLOAT, MPI_SUM, g);
+      break;
+    case Op::NonblockingReduceScatter:
+      MPI_Ireduce_scatter_block(full.data(), chunk.data(), count, MPI_FLOAT, MPI_SUM, g, &q);
+      break;
+    case Op::RingAllReduce:
+      MPI_Allreduce(MPI_IN_PLACE, full.data(), count * p, MPI_FLOAT, MPI_SUM, g);
+      break;
+    case Op::NonblockingAllReduce:
+      MPI_Iallreduce(MPI_IN_PLACE, full.data(), count * p, MPI_FLOAT, MPI_SUM, g, &q);
+      break;
+  }
+  MPI_Wait(&q, MPI_STATUS_IGNORE);
+  double mine = MPI_Wtime() - t0, slowest = 0;
+  MPI_Allreduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return slowest;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"The runtime's non-blocking MPI collectives against the blocking rings"};
+  int64_t gpn = 0;
+  double mib = 4;
+  int repeats = 5;
+  app.add_option("--gpus-per-node", gpn, "ranks per node (the launcher's)")->required()->check(CLI::PositiveNumber);
+  app.add_option("--mib", mib, "buffer size, MiB (all-gather output, reduce-scatter input)")->check(CLI::PositiveNumber);
+  app.add_option("--repeats", repeats, "timed calls per collective (median)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  axonn::prefer_ring_collectives();  // as the runtime and calibrate do: rings where Open MPI has them
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int rank = 0, world = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (rank == 0)
+    fmt::print("{} ranks, {} per node, {} MiB, median of {}\n| ip | p | members per node | collective | ring (s) | "
+               "non-blocking (s) | ratio | planner's slowdown |\n|---|---|---|---|---|---|---|---|\n",
+               world, gpn, mib, repeats);
+  for (int p = 2; p <= world; ++p) {
+    if (world % p != 0) continue;
+    const int ip = world / p;
+    const int coord = (rank / ip) % p;
+    MPI_Comm g;
+    MPI_Comm_split(MPI_COMM_WORLD, rank - coord * ip, rank, &g);
+    const int count = std::max(1, static_cast<int>(mib * 1048576 / 4 / p));
+    std::vector<float> full(static_cast<size_t>(count) * p, 1.0f), chunk(static_cast<size_t>(count), 1.0f);
+    const int64_t m = ip * p <= gpn ? p : std::min<int64_t>(p, std::max<int64_t>(1, gpn / ip));
+    const struct {
+      const char* name;
+      Op ring, nonblocking;
+      double slowdown;
+    } rows[] = {
+        {"all-gather", Op::RingAllGather, Op::NonblockingAllGather,
+         axonn::planner::all_gather_slowdown(axonn::topo::AllGatherAlgorithm::Linear, p, m)},
+        {"reduce-scatter", Op::RingReduceScatter, Op::NonblockingReduceScatter, 1.0},
+        {"all-reduce", Op::RingAllReduce, Op::NonblockingAllReduce, 1.0},
+    };
+    for (const auto& row : rows) {
+      std::vector<double> ring, nonblocking;
+      run_once(row.ring, g, full, chunk, count, p);  // warm-up
+      run_once(row.nonblocking, g, full, chunk, count, p);
+      for (int r = 0; r < repeats; ++r) {
+        ring.push_back(run_once(row.ring, g, full, chunk, count, p));
+        nonblocking.push_back(run_once(row.nonblocking, g, full, chunk, count, p));
+      }
+      const double a = axonn::median(ring), b = axonn::median(nonblocking);
+      if (rank == 0)
+        fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} |\n", ip, p, m, row.name, a, b, b / a,
+                   row.slowdown);
+    }
+    MPI_Comm_free(&g);
+  }
+  MPI_Finalize();
+  return 0;
+}
