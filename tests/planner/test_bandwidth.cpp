@@ -184,4 +184,14 @@ TEST(Bandwidth, MembersOfEachGroupOnANode) {
   m = members_per_node(t, topo::Grid{2, 2, 2, 1, 1}, order, BandwidthRule::Straddle);
   EXPECT_EQ(m[static_cast<int>(Axis::Z)], 1);  // ip = 4: one per node
   EXPECT_EQ(m[static_cast<int>(Axis::Data)], 1);
+  // Nodes of 6 (Summit): groups of 4 consecutive ranks split 4 + 0 or 2 + 2, the latter
+  // the busier link; groups of 8 split 6 + 2 or 4 + 4.
+  const topo::Topology summit = topo::load_topology("summit");
+  ASSERT_EQ(summit.gpus_per_node, 6);
+  m = members_per_node(summit, topo::Grid{4, 1, 1, 3, 1}, order, BandwidthRule::Straddle);
+  EXPECT_EQ(m[static_cast<int>(Axis::X)], 2);
+  m = members_per_node(summit, topo::Grid{8, 1, 1, 3, 1}, order, BandwidthRule::Straddle);
+  EXPECT_EQ(m[static_cast<int>(Axis::X)], 4);
+  m = members_per_node(summit, topo::Grid{2, 1, 1, 3, 1}, order, BandwidthRule::Straddle);
+  EXPECT_EQ(m[static_cast<int>(Axis::X)], 2);  // 2 divides 6: inside
 }

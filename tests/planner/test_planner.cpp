@@ -81,6 +81,14 @@ TEST(Evaluate, ALinearAllGatherSlowsOnlyTheAllGathersAcrossNodes) {
       EXPECT_GT(l.batch_s, r.batch_s) << grid.to_string();
     }
   }
+  // ZeRO's all-gathers over the data group: ZeRO-1 reduce-scatters (a ring) and
+  // all-gathers once, half an all-reduce each.
+  PlannerOptions zero = options(8, 16);
+  zero.optimizer.zero = 1;
+  const topo::Grid data{1, 1, 1, 8, 1};  // 4 of the 8 on each node
+  const auto zr = evaluate(one_layer_model(), ring, data, zero), zl = evaluate(one_layer_model(), linear, data, zero);
+  ASSERT_TRUE(zr.feasible && zl.feasible);
+  EXPECT_NEAR(zl.comm.ar_data, zr.comm.ar_data * 0.5 * (1.0 + 16.0 / 7.0), 1e-12 * zr.comm.ar_data);
   const PlannerOptions paper = options(8, 16, CommModel::Paper);
   EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), linear, topo::Grid{1, 1, 8, 1, 1}, paper).comm.ag_z,
                    evaluate(one_layer_model(), ring, topo::Grid{1, 1, 8, 1, 1}, paper).comm.ag_z);

@@ -113,7 +113,9 @@ TEST(SyncWait, CalibrateFitsTheFractionPerGroupSize) {
     m.sync_waits.push_back({2, compute, 5e-5 + 0.1 * compute});
     m.sync_waits.push_back({4, compute, 5e-5 + 0.3 * compute});
   }
+  m.nonblocking.all_gather = topo::AllGatherAlgorithm::Linear;  // the MPI backend's
   const CalibratedCluster c = calibrated_topology(topo::load_topology("perlmutter"), m, "mine", "test");
+  EXPECT_EQ(c.topology.nonblocking.all_gather, topo::AllGatherAlgorithm::Linear);  // carried into the topology
   ASSERT_EQ(c.topology.sync_wait.size(), 2u);
   EXPECT_EQ(c.topology.sync_wait[0].ranks, 2);
   EXPECT_NEAR(c.topology.sync_wait[0].fraction, 0.1, 1e-9);

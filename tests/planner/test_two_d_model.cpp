@@ -79,6 +79,17 @@ TEST(TwoDModel, ALayerGathersItsInputOverYAndItsWeightOverZ) {
     EXPECT_DOUBLE_EQ(step.act_y, 3 * (c.input_gather_s + c.input_grad_all_reduce_s));
     EXPECT_EQ(step.ar_x + step.ar_y + step.act_x, 0.0);
   }
+  // A linear all-gather over Y and Z (LayerCommSettings::all_gather_slowdown): the
+  // gathers take that many times as long, the reduce-scatters do not change.
+  LayerCommSettings slow = s;
+  slow.all_gather_slowdown[static_cast<int>(topo::Axis::Y)] = 2.0;
+  slow.all_gather_slowdown[static_cast<int>(topo::Axis::Z)] = 1.5;
+  const LayerCollectives c = layer_collectives(linear(k, n, false), two_d(q, 2, 1), bw, s),
+                         d = layer_collectives(linear(k, n, false), two_d(q, 2, 1), bw, slow);
+  EXPECT_DOUBLE_EQ(d.input_gather_s, ring_all_gather_s(q, 2.0 * 4096 * k / q, 50e9 / 2.0, 1e-5));
+  EXPECT_DOUBLE_EQ(d.all_gather_s, ring_all_gather_s(q, 2.0 * k * n / q, 20e9 / 1.5, 1e-5));
+  EXPECT_DOUBLE_EQ(d.reduce_scatter_s, c.reduce_scatter_s);
+  EXPECT_DOUBLE_EQ(d.input_grad_all_reduce_s, c.input_grad_all_reduce_s);
   model::Layer embedding = linear(50000, k, true);
   embedding.kind = model::LayerKind::Embedding;
   s.input_gradient = false;

@@ -17,6 +17,7 @@
 
 #include "axonn/common/median.hpp"
 #include "axonn/common/ring_collectives.hpp"
+#include "axonn/planner/bandwidth.hpp"
 #include "axonn/planner/collectives.hpp"
 
 namespace {
@@ -74,6 +75,11 @@ int main(int argc, char** argv) {
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
+  if (world % gpn != 0) {
+    if (rank == 0) fmt::print(stderr, "bench_collective_algorithms: {} ranks do not fill nodes of {}\n", world, gpn);
+    MPI_Finalize();
+    return 2;
+  }
   if (rank == 0)
     fmt::print("{} ranks, {} per node, {} MiB, median of {}\n| ip | p | members per node | collective | ring (s) | "
                "non-blocking (s) | ratio | planner's slowdown |\n|---|---|---|---|---|---|---|---|\n",
@@ -86,7 +92,12 @@ int main(int argc, char** argv) {
     MPI_Comm_split(MPI_COMM_WORLD, rank - coord * ip, rank, &g);
     const int count = std::max(1, static_cast<int>(mib * 1048576 / 4 / p));
     std::vector<float> full(static_cast<size_t>(count) * p, 1.0f), chunk(static_cast<size_t>(count), 1.0f);
-    const int64_t m = ip * p <= gpn ? p : std::min<int64_t>(p, std::max<int64_t>(1, gpn / ip));
+    // The planner's members per node for these groups: Y of the grid ip x p (X inside it).
+    axonn::topo::Topology nodes;
+    nodes.gpus_per_node = gpn;
+    const int64_t m = axonn::planner::members_per_node(nodes, axonn::topo::Grid{ip, p, 1, 1, 1},
+                                                       axonn::topo::default_order(),
+                                                       axonn::planner::BandwidthRule::Straddle)[static_cast<int>(axonn::topo::Axis::Y)];
     const struct {
       const char* name;
       Op ring, nonblocking;

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <numeric>
 
 namespace axonn::planner {
 
@@ -50,6 +52,29 @@ AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::G
   return bw;
 }
 
+namespace {
+
+// Of the groups {b + ip j}, the members on one node of the group and node where the
+// link carries the most, m (p - m) (a linear all-gather's bytes): for shapes whose
+// groups split unevenly (ip not dividing gpn, or ip p neither dividing nor a multiple of
+// it), by walking one period of groups.
+int64_t busiest_members_per_node(int64_t gpn, int64_t ip, int64_t p) {
+  if (ip >= gpn) return 1;  // consecutive members a node or more apart
+  if (gpn % ip == 0 && (gpn % (ip * p) == 0 || (ip * p) % gpn == 0)) return std::min(p, gpn / ip);
+  const int64_t block = ip * p, period = std::lcm(gpn, block);
+  int64_t best = 1, best_volume = 0;
+  for (int64_t start = 0; start < period; start += block)
+    for (int64_t b = start; b < start + ip; ++b) {
+      std::map<int64_t, int64_t> on_node;  // node -> members of the group {b + ip j}
+      for (int64_t j = 0; j < p; ++j) ++on_node[(b + ip * j) / gpn];
+      for (const auto& [node, m] : on_node)
+        if (m * (p - m) > best_volume) best = m, best_volume = m * (p - m);
+    }
+  return best;
+}
+
+}  // namespace
+
 std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, const topo::Grid& g,
                                                      const topo::PlacementOrder& order, BandwidthRule rule) {
   std::array<int64_t, topo::kNumAxes> m{};
@@ -59,7 +84,7 @@ std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, co
     const int64_t p = g.size(a);
     bool inside = ip * p <= gpn;
     if (rule == BandwidthRule::Straddle) inside = inside && gpn % (ip * p) == 0;
-    m[static_cast<int>(a)] = inside ? p : std::min(p, std::max<int64_t>(1, gpn / ip));
+    m[static_cast<int>(a)] = inside ? p : busiest_members_per_node(gpn, ip, p);
     ip *= p;
   }
   return m;

@@ -34,10 +34,17 @@ int64_t zero3_fetches(const model::Layer& l, const schedule::PassLayer& pl, cons
   return (pl.cached && g.gz > 1) ? 1 : 2;
 }
 
+// The data group's all-gather against a ring's (a linear all-gather across nodes;
+// LayerCommSettings::all_gather_slowdown): ZeRO's all-gathers are half an all-reduce.
+double data_all_gather_slowdown(const LayerCommSettings& ls) {
+  return ls.all_gather_slowdown[static_cast<int>(topo::Axis::Data)];
+}
+
 // One all-gather of a layer's Z-shard over the data group: half the ring all-reduce of
 // its gradient (`layer_all_reduce_s`, in grad_reduce_bytes per element), in weight bytes.
 double zero3_gather_s(double layer_all_reduce_s, const LayerCommSettings& ls) {
-  return 0.5 * layer_all_reduce_s * static_cast<double>(ls.element_bytes) / static_cast<double>(ls.grad_reduce_bytes);
+  return 0.5 * layer_all_reduce_s * static_cast<double>(ls.element_bytes) / static_cast<double>(ls.grad_reduce_bytes) *
+         data_all_gather_slowdown(ls);
 }
 
 // Everything of a layer the model reads, except its name and pipeline unit.
@@ -361,8 +368,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     // ZeRO-2 reduce-scatters every micro-batch's gradients (half an all-reduce each) and
     // all-gathers once: (M + 1)/2 all-reduces' worth; ZeRO-3 gathers each layer's
     // weights in every pass that fetches it instead (docs/model.md section 11).
+    // ZeRO-1 reduce-scatters and all-gathers once. The all-gathers take the data group's
+    // slowdown (1 for a ring).
+    const double gather = data_all_gather_slowdown(ls);
     if (o.optimizer.zero >= 3) c.ar_data = 0.5 * static_cast<double>(ls.microbatches) * c.ar_data + zero3_gathers;
-    else if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * static_cast<double>(ls.microbatches + 1);
+    else if (o.optimizer.zero >= 2) c.ar_data *= 0.5 * (static_cast<double>(ls.microbatches) + gather);
+    else if (o.optimizer.zero == 1) c.ar_data *= 0.5 * (1.0 + gather);
     // The small collectives the stage issues once per step, after its last backward.
     const StepCollectives once =
         paper ? StepCollectives{}
@@ -476,11 +487,11 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
             sp.backward_s += backward;
             sp.last_backward_s += backward;
           } else {
-            sp.tail_s += 0.5 * (allreduce + per_call);
+            sp.tail_s += 0.5 * (allreduce * data_all_gather_slowdown(ls) + per_call);
           }
         } else if (o.optimizer.zero > 0) {
           // Reduce-scatter, update, all-gather: the ring all-reduce's two halves, in turn.
-          sp.tail_s += allreduce + per_call;
+          sp.tail_s += 0.5 * allreduce * (1.0 + data_all_gather_slowdown(ls)) + per_call;
         } else {
           const int64_t k = o.optimizer.allreduce_coarsening;
           const auto chunks =

@@ -40,8 +40,11 @@ AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::G
 AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo::Grid& g);
 
 // The members of each axis's group that share a node (placement-aware): the group's
-// size where `rule` keeps it inside a node, else min(p, max(1, gpn / ip)). What the
-// non-ring collectives' link volumes depend on (collectives.hpp).
+// size where `rule` keeps it inside a node, else min(p, gpn / ip) where ip divides the
+// node (and ip p divides it or spans whole nodes), else, for groups that split unevenly
+// (e.g. 4 consecutive ranks on nodes of 6: 2 + 2), the node share with the most link
+// traffic, m (p - m), over the groups. What a linear all-gather's link volume depends on
+// (collectives.hpp).
 // Example (2 nodes of 4, grid 1,1,8,1,1): Z has 4 members per node; grid 1,2,4,1,1: 2.
 std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, const topo::Grid& g,
                                                      const topo::PlacementOrder& order, BandwidthRule rule);
