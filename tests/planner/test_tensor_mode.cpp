@@ -157,13 +157,13 @@ TEST(LayoutRules, TheInstructionsAndTheDivisibilityOfEachLayoutComeFromItsEntry)
   for (const auto& [layout, hidden, gathers, forward, grad_gather] : expected) {
     const plan::LayoutRules& r = plan::layout_rules(layout);
     EXPECT_EQ(r.layout, layout);
-    EXPECT_EQ(r.hidden_axis, hidden) << r.name;
+    EXPECT_EQ(r.hidden_axis, hidden) << topo::layout_name(r.layout);
     EXPECT_EQ(&layout_costs(layout).rules->hidden_axis, &r.hidden_axis) << "the planner's entry points to it";
     const schedule::PassLayer l = schedule::pass_layer(linear, false, 1, 0, layout);
-    EXPECT_EQ(l.gathers_input, gathers) << r.name;
-    EXPECT_EQ(l.forward_collective, forward) << r.name;
-    EXPECT_EQ(l.gathers_output_grad, grad_gather) << r.name;
-    EXPECT_FALSE(schedule::pass_layer(embedding, false, 1, 0, layout).gathers_input) << r.name << ": tokens";
+    EXPECT_EQ(l.gathers_input, gathers) << topo::layout_name(r.layout);
+    EXPECT_EQ(l.forward_collective, forward) << topo::layout_name(r.layout);
+    EXPECT_EQ(l.gathers_output_grad, grad_gather) << topo::layout_name(r.layout);
+    EXPECT_FALSE(schedule::pass_layer(embedding, false, 1, 0, layout).gathers_input) << topo::layout_name(r.layout) << ": tokens";
   }
   // Divisibility through the entries: 2d's q x q shape and its blocks k/q x n/q, 3d's
   // rows split by whole sequences, AxoNN's blocks otherwise.

@@ -47,8 +47,8 @@ TEST(ThreeD, TheOperatorEntrysRowAxesAgreeWithTheLayoutRules) {
   for (auto layout : {topo::TensorLayout::Axonn3d, topo::TensorLayout::TwoD, topo::TensorLayout::ThreeD}) {
     const runtime::TensorOps& ops = runtime::tensor_ops(layout);
     const plan::LayoutRules& rules = plan::layout_rules(layout);
-    EXPECT_EQ(ops.input_rows_split.has_value(), rules.splits_rows) << rules.name;
-    EXPECT_EQ(ops.output_rows_split.has_value(), rules.splits_rows) << rules.name;
+    EXPECT_EQ(ops.input_rows_split.has_value(), rules.splits_rows) << topo::layout_name(rules.layout);
+    EXPECT_EQ(ops.output_rows_split.has_value(), rules.splits_rows) << topo::layout_name(rules.layout);
     if (rules.splits_rows) {  // the embedding scatters the stage input's rows over Y
       EXPECT_EQ(*ops.input_rows_split, topo::Axis::Y);
       EXPECT_EQ(*ops.output_rows_split, topo::Axis::X);

@@ -252,26 +252,24 @@ RankLayout::RankLayout(const Grid& grid, const PlacementOrder& order)
   // A grid axis's stride is its innermost mesh axis's: "sequence" for a split data axis.
   int64_t s = 1;
   for (const auto& a : mesh_.axes()) {
-    if (a.name == kSequenceAxis) {
-      stride_[static_cast<int>(Axis::Data)] = s;
-    } else if (const Axis g = parse_axis(a.name, "topology", "rank layout"); !(g == Axis::Data && grid_.sequence != 1)) {
-      stride_[static_cast<int>(g)] = s;
-    }
+    const bool sequence = a.name == kSequenceAxis;
+    const Axis g = sequence ? Axis::Data : parse_axis(a.name, "topology", "rank layout");
+    grid_axis_.push_back(sequence ? -1 : static_cast<int>(g));
+    if (sequence || !(g == Axis::Data && grid_.sequence != 1)) stride_[static_cast<int>(g)] = s;
     s *= a.size;
   }
 }
 
 int64_t RankLayout::rank_of(const Coords& c) const {
-  std::vector<int64_t> mc(mesh_.axes().size());
+  std::vector<int64_t> mc(grid_axis_.size());
   for (size_t i = 0; i < mc.size(); ++i) {
-    const std::string& name = mesh_.axes()[i].name;
-    if (name == kSequenceAxis) {
+    if (grid_axis_[i] < 0) {  // the sequence members: the data coordinate's remainder
       mc[i] = c[static_cast<int>(Axis::Data)] % grid_.sequence;
       continue;
     }
-    const Axis a = parse_axis(name, "topology", "rank layout");
-    AXONN_ASSERT(c[static_cast<int>(a)] >= 0 && c[static_cast<int>(a)] < grid_.size(a));
-    mc[i] = a == Axis::Data ? c[static_cast<int>(a)] / grid_.sequence : c[static_cast<int>(a)];
+    const auto a = static_cast<Axis>(grid_axis_[i]);
+    AXONN_ASSERT(c[grid_axis_[i]] >= 0 && c[grid_axis_[i]] < grid_.size(a));
+    mc[i] = a == Axis::Data ? c[grid_axis_[i]] / grid_.sequence : c[grid_axis_[i]];
   }
   return mesh_.rank_of(mc);
 }
@@ -280,13 +278,12 @@ Coords RankLayout::coords_of(int64_t rank) const {
   const std::vector<int64_t> mc = mesh_.coords_of(rank);
   Coords c{};
   for (size_t i = 0; i < mc.size(); ++i) {
-    const std::string& name = mesh_.axes()[i].name;
-    if (name == kSequenceAxis) {
+    if (grid_axis_[i] < 0) {
       c[static_cast<int>(Axis::Data)] += mc[i];
       continue;
     }
-    const Axis a = parse_axis(name, "topology", "rank layout");
-    c[static_cast<int>(a)] += a == Axis::Data ? mc[i] * grid_.sequence : mc[i];
+    const auto a = static_cast<Axis>(grid_axis_[i]);
+    c[grid_axis_[i]] += a == Axis::Data ? mc[i] * grid_.sequence : mc[i];
   }
   return c;
 }

@@ -62,11 +62,11 @@ std::optional<std::string> threed_microbatch(const Grid& g, int64_t microbatch_s
 
 // Indexed by topo::TensorLayout.
 const std::array<LayoutRules, 3> kRules = {{
-    {topo::TensorLayout::Axonn3d, "axonn3d", topo::Axis::X, false, false, true, false, nullptr, nullptr, axonn_divides,
+    {topo::TensorLayout::Axonn3d, topo::Axis::X, false, false, true, false, nullptr, nullptr, axonn_divides,
      axonn_problem},
-    {topo::TensorLayout::TwoD, "2d", topo::Axis::Y, false, true, false, false, summa_shape, nullptr, summa_divides,
+    {topo::TensorLayout::TwoD, topo::Axis::Y, false, true, false, false, summa_shape, nullptr, summa_divides,
      summa_problem},
-    {topo::TensorLayout::ThreeD, "3d", topo::Axis::X, true, true, true, true, threed_shape, threed_microbatch, axonn_divides,
+    {topo::TensorLayout::ThreeD, topo::Axis::X, true, true, true, true, threed_shape, threed_microbatch, axonn_divides,
      axonn_problem},
 }};
 

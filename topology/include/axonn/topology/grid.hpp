@@ -158,6 +158,7 @@ class RankLayout {
   Grid grid_;
   PlacementOrder order_;
   Mesh mesh_;
+  std::vector<int> grid_axis_;  // of each mesh axis: its topo::Axis, -1 for "sequence"
   std::array<int64_t, kNumAxes> stride_{};
 };
 

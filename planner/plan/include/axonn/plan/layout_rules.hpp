@@ -32,8 +32,7 @@
 namespace axonn::plan {
 
 struct LayoutRules {
-  topo::TensorLayout layout = topo::TensorLayout::Axonn3d;
-  const char* name = "";
+  topo::TensorLayout layout = topo::TensorLayout::Axonn3d;  // its name: topo::layout_name
   // The axis that splits the activations' hidden columns: the layer norm's group.
   topo::Axis hidden_axis = topo::Axis::X;
   // The rows AxoNN replicates are split (3d): a layer's input rows over b, its output
