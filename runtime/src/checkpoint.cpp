@@ -12,6 +12,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/checksum.hpp"

@@ -2,6 +2,7 @@
 #include "axonn/runtime/device_memory.hpp"
 
 #include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <atomic>
@@ -115,9 +116,20 @@ void* heap_block(size_t capacity) {
   return block;
 }
 
+// LibTorch 2.3 made c10::Allocator::allocate non-const and added the pure virtual
+// copy_data; 1.13 (Debian's, which CI builds with) has neither. The GPU check
+// (tools/gpu_nccl_check.sh) builds against a newer LibTorch.
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+#define AXONN_ALLOCATE_CONST
+#define AXONN_ALLOCATOR_COPY_DATA 1
+#else
+#define AXONN_ALLOCATE_CONST const
+#define AXONN_ALLOCATOR_COPY_DATA 0
+#endif
+
 class CountingAllocator final : public c10::Allocator {
  public:
-  c10::DataPtr allocate(size_t n) const override {
+  c10::DataPtr allocate(size_t n) AXONN_ALLOCATE_CONST override {
     if (n == 0) return {nullptr, nullptr, &counted_free, c10::Device(c10::DeviceType::CPU)};
     const auto bytes = static_cast<int64_t>(n);
     const int64_t budget = g_budget.load(std::memory_order_relaxed);
@@ -140,7 +152,12 @@ class CountingAllocator final : public c10::Allocator {
     return {data, data, &counted_free, c10::Device(c10::DeviceType::CPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counted_free; }
+#if AXONN_ALLOCATOR_COPY_DATA
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#endif
 };
+#undef AXONN_ALLOCATE_CONST
+#undef AXONN_ALLOCATOR_COPY_DATA
 
 }  // namespace
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/ring_collectives.hpp"

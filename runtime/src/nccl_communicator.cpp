@@ -4,6 +4,8 @@
 
 #if AXONN_HAVE_NCCL
 
+#include <fmt/format.h>
+
 #include "axonn/common/error.hpp"
 
 namespace axonn::runtime {
@@ -96,13 +98,25 @@ class NcclWork final : public Work {
 }  // namespace
 
 NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int local_rank) : name_(bootstrap.name() + ".nccl") {
-  // Agree on whether every rank has a GPU before any rank waits in an NCCL call.
+  // Agree on whether every rank has a GPU of its own before any rank waits in an NCCL
+  // call: NCCL refuses two ranks of one communicator on one device, and a rank that
+  // threw alone would leave the others waiting in ncclCommInitRank.
   const int devices = cuda_device_count();
-  int missing = devices == 0 ? 1 : 0, any_missing = 0;
-  AXONN_CHECK(MPI_Allreduce(&missing, &any_missing, 1, MPI_INT, MPI_MAX, bootstrap.handle()));
-  if (any_missing)
+  MPI_Comm host_comm = MPI_COMM_NULL;
+  AXONN_CHECK(MPI_Comm_split_type(bootstrap.handle(), MPI_COMM_TYPE_SHARED, bootstrap.rank(), MPI_INFO_NULL, &host_comm));
+  const MpiCommunicator host(host_comm, /*owned=*/true, bootstrap.name() + ".host");
+  // 0: fine; 1: more ranks on this host than devices; 2: no device.
+  int problem = devices == 0 ? 2 : (host.size() > devices ? 1 : 0), worst = 0;
+  AXONN_CHECK(MPI_Allreduce(&problem, &worst, 1, MPI_INT, MPI_MAX, bootstrap.handle()));
+  if (worst == 2)
     throw CommError("comm", devices == 0 ? "no CUDA device on this rank" : "a rank of the group has no CUDA device",
-                rank_and_host(), "one GPU per rank for the NCCL backend (use the MPI backend on CPU)");
+                    rank_and_host(), "one GPU per rank for the NCCL backend (use the MPI backend on CPU)");
+  if (worst == 1)
+    throw CommError("comm",
+                    problem == 1 ? fmt::format("{} ranks of '{}' share this host's {} CUDA device(s)", host.size(),
+                                               bootstrap.name(), devices)
+                                 : "a host of the group has more ranks than CUDA devices",
+                    rank_and_host(), "at most one rank per GPU for the NCCL backend (fewer ranks per host)");
   device_ = local_rank % devices;
   AXONN_CHECK(cudaSetDevice(device_));
   ncclUniqueId id{};

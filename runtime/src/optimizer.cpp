@@ -7,6 +7,8 @@
 #include <array>
 #include <cmath>
 #include <deque>
+#include <sstream>
+#include <type_traits>
 #include <unordered_map>
 
 #include "axonn/common/clock.hpp"
@@ -108,7 +110,20 @@ class DeviceAdam final : public Optimizer {
   }
 
  private:
-  static std::string key(const Parameter& p) { return c10::guts::to_string(p.tensor.unsafeGetTensorImpl()); }
+  // The key of torch::optim's state map: LibTorch 1.13 prints the TensorImpl's address
+  // (c10::guts::to_string), later versions key on the address itself.
+  using StateKey = std::decay_t<decltype(std::declval<torch::optim::Adam&>().state())>::key_type;
+  template <class Key = StateKey>
+  static Key key(const Parameter& p) {
+    void* impl = p.tensor.unsafeGetTensorImpl();
+    if constexpr (std::is_same_v<Key, std::string>) {
+      std::ostringstream text;
+      text << impl;
+      return text.str();
+    } else {
+      return impl;
+    }
+  }
 
   ProcessGrid& grid_;
   std::vector<Parameter>& params_;

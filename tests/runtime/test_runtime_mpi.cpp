@@ -18,12 +18,12 @@
 #include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
-#include "axonn/runtime/nccl_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/stage_engine.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/schedule/schedule.hpp"
+#include "mpi_test_main.hpp"
 #include "runtime_test_util.hpp"
 
 using namespace axonn;
@@ -300,34 +300,6 @@ TEST(Comm, Bf16CollectivesAreExact) {
     EXPECT_EQ(expected.item<float>(), 2.0f);
   }
 }
-
-#if AXONN_HAVE_NCCL
-// Without a GPU the NCCL backend refuses with a message on every rank (no hang, no
-// crash); with one, an all-reduce over device memory is exact.
-TEST(Nccl, AllReduceOnGpuOrCleanRefusalWithout) {
-  if (runtime::cuda_device_count() == 0) {
-    try {
-      runtime::NcclCommunicator nccl(*g_world, 0);
-      ADD_FAILURE() << "expected axonn::Error without a GPU";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("no CUDA device"), std::string::npos) << e.what();
-    }
-    return;
-  }
-  runtime::NcclCommunicator nccl(*g_world, g_world->rank());
-  std::vector<float> host(4, static_cast<float>(g_world->rank() + 1));
-  void* dev = nullptr;
-  AXONN_CHECK(cudaMalloc(&dev, host.size() * sizeof(float)));
-  AXONN_CHECK(cudaMemcpy(dev, host.data(), host.size() * sizeof(float), cudaMemcpyHostToDevice));
-  nccl.all_reduce(at::from_blob(dev, {4}, at::kFloat), runtime::ReduceOp::Sum)->wait();
-  AXONN_CHECK(cudaMemcpy(host.data(), dev, host.size() * sizeof(float), cudaMemcpyDeviceToHost));
-  AXONN_CHECK(cudaFree(dev));
-  const int p = g_world->size();
-  for (float v : host) EXPECT_EQ(v, static_cast<float>(p * (p + 1) / 2));
-}
-#else
-TEST(Nccl, NotBuilt) { GTEST_SKIP() << "NCCL was not found under /usr/local/cuda when this was built"; }
-#endif
 
 TEST(Grid, RefusesAGridOfTheWrongSize) {
   try {
@@ -624,32 +596,10 @@ TEST(Gpt, TwentyTrainingStepsFollowTheSerialLossCurve) {
   report_skipped(skipped);
 }
 
-// Ranks other than 0 print only their failures, tagged with the rank.
-class FailurePrinter : public ::testing::EmptyTestEventListener {
- public:
-  explicit FailurePrinter(int rank) : rank_(rank) {}
-  void OnTestPartResult(const ::testing::TestPartResult& r) override {
-    if (r.failed())
-      std::fprintf(stderr, "[rank %d] %s:%d: failure\n%s\n", rank_, r.file_name() ? r.file_name() : "?",
-                   r.line_number(), r.summary());
-  }
-
- private:
-  int rank_;
-};
-
 int main(int argc, char** argv) {
   runtime::RankProcess process(&argc, &argv);
   at::set_num_threads(1);
   g_malloc_tuned = process.heap_tuned();
   g_world = &process.world();
-  ::testing::InitGoogleTest(&argc, argv);
-  if (g_world->rank() != 0) {
-    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
-    delete listeners.Release(listeners.default_result_printer());
-    listeners.Append(new FailurePrinter(g_world->rank()));
-  }
-  int failed = RUN_ALL_TESTS() != 0 ? 1 : 0, any = 0;
-  MPI_Allreduce(&failed, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-  return any;
+  return run_tests_on_every_rank(&argc, argv, g_world->rank());
 }

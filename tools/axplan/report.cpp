@@ -2,6 +2,7 @@
 #include "report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <fmt/ostream.h>
 
 #include "axonn/common/units.hpp"

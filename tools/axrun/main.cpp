@@ -49,6 +49,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <nlohmann/json.hpp>
 
 #include "axonn/common/atomic_write.hpp"

@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"

@@ -30,7 +30,9 @@ int cuda_device_count();
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `bootstrap`: its rank 0 creates the NCCL id and broadcasts it over
-  // MPI. Uses device local_rank % device count. Throws axonn::Error without a GPU.
+  // MPI. Uses device local_rank % device count. Every rank throws CommError when any
+  // rank has no GPU or any host has more of the group's ranks than GPUs (NCCL needs a
+  // device per rank).
   NcclCommunicator(MpiCommunicator& bootstrap, int local_rank);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The GPU check of the NCCL backend: builds runtime_nccl_tests (tests/runtime/test_nccl_mpi.cpp)
+# against the CUDA LibTorch of a GPU machine's Python and runs it under mpirun on 1 rank
+# (every collective against the MPI backend, on the GPU) and on 2 ranks (more ranks than
+# GPUs on one host: every rank must refuse with a message). Not part of CI, which has no
+# GPU; docs/runtime.md gives what it printed.
+#
+# Usage: tools/gpu_nccl_check.sh [OUT_DIR]     (OUT_DIR defaults to $OUT, else ./gpu-check)
+# Needs: nvidia-smi, python3 with torch, Open MPI, nlohmann-json, fmt, CLI11, Eigen,
+# GoogleTest and NCCL's header and library (as on the device machines of this workplace).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-gpu-check}}
+mkdir -p "$out"
+build=build-gpu
+jobs=$(nproc)
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+  mpirun --version | head -1
+  grep -h "define NCCL_\(MAJOR\|MINOR\|PATCH\) " /usr/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null
+} 2>&1 | tee "$out/env.txt"
+
+prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+# LibTorch ships its own fmt headers, which come first on the runtime's include path;
+# header-only fmt keeps every target off the system libfmt of another version.
+configure() {
+  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY=1 "$@" > "$out/cmake.log" 2>&1
+}
+if ! configure; then
+  # LibTorch's own config can fail on a CUDA toolkit it doesn't expect; the runtime
+  # needs only the CPU libraries and headers, so name them directly.
+  echo "LibTorch's CMake config failed (cmake.log); configuring with its CPU libraries named directly" | tee -a "$out/env.txt"
+  mv "$out/cmake.log" "$out/cmake-torch-config.log"
+  torch=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+  mkdir -p "$build/torch-direct"
+  cat > "$build/torch-direct/TorchConfig.cmake" <<EOF
+set(Torch_FOUND TRUE)
+add_library(axonn_torch_direct INTERFACE IMPORTED)
+set_target_properties(axonn_torch_direct PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "$torch/include;$torch/include/torch/csrc/api/include"
+  INTERFACE_LINK_LIBRARIES "$torch/lib/libtorch.so;$torch/lib/libtorch_cpu.so;$torch/lib/libc10.so"
+  INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
+set(TORCH_LIBRARIES axonn_torch_direct)
+EOF
+  rm -f "$build/CMakeCache.txt"
+  configure -DTorch_DIR="$PWD/$build/torch-direct" || { tail -40 "$out/cmake.log"; exit 1; }
+fi
+grep -E "axonn:|Torch|CUDA" "$out/cmake.log" | head -20
+
+start=$(date +%s)
+if ! make -C "$build" -k -j"$jobs" runtime_nccl_tests > "$out/build.log" 2>&1; then
+  grep -E "error|Error" "$out/build.log" | head -60
+  exit 1
+fi
+echo "built runtime_nccl_tests in $(( $(date +%s) - start )) s"
+
+mpirun=(mpirun --oversubscribe --allow-run-as-root --mca btl self,vader,tcp)
+status=0
+NCCL_DEBUG=VERSION timeout 300 "${mpirun[@]}" -np 1 "$build/tests/runtime_nccl_tests" 2>&1 | tee "$out/np1.log" || status=1
+timeout 120 "${mpirun[@]}" -np 2 "$build/tests/runtime_nccl_tests" 2>&1 | tee "$out/np2.log" || status=1
+echo "gpu_nccl_check: exit $status"
+exit $status
