@@ -18,6 +18,7 @@
 #include "axonn/common/checksum.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/json_reader.hpp"
+#include "axonn/common/remove_tree.hpp"
 #include "axonn/topology/topology_io.hpp"
 
 namespace axonn::runtime {
@@ -170,7 +171,7 @@ void save_checkpoint(const std::string& root, int64_t step, const CheckpointRun&
   std::string error;
   if (world.rank() == 0) {
     std::error_code ec;
-    fs::remove_all(dir, ec);
+    remove_tree(dir.string(), ec);
     fs::create_directories(dir, ec);
     if (ec) error = ec.message();
   }
@@ -217,12 +218,12 @@ void save_checkpoint(const std::string& root, int64_t step, const CheckpointRun&
       const auto s = step_of(e.path());
       if (!s || !e.is_directory()) continue;
       if (is_complete(e.path())) complete.emplace_back(*s, e.path());
-      else if (*s < step) fs::remove_all(e.path(), ec);
+      else if (*s < step) remove_tree(e.path().string(), ec);
     }
     std::sort(complete.begin(), complete.end());
     for (size_t i = 0; i + static_cast<size_t>(options.keep) < complete.size(); ++i) {
       fs::remove(complete[i].second / kComplete, ec);  // no longer loadable before it is half removed
-      fs::remove_all(complete[i].second, ec);
+      remove_tree(complete[i].second.string(), ec);
     }
   }
   world.barrier();  // every rank returns once the checkpoint is complete
@@ -478,7 +479,7 @@ std::string checkpoint_from_serial(const std::string& serial_path, const std::st
   }
   const fs::path dir = checkpoint_dir(root, step);
   std::error_code ec;
-  fs::remove_all(dir, ec);
+  remove_tree(dir.string(), ec);
   fs::create_directories(dir, ec);
   if (ec) throw InputError(kModule, "cannot create the checkpoint directory: " + ec.message(), dir.string(), "a writable directory");
   const auto [bytes, file] = encode_shard(topo::Coords{}, params, state);

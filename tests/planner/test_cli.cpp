@@ -301,6 +301,42 @@ TEST(Cli, BenchTakesAThreadCount) {
   EXPECT_NE(r.out.find("candidates: 210 enumerated"), std::string::npos) << r.out;
 }
 
+// Every ranked candidate carries its mesh as a plan writes it (version 2): the axes in
+// its placement order, innermost first, "sequence" right inside "data", and the sizes of
+// its grid, whose product is the GPU count.
+TEST(Cli, RankingJsonCarriesEachCandidatesMesh) {
+  auto r = axplan(with({"rank", "--format", "json", "--top", "0", "--tensor-mode", "all", "--search-order"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  int with_sequence = 0, other_orders = 0;
+  for (const auto& c : j["candidates"]) {
+    ASSERT_TRUE(c.contains("mesh")) << c.dump();
+    const int64_t sequence = c.value("sequence", int64_t{1});
+    std::vector<std::string> want;
+    std::stringstream order(c["placement_order"].get<std::string>());
+    for (std::string axis; std::getline(order, axis, ',');) {
+      if (axis == "data" && sequence > 1) want.push_back("sequence");
+      want.push_back(axis);
+    }
+    const std::map<std::string, int64_t> size = {
+        {"x", c["gx"]}, {"y", c["gy"]}, {"z", c["gz"]}, {"pipe", c["ginter"]},
+        {"data", c["gdata"].get<int64_t>() / sequence}, {"sequence", sequence}};
+    std::vector<std::string> got;
+    int64_t product = 1;
+    for (const auto& a : c["mesh"]) {
+      got.push_back(a["name"]);
+      EXPECT_EQ(a["size"].get<int64_t>(), size.at(a["name"])) << c.dump();
+      product *= a["size"].get<int64_t>();
+    }
+    EXPECT_EQ(got, want) << c.dump();
+    EXPECT_EQ(product, 32) << c.dump();
+    with_sequence += sequence > 1;
+    other_orders += c["placement_order"] != "x,y,z,data,pipe";
+  }
+  EXPECT_GT(with_sequence, 0);
+  EXPECT_GT(other_orders, 0);
+}
+
 // --search-order shows each candidate's placement order in the table, JSON and CSV;
 // the placement-agnostic model has none to search. --overlap-level plans and predicts
 // with fewer overlaps: no candidate gets faster.

@@ -199,3 +199,28 @@ TEST(Topology, TheNonblockingAllGathersAlgorithmReadsAndWrites) {
   msg = error_of([&] { topo::topology_from_json(j, "t.json"); });
   EXPECT_NE(msg.find("/nonblocking_collectives/reduce_scatter"), std::string::npos) << msg;
 }
+
+// remove_tree deletes a directory with everything under it, removes a symbolic link
+// without following it, and takes a missing path as done.
+TEST(RemoveTree, DeletesATreeButNotWhatItsLinksPointTo) {
+  namespace fs = std::filesystem;
+  const fs::path root = test::scratch_dir() / "remove_tree";
+  const fs::path outside = test::scratch_dir() / "remove_tree_keep.txt";
+  fs::create_directories(root / "a" / "b");
+  std::ofstream(root / "a" / "b" / "f.txt") << "x";
+  std::ofstream(root / "top.txt") << "y";
+  std::ofstream(outside) << "kept";
+  fs::create_symlink(outside, root / "a" / "link");
+  fs::create_directory_symlink(test::scratch_dir(), root / "dirlink");
+  std::error_code ec;
+  remove_tree(root.string(), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(fs::exists(root));
+  EXPECT_TRUE(fs::exists(outside));
+  EXPECT_TRUE(fs::exists(test::scratch_dir()));
+  remove_tree(root.string(), ec);  // already gone
+  EXPECT_FALSE(ec) << ec.message();
+  remove_tree(outside.string(), ec);  // a plain file
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_FALSE(fs::exists(outside));
+}

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "axonn/common/error.hpp"
+#include "axonn/common/remove_tree.hpp"
 
 namespace axonn::test {
 
@@ -24,7 +25,7 @@ inline const std::filesystem::path& scratch_dir() {
     Scratch() { std::filesystem::create_directories(path); }
     ~Scratch() {
       std::error_code ignored;
-      std::filesystem::remove_all(path, ignored);
+      axonn::remove_tree(path.string(), ignored);
     }
   };
   static const Scratch scratch;

@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "axonn/common/remove_tree.hpp"
 #include "axonn/gpt/gpt_l2l.hpp"
 #include "axonn/runtime/checkpoint.hpp"
 #include "runtime_test_util.hpp"
@@ -55,12 +56,18 @@ std::vector<plan::Plan> checkpoint_plans(const model::ModelDescription& desc) {
 }
 
 // A directory every rank agrees on (rank 0's pid), emptied.
+void remove_scratch(const std::string& dir) {
+  std::error_code ec;
+  remove_tree(dir, ec);
+  EXPECT_FALSE(ec) << dir << ": " << ec.message();
+}
+
 std::string scratch_dir(const std::string& what) {
   at::Tensor pid = at::full({1}, g_world->rank() == 0 ? static_cast<int64_t>(::getpid()) : 0, at::kLong);
   runtime::all_reduce_now(*g_world, pid, runtime::ReduceOp::Max);
   const std::string dir = fs::temp_directory_path() / ("axonn_ckpt_" + what + "_" + std::to_string(pid.item<int64_t>()));
   if (g_world->rank() == 0) {
-    fs::remove_all(dir);
+    remove_scratch(dir);
     fs::create_directories(dir);
   }
   g_world->barrier();
@@ -167,7 +174,7 @@ TEST(Checkpoint, ResumeIsBitwiseTheStraightRunAndReslicesToAnotherGrid) {
   EXPECT_GT(resumed, 0);
   if (g_world->rank() == 0) {
     std::cout << "[checkpoint] " << resumed << " resumed runs bitwise, " << resliced << " re-sliced onto another grid\n";
-    fs::remove_all(root);
+    remove_scratch(root);
   }
 }
 
@@ -213,7 +220,7 @@ TEST(Checkpoint, SerialStateDictRoundTripIsLossless) {
   EXPECT_TRUE(same_state(from_a.stage->trainer.state(), from_b.stage->trainer.state()));
   EXPECT_TRUE(same_state(from_a.stage->trainer.state(), run.stage->trainer.state()));
   g_world->barrier();
-  if (g_world->rank() == 0) fs::remove_all(root);
+  if (g_world->rank() == 0) remove_scratch(root);
 }
 
 TEST(Checkpoint, DamagedOrIncompleteCheckpointsAreNeverLoaded) {
@@ -256,7 +263,7 @@ TEST(Checkpoint, DamagedOrIncompleteCheckpointsAreNeverLoaded) {
       EXPECT_NE(std::string(e.what()).find("FNV-1a"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(victim.string()), std::string::npos) << e.what();
     }
-    fs::remove_all(root);
+    remove_scratch(root);
   }
   g_world->barrier();
 }
@@ -304,7 +311,7 @@ TEST(Checkpoint, L2LResumesBitwiseAndItsCheckpointReslicesTo4DGrids) {
   }
   EXPECT_GT(resliced, 0);
   g_world->barrier();
-  if (g_world->rank() == 0) fs::remove_all(root);
+  if (g_world->rank() == 0) remove_scratch(root);
 }
 
 TEST(ShardedInit, ShardPositionsAreShardOfThePositionsOnEveryGridOfEight) {

@@ -18,6 +18,9 @@ size_t shown(size_t n, size_t top) { return top == 0 ? n : std::min(n, top); }
 nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
   const auto& c = e.comm;
   nlohmann::json j = topo::grid_to_json(e.grid);
+  // The ranks' layout as a plan writes it (version 2's "mesh", innermost first); a
+  // candidate rejected for an inconsistent grid has none.
+  if (!topo::grid_problem(e.grid)) j["mesh"] = topo::mesh_to_json(topo::grid_mesh(e.grid, e.order));
   j["strategy"] = plan::strategy_name(e.strategy);
   if (e.strategy == plan::Strategy::FourD)
     j["tensor_mode"] = planner::tensor_mode_name(e.grid);

@@ -93,6 +93,7 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
     nlohmann::json j = {{"name", c.name},
                         {"tensor_mode", c.mode},
                         {"grid", topo::grid_to_json(c.aware.grid)},
+                        {"mesh", topo::mesh_to_json(topo::grid_mesh(c.aware.grid, c.aware.order))},
                         {"status", planner::run_status_name(c.status)},
                         {"predicted", {{"placement_aware", prediction_json(c.aware, c.aware_rank)},
                                        {"placement_agnostic", prediction_json(c.agnostic, c.agnostic_rank)}}}};
