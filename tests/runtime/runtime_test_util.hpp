@@ -38,6 +38,15 @@ inline bool full_matrix() {
 inline bool runs_variant(size_t grid_index, size_t variant_index) {
   return full_matrix() || g_world->size() < 8 || (grid_index + variant_index) % 2 == 0;
 }
+// The 20-step loss curves (Gpt, Pipeline, ThreeD) likewise: on 8 ranks every other grid
+// of the world trains its 20 steps unless AXONN_TEST_FULL=1; every grid is still checked
+// against serial (loss, outputs, every gradient) by the one-step tests. Prints the grids
+// left to the full run.
+inline bool runs_curve(size_t grid_index, const std::string& grid) {
+  if (runs_variant(grid_index, 0)) return true;
+  if (g_world->rank() == 0) std::cout << "[ curve    ] " << grid << ": every other grid on 8 ranks (ctest -L full)\n";
+  return false;
+}
 
 // ||a - b|| / ||b|| (0 when both are 0).
 inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
