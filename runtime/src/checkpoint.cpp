@@ -171,8 +171,8 @@ void save_checkpoint(const std::string& root, int64_t step, const CheckpointRun&
   std::string error;
   if (world.rank() == 0) {
     std::error_code ec;
-    remove_tree(dir.string(), ec);
-    fs::create_directories(dir, ec);
+    remove_tree(dir.string(), ec);  // a half-removed old save must not be reused
+    if (!ec) fs::create_directories(dir, ec);
     if (ec) error = ec.message();
   }
   at::Tensor failed = at::full({1}, error.empty() ? 0 : 1, at::kInt);
@@ -479,8 +479,8 @@ std::string checkpoint_from_serial(const std::string& serial_path, const std::st
   }
   const fs::path dir = checkpoint_dir(root, step);
   std::error_code ec;
-  remove_tree(dir.string(), ec);
-  fs::create_directories(dir, ec);
+  remove_tree(dir.string(), ec);  // a half-removed old one must not be reused
+  if (!ec) fs::create_directories(dir, ec);
   if (ec) throw InputError(kModule, "cannot create the checkpoint directory: " + ec.message(), dir.string(), "a writable directory");
   const auto [bytes, file] = encode_shard(topo::Coords{}, params, state);
   write_file_atomically((dir / file["file"].get<std::string>()).string(), std::string(bytes.begin(), bytes.end()),

@@ -4,6 +4,11 @@
 
 #if AXONN_HAVE_NCCL
 
+#include <array>
+#include <cstring>
+#include <optional>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
@@ -97,26 +102,49 @@ class NcclWork final : public Work {
 
 }  // namespace
 
+std::optional<NcclDeviceProblem> nccl_device_problem(MpiCommunicator& group, int local_rank) {
+  const int devices = cuda_device_count();
+  MPI_Comm host_comm = MPI_COMM_NULL;
+  AXONN_CHECK(MPI_Comm_split_type(group.handle(), MPI_COMM_TYPE_SHARED, group.rank(), MPI_INFO_NULL, &host_comm));
+  const MpiCommunicator host(host_comm, /*owned=*/true, group.name() + ".host");
+  // The physical device this rank would use, by PCI bus id (all zero without one): ranks
+  // pinned to a GPU each by CUDA_VISIBLE_DEVICES all see a device 0, yet differ here.
+  constexpr int kBusIdBytes = 32;
+  std::array<char, kBusIdBytes> mine{};
+  const int device = devices > 0 ? local_rank % devices : -1;
+  if (device >= 0 && cudaDeviceGetPCIBusId(mine.data(), kBusIdBytes - 1, device) != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw CommError("comm", fmt::format("cannot read the PCI bus id of CUDA device {}", device), rank_and_host(),
+                    "a working CUDA device");
+  }
+  std::vector<char> all(static_cast<size_t>(kBusIdBytes) * static_cast<size_t>(host.size()));
+  AXONN_CHECK(MPI_Allgather(mine.data(), kBusIdBytes, MPI_CHAR, all.data(), kBusIdBytes, MPI_CHAR, host.handle()));
+  int sharing = 0;
+  for (int r = 0; r < host.size(); ++r)
+    if (device >= 0 && r != host.rank() &&
+        std::memcmp(all.data() + static_cast<size_t>(r) * kBusIdBytes, mine.data(), kBusIdBytes) == 0)
+      ++sharing;
+  // 0: fine; 1: another rank on this host would use this rank's device; 2: no device.
+  int problem = device < 0 ? 2 : (sharing > 0 ? 1 : 0), worst = 0;
+  AXONN_CHECK(MPI_Allreduce(&problem, &worst, 1, MPI_INT, MPI_MAX, group.handle()));
+  if (worst == 0) return std::nullopt;
+  if (worst == 2)
+    return NcclDeviceProblem{device < 0 ? "no CUDA device on this rank" : "a rank of the group has no CUDA device",
+                             "one GPU per rank for the NCCL backend (use the MPI backend on CPU)"};
+  return NcclDeviceProblem{
+      problem == 1 ? fmt::format("{} other rank(s) of '{}' on this host would use this rank's CUDA device {} (PCI {})",
+                                 sharing, group.name(), device, mine.data())
+                   : "ranks of the group on one host would share a CUDA device",
+      "one GPU per rank for the NCCL backend: fewer ranks per host, or local ranks that pick distinct devices"};
+}
+
 NcclCommunicator::NcclCommunicator(MpiCommunicator& bootstrap, int local_rank) : name_(bootstrap.name() + ".nccl") {
   // Agree on whether every rank has a GPU of its own before any rank waits in an NCCL
   // call: NCCL refuses two ranks of one communicator on one device, and a rank that
   // threw alone would leave the others waiting in ncclCommInitRank.
+  if (const auto problem = nccl_device_problem(bootstrap, local_rank))
+    throw CommError("comm", problem->what, rank_and_host(), problem->expected);
   const int devices = cuda_device_count();
-  MPI_Comm host_comm = MPI_COMM_NULL;
-  AXONN_CHECK(MPI_Comm_split_type(bootstrap.handle(), MPI_COMM_TYPE_SHARED, bootstrap.rank(), MPI_INFO_NULL, &host_comm));
-  const MpiCommunicator host(host_comm, /*owned=*/true, bootstrap.name() + ".host");
-  // 0: fine; 1: more ranks on this host than devices; 2: no device.
-  int problem = devices == 0 ? 2 : (host.size() > devices ? 1 : 0), worst = 0;
-  AXONN_CHECK(MPI_Allreduce(&problem, &worst, 1, MPI_INT, MPI_MAX, bootstrap.handle()));
-  if (worst == 2)
-    throw CommError("comm", devices == 0 ? "no CUDA device on this rank" : "a rank of the group has no CUDA device",
-                    rank_and_host(), "one GPU per rank for the NCCL backend (use the MPI backend on CPU)");
-  if (worst == 1)
-    throw CommError("comm",
-                    problem == 1 ? fmt::format("{} ranks of '{}' share this host's {} CUDA device(s)", host.size(),
-                                               bootstrap.name(), devices)
-                                 : "a host of the group has more ranks than CUDA devices",
-                    rank_and_host(), "at most one rank per GPU for the NCCL backend (fewer ranks per host)");
   device_ = local_rank % devices;
   AXONN_CHECK(cudaSetDevice(device_));
   ncclUniqueId id{};

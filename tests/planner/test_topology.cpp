@@ -224,3 +224,13 @@ TEST(RemoveTree, DeletesATreeButNotWhatItsLinksPointTo) {
   EXPECT_FALSE(ec) << ec.message();
   EXPECT_FALSE(fs::exists(outside));
 }
+
+// A path under a file (ENOTDIR) is missing, as for std::filesystem::remove_all.
+TEST(RemoveTree, APathUnderAFileIsMissing) {
+  const std::filesystem::path file = test::scratch_dir() / "remove_tree_file";
+  std::ofstream(file) << "x";
+  std::error_code ec;
+  remove_tree((file / "below").string(), ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(std::filesystem::exists(file));
+}

@@ -23,15 +23,20 @@ int remove_entry(const char* path, const struct stat* /*info*/, int /*type*/, st
 void remove_tree(const std::string& path, std::error_code& ec) {
   ec.clear();
   struct stat info {};
+  // Not there (a missing component, or one that is not a directory): nothing to remove,
+  // as std::filesystem::remove_all has it.
+  auto missing = [](int e) { return e == ENOENT || e == ENOTDIR; };
   if (::lstat(path.c_str(), &info) != 0) {
-    if (errno != ENOENT) ec.assign(errno, std::generic_category());
+    if (!missing(errno)) ec.assign(errno, std::generic_category());
     return;
   }
   t_failure = 0;
   constexpr int kOpenDirectories = 16;  // file descriptors nftw may hold at once
   const int rc = ::nftw(path.c_str(), remove_entry, kOpenDirectories, FTW_DEPTH | FTW_PHYS);
   if (rc == 0) return;
-  ec.assign(t_failure != 0 ? t_failure : errno, std::generic_category());
+  const int e = t_failure != 0 ? t_failure : errno;
+  if (t_failure == 0 && missing(e)) return;  // removed by someone else since lstat
+  ec.assign(e, std::generic_category());
 }
 
 }  // namespace axonn

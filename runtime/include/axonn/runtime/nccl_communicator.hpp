@@ -16,6 +16,9 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <optional>
+#include <string>
+
 #include "axonn/runtime/check.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 
@@ -27,12 +30,21 @@ void check_result(cudaError_t code, const char* call, const char* file, int line
 // Number of CUDA devices visible to this process (0 when there is no driver or GPU).
 int cuda_device_count();
 
+// Why `group` cannot have an NCCL communicator, or nothing. Collective over `group`,
+// and every rank gets an answer (its own message where the problem is its own): a rank
+// without a CUDA device, or two ranks of one host that would use the same physical
+// device (local_rank % device count, compared by PCI bus id, so ranks pinned to a GPU
+// each by CUDA_VISIBLE_DEVICES pass).
+struct NcclDeviceProblem {
+  std::string what, expected;
+};
+std::optional<NcclDeviceProblem> nccl_device_problem(MpiCommunicator& group, int local_rank);
+
 class NcclCommunicator final : public Communicator {
  public:
   // Collective over `bootstrap`: its rank 0 creates the NCCL id and broadcasts it over
-  // MPI. Uses device local_rank % device count. Every rank throws CommError when any
-  // rank has no GPU or any host has more of the group's ranks than GPUs (NCCL needs a
-  // device per rank).
+  // MPI. Uses device local_rank % device count. Every rank throws CommError when
+  // nccl_device_problem finds one (NCCL needs a device per rank).
   NcclCommunicator(MpiCommunicator& bootstrap, int local_rank);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
