@@ -94,24 +94,70 @@ TEST(Bandwidth, RingsOfOtherPipelineStagesOnTheLink) {
     g.sequence = t;
     return g;
   };
+  // The sequence group's rings: the data axis's `sequence` innermost members.
+  auto rings = [](const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& o) {
+    return stages_sharing_data_link(t, g, o, g.sequence);
+  };
   topo::Topology four_by_two = perlmutter();
   four_by_two.gpus_per_node = 2;
   // 4 nodes of 2, grid 1,1,1,4,2, sequence 2: each node holds both stages of one data
   // member, and its two rings, one per stage, cross its link.
-  EXPECT_EQ(stages_sharing_data_link(four_by_two, seq(2, 4, 2), topo::default_order()), 2);
+  EXPECT_EQ(rings(four_by_two, seq(2, 4, 2), topo::default_order()), 2);
   // 2 nodes of 4, grid 1,1,1,2,4: the 4 stages of a data member on each node.
-  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(2, 2, 4), topo::default_order()), 4);
+  EXPECT_EQ(rings(perlmutter(), seq(2, 2, 4), topo::default_order()), 4);
   // 4 nodes of 2, grid 1,1,1,2,4: a node holds 2 of a data member's 4 stages.
-  EXPECT_EQ(stages_sharing_data_link(four_by_two, seq(2, 2, 4), topo::default_order()), 2);
+  EXPECT_EQ(rings(four_by_two, seq(2, 2, 4), topo::default_order()), 2);
   // The pipeline placed outside the data axis: a ring of 8 crosses two nodes of 4, and
   // the rings on a link are one stage's.
   const auto data_inside = topo::parse_order("x,y,z,data,pipe", "test", "order");
-  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(8, 8, 2), data_inside), 1);
+  EXPECT_EQ(rings(perlmutter(), seq(8, 8, 2), data_inside), 1);
   // No pipeline; a ring inside a node (1,1,1,2,2 on nodes of 4: ip * t = 4).
-  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(4, 8, 1), topo::default_order()), 1);
-  EXPECT_EQ(stages_sharing_data_link(perlmutter(), seq(2, 2, 2), topo::default_order()), 1);
+  EXPECT_EQ(rings(perlmutter(), seq(4, 8, 1), topo::default_order()), 1);
+  EXPECT_EQ(rings(perlmutter(), seq(2, 2, 2), topo::default_order()), 1);
   // Not a sequence grid.
-  EXPECT_EQ(stages_sharing_data_link(four_by_two, topo::Grid{1, 1, 1, 4, 2}, topo::default_order()), 1);
+  EXPECT_EQ(rings(four_by_two, topo::Grid{1, 1, 1, 4, 2}, topo::default_order()), 1);
+  // The data all-reduce's rings, over all of the data axis: 4 nodes of 2, grid
+  // 1,1,1,4,2: each node holds both stages of one data member; 2 nodes of 4, grid
+  // 1,1,1,2,4: all 4 stages of one; the data axis inside the pipeline: one stage's.
+  EXPECT_EQ(stages_sharing_data_link(four_by_two, topo::Grid{1, 1, 1, 4, 2}, topo::default_order(), 4), 2);
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), topo::Grid{1, 1, 1, 2, 4}, topo::default_order(), 2), 4);
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), topo::Grid{1, 1, 1, 2, 4}, data_inside, 2), 1);
+  // A data group inside a node: no link.
+  EXPECT_EQ(stages_sharing_data_link(perlmutter(), topo::Grid{1, 1, 1, 2, 2}, topo::default_order(), 2), 1);
+}
+
+TEST(Bandwidth, FlowsShareALinkWhileTheyOverlap) {
+  auto ends = [](std::vector<double> start, std::vector<double> alone) {
+    std::vector<double> end(start.size(), -1.0);
+    shared_link_ends(start.data(), alone.data(), start.size(), end.data());
+    return end;
+  };
+  // The header's example: alone until 1 s, then at half rate: both end at 3 s.
+  auto e = ends({0.0, 1.0}, {2.0, 1.0});
+  EXPECT_DOUBLE_EQ(e[0], 3.0);
+  EXPECT_DOUBLE_EQ(e[1], 3.0);
+  // Together from the start (eq. 10's case): n flows of a each end at n a.
+  e = ends({0.0, 0.0, 0.0, 0.0}, {0.25, 0.25, 0.25, 0.25});
+  for (double x : e) EXPECT_DOUBLE_EQ(x, 1.0);
+  // Apart: each alone.
+  e = ends({0.0, 5.0}, {1.0, 2.0});
+  EXPECT_DOUBLE_EQ(e[0], 1.0);
+  EXPECT_DOUBLE_EQ(e[1], 7.0);
+  // Staggered like a pipeline's tails (the last stage first): 3 flows of 1 s starting
+  // 0.5 s apart, by hand:
+  //   0.0-0.5: {2}          flow 2 -> 0.5 left
+  //   0.5-1.0: {2, 1}       flow 2 -> 0.25, flow 1 -> 0.75
+  //   1.0-1.75: {2, 1, 0}   flow 2 ends at 1.75; flows 1, 0 -> 0.5, 0.75
+  //   1.75-2.75: {1, 0}     flow 1 ends at 2.75; flow 0 -> 0.25
+  //   2.75-3.0: {0}         flow 0 ends at 3.0
+  e = ends({1.0, 0.5, 0.0}, {1.0, 1.0, 1.0});
+  EXPECT_NEAR(e[2], 1.75, 1e-12);
+  EXPECT_NEAR(e[1], 2.75, 1e-12);
+  EXPECT_NEAR(e[0], 3.0, 1e-12);
+  // (The link is busy from 0 to 3 s: three flows of 1 s.) A flow of no work ends at its start, and does not slow the others.
+  e = ends({0.0, 0.5}, {1.0, 0.0});
+  EXPECT_DOUBLE_EQ(e[0], 1.0);
+  EXPECT_DOUBLE_EQ(e[1], 0.5);
 }
 
 TEST(Bandwidth, AStaggeredRingRunsBetweenAloneAndEveryRingAtOnce) {

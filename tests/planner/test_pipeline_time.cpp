@@ -94,6 +94,52 @@ TEST(PipelineTime, ASlowStageBoundsEveryScheduleAndNoneDeadlocks) {
             simulate_pipeline(st, 0.1, PipelineSchedule::GPipe, 3, 3).batch_s);
 }
 
+TEST(PipelineTime, StagesOnOneLinkShareItDuringTheirTails) {
+  // 2 stages, 1 micro-batch, forward 1, backward 2, gpipe: stage 1's backward ends at 4,
+  // stage 0's at 6. Each tail: 6 s of data transfers with both stages' rings on the
+  // link (eq. 10), 3 s alone, then 0.5 s of small collectives; optimizer 1 s.
+  //   stage 1: alone 4-6 (1 s left), shared from 6: ends at 8, tail to 8.5, end 9.5;
+  //   stage 0: shared 6-8 (1 s done), alone 8-10, tail to 10.5, end 11.5.
+  auto st = equal_stages(2, 1.0, 2.0);
+  for (auto& p : st) p.tail_link_s = 6.0, p.tail_s = 6.5, p.optimizer_s = 1.0, p.tail_link_stages = 2;
+  std::vector<std::vector<SimulatedInstruction>> trace;
+  PipelineScratch scratch;
+  const PipelineTime t = simulate_pipeline(st, 0.0, PipelineSchedule::GPipe, 1, 2, &trace, &scratch);
+  EXPECT_DOUBLE_EQ(t.batch_s, 11.5);
+  EXPECT_DOUBLE_EQ(scratch.tail_s(0), 4.5);
+  EXPECT_DOUBLE_EQ(scratch.tail_s(1), 4.5);
+  int seen = 0;
+  for (const auto& in : trace[0]) {
+    if (in.instruction.op == schedule::StepOp::ReduceGradients) {
+      EXPECT_DOUBLE_EQ(in.start_s, 6.0);
+      EXPECT_DOUBLE_EQ(in.end_s, 10.5);
+      ++seen;
+    } else if (in.instruction.op == schedule::StepOp::OptimizerStep) {
+      EXPECT_DOUBLE_EQ(in.start_s, 10.5);
+      EXPECT_DOUBLE_EQ(in.end_s, 11.5);
+      ++seen;
+    }
+  }
+  EXPECT_EQ(seen, 2);
+  // Each stage's rings on a link of their own (tail_link_stages 1): eq. 10's time, in full.
+  for (auto& p : st) p.tail_link_stages = 1;
+  EXPECT_DOUBLE_EQ(simulate_pipeline(st, 0.0, PipelineSchedule::GPipe, 1, 2).batch_s, 6.0 + 6.5 + 1.0);
+  // Tails that do not overlap: 4 s of link time, 2 s alone; stage 1's runs 4-6, stage
+  // 0's 6-8: each alone, half of eq. 10's time.
+  for (auto& p : st) p.tail_link_s = 4.0, p.tail_s = 4.0, p.tail_link_stages = 2;
+  EXPECT_DOUBLE_EQ(simulate_pipeline(st, 0.0, PipelineSchedule::GPipe, 1, 2).batch_s, 6.0 + 2.0 + 1.0);
+  // The same under every schedule: never longer than eq. 10's, never shorter than alone.
+  for (auto s : {PipelineSchedule::GPipe, PipelineSchedule::OneFOneB, PipelineSchedule::MessageDriven}) {
+    auto shared = equal_stages(4, 1.0, 2.0);
+    for (auto& p : shared) p.tail_link_s = p.tail_s = 3.0, p.tail_link_stages = 4;
+    auto own = shared;
+    for (auto& p : own) p.tail_link_stages = 1;
+    const double with = simulate_pipeline(shared, 0.1, s, 6, 4).batch_s, without = simulate_pipeline(own, 0.1, s, 6, 4).batch_s;
+    EXPECT_LT(with, without) << plan::pipeline_schedule_name(s);
+    EXPECT_GE(with, without - 3.0 + 3.0 / 4.0 - 1e-12) << plan::pipeline_schedule_name(s);
+  }
+}
+
 TEST(PipelineTime, ReusedWorkingMemoryGivesTheFreshResult) {
   // The planner keeps one PipelineScratch per thread across candidates of every size and
   // schedule: nothing of one simulation may leak into the next (clock, links, arrivals,

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <vector>
 
 namespace axonn::planner {
 
@@ -18,10 +19,11 @@ double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, Bandwidth
   return t.inter_node_bandwidth_bytes_per_s / static_cast<double>(std::min(gpn, ip));
 }
 
-int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order) {
+int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                                 int64_t members) {
   const topo::RankLayout layout(g, order);
   const int64_t ip = layout.inner_size(topo::Axis::Data), pipe_stride = layout.inner_size(topo::Axis::Pipe);
-  const int64_t gpn = t.gpus_per_node, p = g.sequence;
+  const int64_t gpn = t.gpus_per_node, p = members;
   const bool inside_node = ip * p <= gpn && gpn % (ip * p) == 0;
   if (p <= 1 || inside_node || g.ginter <= 1) return 1;
   // The rings on the link are those of min(gpn, ip) consecutive ranks of one data member;
@@ -38,6 +40,41 @@ double staggered_ring_s(double alone_s, double others, double rest_s) {
   // b > 0 (compute dominates) -b + sqrt(b^2 + 4ac) loses every digit as c grows.
   const double root = std::sqrt(b * b + 4.0 * a * c);
   return b > 0 ? 2.0 * a * c / (b + root) : (root - b) / 2.0;
+}
+
+void shared_link_ends(const double* start_s, const double* alone_s, size_t n, double* end_s) {
+  constexpr double kDone = -1;  // left[i] of a flow that has ended
+  std::vector<double> left(alone_s, alone_s + n);  // work left, in seconds of the link alone
+  std::vector<bool> started(n, false);
+  size_t ended = 0;
+  double t = std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < n; ++i) t = std::min(t, start_s[i]);
+  while (ended < n) {
+    for (size_t i = 0; i < n; ++i)  // flows starting now join; one of no work ends at once
+      if (!started[i] && start_s[i] <= t) {
+        started[i] = true;
+        if (left[i] <= 0) left[i] = kDone, end_s[i] = start_s[i], ++ended;
+      }
+    size_t active = 0;
+    double least = std::numeric_limits<double>::infinity(), next_start = least;
+    for (size_t i = 0; i < n; ++i) {
+      if (!started[i]) next_start = std::min(next_start, start_s[i]);
+      else if (left[i] != kDone) ++active, least = std::min(least, left[i]);
+    }
+    if (active == 0) {  // an idle link until the next flow starts
+      t = next_start;
+      continue;
+    }
+    const double share = static_cast<double>(active);
+    const bool an_end = least * share <= next_start - t;  // the next event: an end, or a start
+    const double moved = an_end ? least : (next_start - t) / share;
+    t = an_end ? t + least * share : next_start;
+    for (size_t i = 0; i < n; ++i) {
+      if (!started[i] || left[i] == kDone) continue;
+      if (an_end && left[i] <= least) left[i] = kDone, end_s[i] = t, ++ended;
+      else left[i] -= moved;
+    }
+  }
 }
 
 AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::Grid& g,

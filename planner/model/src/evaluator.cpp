@@ -188,7 +188,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   if (g.sequence > 1) {
     const int64_t ip = topo::RankLayout(g, order).inner_size(topo::Axis::Data);
     if (o.placement_aware) {
-      ring_stages = stages_sharing_data_link(t, g, order);
+      ring_stages = stages_sharing_data_link(t, g, order, g.sequence);
       ls.sequence_bw = group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle) * static_cast<double>(ring_stages);
     } else {
       ls.sequence_bw = axis_bandwidth(bw, topo::Axis::Data);
@@ -283,6 +283,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
                               ? o.checkpoint_interval
                               : schedule::axonn_checkpoint_interval(m.num_units / g.ginter, m.num_units);
   const int64_t limit = o.pipeline_limit > 0 ? o.pipeline_limit : g.ginter;
+  // The stages whose data all-reduces cross one node's link (docs/model.md section 10).
+  const int64_t data_link_stages =
+      o.placement_aware && !paper && g.gdata > 1 ? stages_sharing_data_link(t, g, order, g.gdata) : 1;
 
   MemorySettings ms;
   ms.microbatch_seqs = mb;
@@ -444,7 +447,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sp.last_backward_compute_s = lb.compute_s;
       const double mbs = static_cast<double>(e.microbatches);
       sp.sync_wait_s = mbs * f.sync_wait_s + (mbs - 1) * b.sync_wait_s + lb.sync_wait_s;
-      sp.tail_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s + sc.step_small_s[static_cast<size_t>(stage)];
+      sp.tail_link_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
+      sp.tail_s = sp.tail_link_s + sc.step_small_s[static_cast<size_t>(stage)];
+      sp.tail_link_stages = data_link_stages;
       sp.optimizer_s = stage_optimizer_s;
       if (o.optimizer.reduces_data_parallel()) {  // docs/model.md section 11
         // The stage's data all-reduce as section 3 costs it, one collective per layer;
@@ -487,12 +492,14 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
             sp.backward_s += backward;
             sp.last_backward_s += backward;
           } else {
+            sp.tail_link_s += 0.5 * allreduce * data_all_gather_slowdown(ls);
             sp.tail_s += 0.5 * (allreduce * data_all_gather_slowdown(ls) + per_call);
           }
         } else if (o.optimizer.zero > 0) {
           // Reduce-scatter, update, all-gather: the ring all-reduce's two halves, in turn.
+          sp.tail_link_s += 0.5 * allreduce * (1.0 + data_all_gather_slowdown(ls));
           sp.tail_s += 0.5 * allreduce * (1.0 + data_all_gather_slowdown(ls)) + per_call;
-        } else {
+        } else {  // the offloaded phase: its transfers keep eq. 10's count
           const int64_t k = o.optimizer.allreduce_coarsening;
           const auto chunks =
               k > 0 ? static_cast<int64_t>(std::ceil(local / static_cast<double>(k * o.optimizer.bucket_elements))) : 1;
@@ -519,6 +526,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       e.batch_s = pt.batch_s;
       e.compute_s = pt.compute_s;
       e.bubble_fraction = pt.bubble_fraction;
+      if (data_link_stages > 1) {  // the breakdown's stage: its data transfers as shared
+        const StagePasses& p = sc.stages[comm_stage];
+        const double saved = p.tail_s - sc.pipeline.tail_s(static_cast<int64_t>(comm_stage));
+        e.comm.ar_data = std::max(0.0, e.comm.ar_data - saved);
+        e.comm_s = e.comm.total();
+      }
     }
   }
   if (!paper) e.exposed_comm_s = e.batch_s - e.compute_s;

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "axonn/common/error.hpp"
+#include "axonn/planner/bandwidth.hpp"
 
 namespace axonn::planner {
 
@@ -21,6 +22,7 @@ struct Stage {
   double link_next = 0, link_prev = 0;  // its outgoing links are busy until then
   double compute = 0;
   double idle = 0;                // waiting for messages
+  double tail_start = 0, tail = 0;  // its data-parallel tail: start and duration
   int64_t backwards = 0;
 };
 
@@ -49,12 +51,14 @@ struct PipelineScratch::Impl {
   std::vector<Arrival> queue;  // message-driven: a min-heap
   std::vector<schedule::MessageDrivenStage> rules;
   std::vector<StepInstruction> todo;
+  std::vector<double> flow_start, flow_alone, flow_end;  // share_data_links
 };
 
 PipelineScratch::PipelineScratch() : impl_(std::make_unique<Impl>()) {}
 PipelineScratch::~PipelineScratch() = default;
 PipelineScratch::PipelineScratch(PipelineScratch&&) noexcept = default;
 PipelineScratch& PipelineScratch::operator=(PipelineScratch&&) noexcept = default;
+double PipelineScratch::tail_s(int64_t stage) const { return impl_->stages.at(static_cast<size_t>(stage)).tail; }
 
 namespace {
 
@@ -100,7 +104,11 @@ struct Runner {
         st.link_prev = std::max(st.t, st.link_prev) + link_s[static_cast<size_t>(s - 1)];
         gradient(s - 1, mb) = st.link_prev;
         break;
-      case StepOp::ReduceGradients: st.t += p.tail_s; break;
+      case StepOp::ReduceGradients:
+        st.tail_start = st.t;
+        st.tail = p.tail_s;
+        st.t += p.tail_s;
+        break;
       case StepOp::OptimizerStep:
         st.t += p.optimizer_s;
         st.compute += p.optimizer_s;
@@ -183,6 +191,44 @@ void run_message_driven(Runner& r, int64_t g, int64_t m, int64_t limit) {
   }
 }
 
+// The tails of the stages that share a node's link (StagePasses::tail_link_s): each
+// stage's transfers as a flow from its tail's start, shared with the other stages'
+// (shared_link_ends); its tail, and what follows it, end earlier by what the sharing
+// saves against eq. 10's every ring at once.
+void share_data_links(const std::vector<StagePasses>& passes, PipelineScratch::Impl& w,
+                      std::vector<std::vector<SimulatedInstruction>>* trace) {
+  const auto g = static_cast<int64_t>(passes.size());
+  for (int64_t first = 0; first < g;) {
+    const int64_t per_link = std::max<int64_t>(passes[static_cast<size_t>(first)].tail_link_stages, 1);
+    const int64_t end = std::min(g, first + per_link);
+    if (per_link > 1) {
+      const auto n = static_cast<size_t>(end - first);
+      w.flow_start.resize(n), w.flow_alone.resize(n), w.flow_end.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        const StagePasses& p = passes[static_cast<size_t>(first) + i];
+        w.flow_start[i] = w.stages[static_cast<size_t>(first) + i].tail_start;
+        w.flow_alone[i] = p.tail_link_s / static_cast<double>(per_link);
+      }
+      shared_link_ends(w.flow_start.data(), w.flow_alone.data(), n, w.flow_end.data());
+      for (size_t i = 0; i < n; ++i) {
+        const auto s = static_cast<size_t>(first) + i;
+        const StagePasses& p = passes[s];
+        Stage& st = w.stages[s];
+        const double tail = (w.flow_end[i] - st.tail_start) + (p.tail_s - p.tail_link_s);
+        const double saved = st.tail - tail;  // >= 0: at most per_link flows share
+        st.tail = tail;
+        st.t -= saved;
+        if (!trace) continue;
+        for (SimulatedInstruction& in : (*trace)[s]) {  // the tail and the optimizer step after it
+          if (in.instruction.op == StepOp::ReduceGradients) in.end_s -= saved;
+          else if (in.instruction.op == StepOp::OptimizerStep) in.start_s -= saved, in.end_s -= saved;
+        }
+      }
+    }
+    first = end;
+  }
+}
+
 }  // namespace
 
 PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, double p2p_s, plan::PipelineSchedule schedule,
@@ -207,6 +253,7 @@ PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, const std
   if (trace) trace->assign(static_cast<size_t>(g), {});
   if (g > 1 && schedule == plan::PipelineSchedule::MessageDriven) run_message_driven(r, g, microbatches, limit);
   else run_static(r, schedule, g, microbatches);
+  share_data_links(stages, w, trace);
   PipelineTime out;
   size_t worst = 0;
   for (size_t s = 0; s < w.stages.size(); ++s)
@@ -214,7 +261,7 @@ PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, const std
   const Stage& st = w.stages[worst];
   out.batch_s = st.t;
   out.compute_s = st.compute;
-  const double before_tail = st.t - stages[worst].tail_s - stages[worst].optimizer_s;
+  const double before_tail = st.t - st.tail - stages[worst].optimizer_s;
   out.bubble_fraction = before_tail > 0 ? st.idle / before_tail : 0.0;
   return out;
 }

@@ -49,16 +49,18 @@ AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo
 std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, const topo::Grid& g,
                                                      const topo::PlacementOrder& order, BandwidthRule rule);
 
-// The pipeline stages whose rings of the data axis's innermost members (the sequence
-// group's ring self-attention) share one node's link: eq. 10 puts min(gpn, ip) rings
-// on it, and where the pipeline axis is placed inside the data axis those belong to
-// `stages` different stages, min(gpn, ip) / stages of each. 1 where the group stays in
-// a node, or the pipeline axis is placed outside the data axis. (Placement-aware, the
-// straddle rule.)
+// The pipeline stages whose rings over the data axis's `members` innermost members (the
+// sequence group's ring self-attention: `g.sequence`; the data-parallel all-reduce:
+// `g.gdata`) share one node's link: eq. 10 puts min(gpn, ip) rings on it, and where the
+// pipeline axis is placed inside the data axis those belong to `stages` different
+// stages, min(gpn, ip) / stages of each, consecutive stages in blocks of `stages`. 1
+// where the group stays in a node, or the pipeline axis is placed outside the data
+// axis. (Placement-aware, the straddle rule.)
 // Example (4 nodes of 2, grid 1,1,1,4,2 with sequence 2, order x,y,z,pipe,data): the
 // ring joins data members 0 and 1, on nodes 0 and 1; each node holds stage 0 and
 // stage 1 of its data member: 2 rings share its link, one per stage: 2.
-int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order);
+int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                                 int64_t members);
 
 // The time of a ring's transfers on a link that rings of other pipeline stages also
 // cross (docs/model.md section 13), seconds. `alone_s`: their time with the link shared
@@ -76,6 +78,14 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
 // (1 + others) alone_s (rest_s = 0: with others = stages - 1, eq. 10's every ring at
 // once).
 double staggered_ring_s(double alone_s, double others, double rest_s);
+
+// Flows on one link that share it equally while they overlap (processor sharing;
+// docs/model.md section 10): flow i starts at start_s[i] and would take alone_s[i]
+// with the link to itself; with n flows on the link each moves at 1/n of that rate.
+// Writes each flow's end to end_s[i], seconds. A flow of no work ends at its start.
+// Example: flows (0 s, 2 s) and (1 s, 1 s): alone until 1 s, then halves: the second
+// ends at 3 s, the first with 0 s left at 3 s too: ends 3 s and 3 s.
+void shared_link_ends(const double* start_s, const double* alone_s, size_t n, double* end_s);
 
 // Bandwidth of one pipeline send across `boundary` (between stages boundary and
 // boundary + 1), bytes/s. With measured point-to-point bandwidths (calibrate):

@@ -9,7 +9,8 @@
 //  - message-driven: an event simulation of MessageDrivenStage, the rule the runtime
 //    runs: messages are handled in order of arrival, each stage one at a time.
 // A stage's step ends after its last backward, its data-parallel tail and its
-// optimizer step; the batch time is the latest stage's end.
+// optimizer step; the batch time is the latest stage's end. The stages whose data
+// rings cross one node's link share it during their tails (StagePasses::tail_link_s).
 //
 // Example (2 stages, 2 micro-batches, forward 1 s, backward 2 s, no p2p time, gpipe):
 //   F0 F1 on stage 0 at 0-2; stage 1: F0 1-2, F1 2-3, B0 3-5, B1 5-7; stage 0: B0 5-7,
@@ -30,6 +31,13 @@ struct StagePasses {
   double forward_s = 0, backward_s = 0, last_backward_s = 0;          // busy time of each pass
   double forward_compute_s = 0, backward_compute_s = 0, last_backward_compute_s = 0;
   double tail_s = 0;       // after the last backward: waiting for the data-parallel reductions
+  // Of tail_s: the data group's transfers, timed with every ring of eq. 10 on the node's
+  // link at once. Where tail_link_stages > 1, the link's rings belong to that many
+  // consecutive stages (stages s with the same s / tail_link_stages), which reach their
+  // tails at different times: the simulation shares the link among the tails that
+  // overlap (shared_link_ends), each taking tail_link_s / tail_link_stages alone.
+  double tail_link_s = 0;
+  int64_t tail_link_stages = 1;
   double optimizer_s = 0;
   double sync_wait_s = 0;  // per step: the collectives' waits for their group's last member
 };
@@ -54,6 +62,8 @@ class PipelineScratch {
   ~PipelineScratch();
   PipelineScratch(PipelineScratch&&) noexcept;
   PipelineScratch& operator=(PipelineScratch&&) noexcept;
+  // Stage s's data-parallel tail in the last simulation, seconds (the link shared).
+  double tail_s(int64_t stage) const;
   struct Impl;
   Impl& impl() { return *impl_; }
 
