@@ -124,6 +124,20 @@ TEST(Bandwidth, RingsOfOtherPipelineStagesOnTheLink) {
   EXPECT_EQ(stages_sharing_data_link(perlmutter(), topo::Grid{1, 1, 1, 2, 4}, data_inside, 2), 1);
   // A data group inside a node: no link.
   EXPECT_EQ(stages_sharing_data_link(perlmutter(), topo::Grid{1, 1, 1, 2, 2}, topo::default_order(), 2), 1);
+  // Nodes that do not hold blocks of stages keep eq. 10's count. 6 GPUs per node, grid
+  // 2,1,1,3,4 (stages of 2 ranks, 8 ranks from stage 0 to 3): node 0 holds stages 0-2
+  // of data member 0, node 1 stage 3 of it and stages 0-1 of the next.
+  topo::Topology six = perlmutter();
+  six.gpus_per_node = 6;
+  EXPECT_EQ(stages_sharing_data_link(six, topo::Grid{2, 1, 1, 3, 4}, topo::default_order(), 3), 1);
+  // On the same nodes, 3 stages of one rank: every node holds stages 0-2 twice.
+  EXPECT_EQ(stages_sharing_data_link(six, topo::Grid{1, 1, 1, 4, 3}, topo::default_order(), 4), 3);
+  // 3 stages on nodes of 2 (order x,pipe,y,data): node 1 holds stage 2 of one pipeline
+  // and stage 0 of the next.
+  const auto pipe_then_y = topo::parse_order("x,pipe,y,z,data", "test", "order");
+  EXPECT_EQ(stages_sharing_data_link(four_by_two, topo::Grid{1, 2, 1, 2, 3}, pipe_then_y, 2), 1);
+  // With 2 stages it tiles: each node holds stages 0 and 1 of one y coordinate.
+  EXPECT_EQ(stages_sharing_data_link(four_by_two, topo::Grid{1, 2, 1, 2, 2}, pipe_then_y, 2), 2);
 }
 
 TEST(Bandwidth, FlowsShareALinkWhileTheyOverlap) {

@@ -120,6 +120,40 @@ TEST(Evaluate, PlacementAgnosticUsesInterNodeBandwidthEverywhere) {
   EXPECT_DOUBLE_EQ(e.comm.ar_y, 2 * 0.75 * 4194304 / 10e9);
 }
 
+// Pipeline stages whose data all-reduces cross one node's link share it by how their
+// tails overlap (docs/model.md section 10). On nodes of 4, grid 1,1,1,2,4 puts the 4
+// stages of a data member on one node. The comparison: 1-GPU nodes with a quarter of
+// the link, where eq. 10 gives the data group the same bandwidth but each link carries
+// one stage's ring (and equal point-to-point rates, so the pipelines run alike).
+TEST(Evaluate, PipelineStagesOnOneNodeShareTheLinkByTheirTails) {
+  const auto m = model::model_from_json(nlohmann::json::parse(R"({"name": "four", "family": "explicit",
+      "seq_len": 256, "hidden": 1024, "layers": [
+      {"type": "block", "layers": [{"type": "linear", "k": 1024, "n": 4096}]},
+      {"type": "block", "layers": [{"type": "linear", "k": 1024, "n": 4096}]},
+      {"type": "block", "layers": [{"type": "linear", "k": 1024, "n": 4096}]},
+      {"type": "block", "layers": [{"type": "linear", "k": 1024, "n": 4096}]}]})"),
+                                        "four.json");
+  topo::Topology on_one = four_per_node(), apart = four_per_node();
+  apart.gpus_per_node = 1;
+  apart.num_nodes = 32;
+  apart.inter_node_bandwidth_bytes_per_s /= 4;
+  for (topo::Topology* t : {&on_one, &apart}) t->point_to_point = {10e9, 10e9};
+  const topo::Grid g{1, 1, 1, 2, 4};
+  for (int zero : {0, 1}) {
+    PlannerOptions o = options(8, 16);
+    o.overlap.bucketed_data_parallel_all_reduce = false;  // the whole all-reduce in the tail
+    o.optimizer.zero = zero;
+    const Evaluation shared = evaluate(m, on_one, g, o), alone = evaluate(m, apart, g, o);
+    ASSERT_TRUE(shared.feasible && alone.feasible) << shared.rejected_because << alone.rejected_because;
+    EXPECT_GT(alone.comm.ar_data, 0.0) << "ZeRO-" << zero;
+    // Less than eq. 10's time, more than alone (a quarter of it).
+    EXPECT_LT(shared.comm.ar_data, alone.comm.ar_data) << "ZeRO-" << zero;
+    EXPECT_GT(shared.comm.ar_data, alone.comm.ar_data / 4) << "ZeRO-" << zero;
+    EXPECT_LT(shared.batch_s, alone.batch_s) << "ZeRO-" << zero;
+    EXPECT_GE(shared.batch_s, alone.batch_s - 0.75 * alone.comm.ar_data) << "ZeRO-" << zero;
+  }
+}
+
 TEST(Evaluate, RejectsWithReasons) {
   auto m = model::load_model("gpt-20b");
   auto t = topo::load_topology("perlmutter");

@@ -8,6 +8,8 @@
 #include <numeric>
 #include <vector>
 
+#include "axonn/common/error.hpp"
+
 namespace axonn::planner {
 
 double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule) {
@@ -26,9 +28,15 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
   const int64_t gpn = t.gpus_per_node, p = members;
   const bool inside_node = ip * p <= gpn && gpn % (ip * p) == 0;
   if (p <= 1 || inside_node || g.ginter <= 1) return 1;
+  if (pipe_stride >= ip) return 1;  // the pipeline outside the data axis: one stage's rings
   // The rings on the link are those of min(gpn, ip) consecutive ranks of one data member;
-  // the pipeline coordinate steps every pipe_stride of them (none of them with the
-  // pipeline outside the data axis: pipe_stride >= ip).
+  // the pipeline coordinate steps every pipe_stride of them. The blocks of consecutive
+  // stages are a node's only where nodes hold whole stage groups and either whole
+  // pipelines or an equal share of one; elsewhere (e.g. 6 GPUs per node, stages of 2
+  // ranks, 4 stages: a node holds stages 3, 0 and 1) eq. 10's count stands.
+  const int64_t pipeline = pipe_stride * g.ginter;  // ranks from stage 0 to the last, once
+  const bool aligned = gpn % pipe_stride == 0 && (gpn >= pipeline ? gpn % pipeline == 0 : pipeline % gpn == 0);
+  if (!aligned) return 1;
   return std::clamp<int64_t>(std::min(gpn, ip) / pipe_stride, 1, g.ginter);
 }
 
@@ -43,6 +51,7 @@ double staggered_ring_s(double alone_s, double others, double rest_s) {
 }
 
 void shared_link_ends(const double* start_s, const double* alone_s, size_t n, double* end_s) {
+  for (size_t i = 0; i < n; ++i) AXONN_ASSERT(std::isfinite(start_s[i]) && !std::isnan(alone_s[i]));
   constexpr double kDone = -1;  // left[i] of a flow that has ended
   std::vector<double> left(alone_s, alone_s + n);  // work left, in seconds of the link alone
   std::vector<bool> started(n, false);

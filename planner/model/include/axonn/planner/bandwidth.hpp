@@ -54,8 +54,10 @@ std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, co
 // `g.gdata`) share one node's link: eq. 10 puts min(gpn, ip) rings on it, and where the
 // pipeline axis is placed inside the data axis those belong to `stages` different
 // stages, min(gpn, ip) / stages of each, consecutive stages in blocks of `stages`. 1
-// where the group stays in a node, or the pipeline axis is placed outside the data
-// axis. (Placement-aware, the straddle rule.)
+// where the group stays in a node, the pipeline axis is placed outside the data axis,
+// or the nodes do not hold such blocks (a node boundary inside a stage's ranks, or
+// nodes holding different mixes of stages: eq. 10's count then stands). (Placement-
+// aware, the straddle rule.)
 // Example (4 nodes of 2, grid 1,1,1,4,2 with sequence 2, order x,y,z,pipe,data): the
 // ring joins data members 0 and 1, on nodes 0 and 1; each node holds stage 0 and
 // stage 1 of its data member: 2 rings share its link, one per stage: 2.
