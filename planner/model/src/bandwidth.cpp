@@ -54,21 +54,19 @@ void shared_link_ends(const double* start_s, const double* alone_s, size_t n, do
   for (size_t i = 0; i < n; ++i) AXONN_ASSERT(std::isfinite(start_s[i]) && !std::isnan(alone_s[i]));
   constexpr double kDone = -1;  // left[i] of a flow that has ended
   std::vector<double> left(alone_s, alone_s + n);  // work left, in seconds of the link alone
-  std::vector<bool> started(n, false);
   size_t ended = 0;
   double t = std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < n; ++i) t = std::min(t, start_s[i]);
+  for (size_t i = 0; i < n; ++i) {
+    t = std::min(t, start_s[i]);
+    if (left[i] <= 0) left[i] = kDone, end_s[i] = start_s[i], ++ended;  // no work: ends at its start
+  }
   while (ended < n) {
-    for (size_t i = 0; i < n; ++i)  // flows starting now join; one of no work ends at once
-      if (!started[i] && start_s[i] <= t) {
-        started[i] = true;
-        if (left[i] <= 0) left[i] = kDone, end_s[i] = start_s[i], ++ended;
-      }
-    size_t active = 0;
+    size_t active = 0;  // on the link now: started by t, not ended
     double least = std::numeric_limits<double>::infinity(), next_start = least;
     for (size_t i = 0; i < n; ++i) {
-      if (!started[i]) next_start = std::min(next_start, start_s[i]);
-      else if (left[i] != kDone) ++active, least = std::min(least, left[i]);
+      if (left[i] == kDone) continue;
+      if (start_s[i] > t) next_start = std::min(next_start, start_s[i]);
+      else ++active, least = std::min(least, left[i]);
     }
     if (active == 0) {  // an idle link until the next flow starts
       t = next_start;
@@ -77,9 +75,10 @@ void shared_link_ends(const double* start_s, const double* alone_s, size_t n, do
     const double share = static_cast<double>(active);
     const bool an_end = least * share <= next_start - t;  // the next event: an end, or a start
     const double moved = an_end ? least : (next_start - t) / share;
+    const double now = t;
     t = an_end ? t + least * share : next_start;
     for (size_t i = 0; i < n; ++i) {
-      if (!started[i] || left[i] == kDone) continue;
+      if (left[i] == kDone || start_s[i] > now) continue;
       if (an_end && left[i] <= least) left[i] = kDone, end_s[i] = t, ++ended;
       else left[i] -= moved;
     }

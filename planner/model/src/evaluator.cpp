@@ -492,13 +492,15 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
             sp.backward_s += backward;
             sp.last_backward_s += backward;
           } else {
-            sp.tail_link_s += 0.5 * allreduce * data_all_gather_slowdown(ls);
-            sp.tail_s += 0.5 * (allreduce * data_all_gather_slowdown(ls) + per_call);
+            const double gather = allreduce * data_all_gather_slowdown(ls);
+            sp.tail_link_s += 0.5 * gather;
+            sp.tail_s += 0.5 * (gather + per_call);
           }
         } else if (o.optimizer.zero > 0) {
           // Reduce-scatter, update, all-gather: the ring all-reduce's two halves, in turn.
-          sp.tail_link_s += 0.5 * allreduce * (1.0 + data_all_gather_slowdown(ls));
-          sp.tail_s += 0.5 * allreduce * (1.0 + data_all_gather_slowdown(ls)) + per_call;
+          const double halves = 0.5 * allreduce * (1.0 + data_all_gather_slowdown(ls));
+          sp.tail_link_s += halves;
+          sp.tail_s += halves + per_call;
         } else {  // the offloaded phase: its transfers keep eq. 10's count
           const int64_t k = o.optimizer.allreduce_coarsening;
           const auto chunks =
