@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <exception>
 #include <cstdlib>
 #include <limits>
 #include <mutex>
@@ -16,6 +18,7 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/ring_collectives.hpp"
+#include "axonn/runtime/mpi_ring.hpp"
 
 namespace axonn::runtime {
 
@@ -171,29 +174,62 @@ void bury(std::vector<at::Tensor> buffers) {
   graveyard->push_back(std::move(buffers));
 }
 
-class MpiWork final : public Work {
+// What every operation's Work shares: the buffers it keeps alive until MPI is done with
+// them, and the watchdog that gives it up past the deadline, saying which group hangs.
+class WatchedWork : public Work {
+ protected:
+  WatchedWork(std::vector<at::Tensor> keep, const char* what, std::shared_ptr<const std::string> group)
+      : keep_(std::move(keep)), what_(what), group_(std::move(group)), issued_(std::chrono::steady_clock::now()) {}
+
+  static bool watched() { return g_timeout_ms.load(std::memory_order_relaxed) > 0; }
+  bool past_deadline() const {
+    const int64_t limit_ms = g_timeout_ms.load(std::memory_order_relaxed);
+    return limit_ms > 0 && std::chrono::steady_clock::now() - issued_ >= std::chrono::milliseconds(limit_ms);
+  }
+  // The buffers go to the graveyard (MPI may still write them).
+  void bury_buffers() { bury(std::move(keep_)); }
+  // Past the deadline, with the operation's requests already dropped: throws.
+  [[noreturn]] void give_up() {
+    bury_buffers();
+    const int64_t limit_ms = g_timeout_ms.load(std::memory_order_relaxed);
+    throw CommError("comm",
+                    fmt::format("{} on communicator {} did not complete within {:.1f} s of being issued", what_, *group_,
+                                static_cast<double>(limit_ms) / 1000.0),
+                    rank_and_host(),
+                    "every rank of the communicator to reach it: one of them hangs or died (axrun --collective-timeout)");
+  }
+
+ private:
+  std::vector<at::Tensor> keep_;
+  const char* what_;
+  std::shared_ptr<const std::string> group_;  // "data (world ranks 0, 2)"
+  std::chrono::steady_clock::time_point issued_;
+};
+
+// One MPI request.
+class MpiWork final : public WatchedWork {
  public:
   MpiWork(std::initializer_list<at::Tensor> keep, const char* what, std::shared_ptr<const std::string> group)
-      : keep_(keep), what_(what), group_(std::move(group)), issued_(std::chrono::steady_clock::now()) {}
+      : WatchedWork(keep, what, std::move(group)) {}
   ~MpiWork() override {
     // A request must complete before its buffers go away; with the watchdog on, only
     // until its deadline (another operation's error is unwinding the stack, and the job
     // is about to end).
     if (request_ == MPI_REQUEST_NULL) return;
-    if (g_timeout_ms.load(std::memory_order_relaxed) == 0) {
+    if (!watched()) {
       MPI_Wait(&request_, MPI_STATUS_IGNORE);
       return;
     }
     int done = 0;
     while (!done && MPI_Test(&request_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS)
       if (!done && past_deadline()) {
-        bury(std::move(keep_));
+        bury_buffers();
         return;
       }
   }
   void wait() override {
     if (request_ == MPI_REQUEST_NULL) return;
-    if (g_timeout_ms.load(std::memory_order_relaxed) == 0) {
+    if (!watched()) {
       AXONN_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
       return;
     }
@@ -206,42 +242,106 @@ class MpiWork final : public Work {
     if (request_ == MPI_REQUEST_NULL) return true;
     int done = 0;
     AXONN_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
-    if (!done) check_deadline();
+    if (!done && past_deadline()) {
+      request_ = MPI_REQUEST_NULL;
+      give_up();
+    }
     return done != 0;
   }
   MPI_Request* request() { return &request_; }
-  // Counts and displacements a nonblocking call reads until it completes
-  // (MPI_Ireduce_scatter's, MPI_Iallgatherv's).
-  const Chunks& keep(Chunks chunks) {
-    chunks_ = std::move(chunks);
-    return chunks_;
+
+ private:
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+class RingWork;
+
+// The rings in flight, which the progress thread advances (MpiProgressThread).
+struct RingRegistry {
+  std::mutex mutex;
+  std::vector<RingWork*> works;
+};
+RingRegistry& ring_registry() {
+  static auto* r = new RingRegistry();  // never destroyed: the progress thread may outlive statics
+  return *r;
+}
+
+// A ring all-gather or reduce-scatter (mpi_ring.hpp): advanced by whoever tests or waits
+// for it, and by the progress thread between those calls.
+class RingWork final : public WatchedWork {
+ public:
+  RingWork(std::initializer_list<at::Tensor> keep, const char* what, std::shared_ptr<const std::string> group,
+           MpiRing::Kind kind, const at::Tensor& in, const at::Tensor& out, std::vector<int> counts, MPI_Op op,
+           MPI_Comm comm, int tag)
+      : WatchedWork(keep, what, std::move(group)),
+        ring_(std::make_unique<MpiRing>(kind, in.data_ptr(), out.data_ptr(), std::move(counts), mpi_type(in), op, comm,
+                                        tag)) {
+    if (ring_->done()) return;
+    std::lock_guard<std::mutex> lock(ring_registry().mutex);
+    ring_registry().works.push_back(this);
+  }
+  ~RingWork() override {
+    {
+      std::lock_guard<std::mutex> lock(ring_registry().mutex);
+      auto& w = ring_registry().works;
+      w.erase(std::remove(w.begin(), w.end(), this), w.end());
+    }
+    if (!ring_ || ring_->done() || error_) return;
+    // As MpiWork's: complete before the buffers go, or give up at the deadline.
+    try {
+      while (!ring_->advance()) {
+        if (past_deadline()) {
+          abandon_ring();
+          bury_buffers();
+          return;
+        }
+        std::this_thread::yield();
+      }
+    } catch (const std::exception&) {  // an MPI failure while unwinding: the job is ending
+    }
+  }
+  void wait() override {
+    while (!test()) std::this_thread::yield();  // yields, as MPI_Wait does on an oversubscribed node
+  }
+  bool test() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    if (!ring_ || ring_->advance()) return true;
+    if (past_deadline()) {
+      abandon_ring();
+      give_up();
+    }
+    return false;
+  }
+  // The progress thread's turn: skipped while an owner is testing it.
+  void progress() {
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock || error_ || !ring_) return;
+    try {
+      ring_->advance();
+    } catch (...) {
+      error_ = std::current_exception();  // rethrown by the owner's next test()
+    }
   }
 
  private:
-  // The watchdog: past the timeout, give the operation up and say which group hangs.
-  bool past_deadline() const {
-    const int64_t limit_ms = g_timeout_ms.load(std::memory_order_relaxed);
-    return limit_ms > 0 && std::chrono::steady_clock::now() - issued_ >= std::chrono::milliseconds(limit_ms);
-  }
-  void check_deadline() {
-    if (!past_deadline()) return;
-    const int64_t limit_ms = g_timeout_ms.load(std::memory_order_relaxed);
-    bury(std::move(keep_));
-    request_ = MPI_REQUEST_NULL;
-    throw CommError("comm",
-                    fmt::format("{} on communicator {} did not complete within {:.1f} s of being issued", what_, *group_,
-                                static_cast<double>(limit_ms) / 1000.0),
-                    rank_and_host(),
-                    "every rank of the communicator to reach it: one of them hangs or died (axrun --collective-timeout)");
+  // Its posted messages are forgotten and the ring with its buffers leaked on purpose:
+  // MPI may still write them, and the job is about to end.
+  void abandon_ring() {
+    ring_->abandon();
+    static_cast<void>(ring_.release());
   }
 
-  std::vector<at::Tensor> keep_;
-  Chunks chunks_;
-  const char* what_;
-  std::shared_ptr<const std::string> group_;  // "data (world ranks 0, 2)"
-  std::chrono::steady_clock::time_point issued_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::mutex mutex_;
+  std::unique_ptr<MpiRing> ring_;
+  std::exception_ptr error_;
 };
+
+void progress_rings() {
+  RingRegistry& r = ring_registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (RingWork* w : r.works) w->progress();
+}
 
 }  // namespace
 
@@ -254,6 +354,7 @@ MpiProgressThread::MpiProgressThread(std::chrono::microseconds interval) {
     while (!stop_.load(std::memory_order_relaxed)) {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE);  // runs MPI's progress engine
+      progress_rings();  // and posts the next step of each ring whose step has completed
       std::this_thread::sleep_for(interval);
     }
   });
@@ -276,6 +377,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::string name)
   AXONN_CHECK(MPI_Comm_rank(comm_, &rank_));
   AXONN_CHECK(MPI_Comm_size(comm_, &size_));
   AXONN_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  AXONN_CHECK(MPI_Comm_dup(comm_, &ring_comm_));  // the rings' messages apart from send/recv's
   // Its members' world ranks, for the watchdog's message.
   MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
   AXONN_CHECK(MPI_Comm_group(comm_, &mine));
@@ -291,7 +393,16 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned, std::string name)
 MpiCommunicator::~MpiCommunicator() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (owned_ && comm_ != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm_);
+  if (finalized) return;
+  if (ring_comm_ != MPI_COMM_NULL) MPI_Comm_free(&ring_comm_);
+  if (owned_ && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+int MpiCommunicator::next_ring_tag() {
+  // Every member issues its collectives in the same order, so the n-th ring has tag n
+  // everywhere; rings in flight at once (far fewer than this) never share one.
+  constexpr uint32_t kTags = 32768;  // MPI_TAG_UB is at least 32767
+  return static_cast<int>(ring_rounds_.fetch_add(1, std::memory_order_relaxed) % kTags);
 }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
@@ -310,46 +421,42 @@ WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "all_gather input");
   require_contiguous_cpu(out, "all_gather output");
   AXONN_ASSERT(out.numel() == in.numel() * size_);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather", described_);
-  const bool in_place = in.data_ptr() == static_cast<char*>(out.data_ptr()) + rank_ * in.nbytes();
-  AXONN_CHECK(MPI_Iallgather(in_place ? MPI_IN_PLACE : in.data_ptr(), static_cast<int>(in.numel()), mpi_type(in), out.data_ptr(),
-                                 static_cast<int>(in.numel()), mpi_type(out), comm_, w->request()));
-  return w;
+  std::vector<int> counts(static_cast<size_t>(size_), static_cast<int>(in.numel()));
+  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather", described_,
+                                    MpiRing::Kind::AllGather, in, out, std::move(counts), MPI_OP_NULL, ring_comm_,
+                                    next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "reduce_scatter input");
   require_contiguous_cpu(out, "reduce_scatter output");
   AXONN_ASSERT(in.numel() == out.numel() * size_);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter", described_);
-  AXONN_CHECK(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()),
-                                            mpi_type(in), mpi_op(ReduceOp::Sum, in), comm_, w->request()));
-  return w;
+  std::vector<int> counts(static_cast<size_t>(size_), static_cast<int>(out.numel()));
+  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter", described_,
+                                    MpiRing::Kind::ReduceScatter, in, out, std::move(counts),
+                                    mpi_op(ReduceOp::Sum, in), ring_comm_, next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
   require_contiguous_cpu(in, "reduce_scatter_v input");
   require_contiguous_cpu(out, "reduce_scatter_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && out.numel() == counts[static_cast<size_t>(rank_)]);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v", described_);
-  const Chunks& c = w->keep(mpi_chunks(counts));
+  Chunks c = mpi_chunks(counts);
   AXONN_ASSERT(in.numel() == c.total);
-  AXONN_CHECK(MPI_Ireduce_scatter(in.data_ptr(), out.data_ptr(), c.counts.data(), mpi_type(in), mpi_op(ReduceOp::Sum, in),
-                                  comm_, w->request()));
-  return w;
+  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v", described_,
+                                    MpiRing::Kind::ReduceScatter, in, out, std::move(c.counts),
+                                    mpi_op(ReduceOp::Sum, in), ring_comm_, next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
   require_contiguous_cpu(in, "all_gather_v input");
   require_contiguous_cpu(out, "all_gather_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && in.numel() == counts[static_cast<size_t>(rank_)]);
-  auto w = std::make_unique<MpiWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v", described_);
-  const Chunks& c = w->keep(mpi_chunks(counts));
+  Chunks c = mpi_chunks(counts);
   AXONN_ASSERT(out.numel() == c.total);
-  AXONN_CHECK(MPI_Iallgatherv(in.numel() > 0 ? in.data_ptr() : nullptr, static_cast<int>(in.numel()), mpi_type(in),
-                              out.data_ptr(), c.counts.data(), c.displacements.data(), mpi_type(out), comm_,
-                              w->request()));
-  return w;
+  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v", described_,
+                                    MpiRing::Kind::AllGather, in, out, std::move(c.counts), MPI_OP_NULL, ring_comm_,
+                                    next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::broadcast(at::Tensor t, int root) {

@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <thread>
 #include <torch/torch.h>
 
 #include "axonn/common/error.hpp"
@@ -244,6 +245,64 @@ TEST(Comm, CollectivesAreExact) {
   EXPECT_TRUE(got.equal(at::full({4}, static_cast<float>((r + p - 1) % p))));
   auto half = w.split(r % 2, r, "half");
   EXPECT_EQ(half->size(), (p + 1 - r % 2) / 2);
+}
+
+// The backend's all-gathers and reduce-scatters are rings of its own (mpi_ring.hpp):
+// large, uneven and in-place ones equal MPI's own collectives (the all-gather exactly,
+// the reduce-scatter to float rounding: its order of summation is the ring's); rings
+// in flight together on one communicator complete in any order (their messages keep
+// apart by tag); and the progress thread carries a ring through all its steps while
+// its owner computes, so that one test() afterwards finds it complete.
+TEST(Comm, RingCollectivesEqualMpisAndProgressOnTheirOwn) {
+  runtime::MpiCommunicator& w = *g_world;
+  const int p = w.size(), r = w.rank();
+  torch::manual_seed(11);  // the same values on every rank
+  std::vector<int64_t> counts;
+  for (int i = 0; i < p; ++i) counts.push_back(20011 + 977 * ((i * 5) % 3));
+  int64_t total = 0, before = 0;
+  for (int i = 0; i < p; ++i) (i < r ? before : total) += counts[static_cast<size_t>(i)];
+  total += before;
+  const at::Tensor all = at::randn({p, total});
+  const at::Tensor reference = all.to(at::kDouble).sum(0).to(at::kFloat);
+  // Reduce-scatter, uneven, and all-gather of the result back: two rings in flight,
+  // waited for in the opposite order, beside a third (even) all-gather.
+  at::Tensor mine = at::empty({counts[static_cast<size_t>(r)]});
+  auto rs = w.reduce_scatter_v(all[r].clone(), counts, mine);
+  at::Tensor block = at::arange(7, at::kFloat) + 7 * r, blocks = at::empty({7 * p});
+  auto ag = w.all_gather(block, blocks);
+  ag->wait();
+  rs->wait();
+  EXPECT_LT(relative_error(mine, reference.narrow(0, before, mine.numel())), 1e-6);
+  EXPECT_TRUE(blocks.equal(at::arange(7 * p, at::kFloat)));
+  at::Tensor gathered = at::empty({total}), expected = at::empty({total});
+  w.all_gather_v(mine, counts, gathered)->wait();
+  std::vector<int> ints(counts.begin(), counts.end()), displacements;
+  for (int i = 0, d = 0; i < p; d += ints[static_cast<size_t>(i)], ++i) displacements.push_back(d);
+  MPI_Allgatherv(mine.data_ptr(), ints[static_cast<size_t>(r)], MPI_FLOAT, expected.data_ptr(), ints.data(),
+                 displacements.data(), MPI_FLOAT, w.handle());
+  EXPECT_TRUE(gathered.equal(expected));
+  // In place: this member's chunk of the output is the input.
+  at::Tensor in_place = at::full({3 * p}, -1.0f);
+  in_place.narrow(0, 3 * r, 3).fill_(static_cast<float>(r));
+  w.all_gather(in_place.narrow(0, 3 * r, 3), in_place)->wait();
+  EXPECT_TRUE(in_place.equal(at::arange(p, at::kFloat).repeat_interleave(3)));
+  // Even reduce-scatter against MPI's blocking one on integers (exact in any order).
+  at::Tensor ints_in = at::randint(-50, 50, {p * 4099}).to(at::kFloat) * (r + 1);
+  at::Tensor ring_out = at::empty({4099}), mpi_out = at::empty({4099});
+  w.reduce_scatter(ints_in, ring_out)->wait();
+  MPI_Reduce_scatter_block(ints_in.data_ptr(), mpi_out.data_ptr(), 4099, MPI_FLOAT, MPI_SUM, w.handle());
+  EXPECT_TRUE(ring_out.equal(mpi_out));
+  // The progress thread: issued, left alone while this rank "computes", then one test().
+  runtime::MpiProgressThread progress(std::chrono::microseconds(50));
+  if (progress.active() && p >= 3) {
+    at::Tensor out = at::empty({counts[static_cast<size_t>(r)]});
+    auto h = w.reduce_scatter_v(all[r].clone(), counts, out);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_TRUE(h->test()) << "the ring did not complete while its owner slept";
+    h->wait();
+    EXPECT_LT(relative_error(out, reference.narrow(0, before, out.numel())), 1e-6);
+  }
+  w.barrier();
 }
 
 // bf16 has no MPI type: the backend's own 2-byte type and operators. Small integers

@@ -1,10 +1,12 @@
-// bench_collective_algorithms: the runtime's non-blocking MPI collectives against the
-// blocking ring ones that `axplan calibrate` fits the link rate on (docs/validation.md,
-// "The non-blocking all-gather"). Open MPI runs MPI_Iallgather and MPI_Ireduce_scatter in
-// coll/libnbc, which has no ring for either; across nodes they move more bytes over a
-// node's link. For every group shape (ip, p) with ip * p = the world (all groups at
-// once, as eq. 10 assumes), it prints the median time of each (slowest member), the
-// ratio to the ring, and the planner's slowdown for a linear all-gather, m (p-m)/(p-1).
+// bench_collective_algorithms: Open MPI's non-blocking collectives and the runtime's
+// own rings against the blocking ring ones that `axplan calibrate` fits the link rate
+// on (docs/validation.md, "The non-blocking all-gather"). Open MPI runs MPI_Iallgather
+// and MPI_Ireduce_scatter in coll/libnbc, which has no ring for either; across nodes
+// they move more bytes over a node's link. The runtime's MPI backend therefore runs
+// its all-gathers and reduce-scatters as rings of its own (runtime/mpi_ring.hpp), and
+// its all-reduce as libnbc's ring. For every group shape (ip, p) with ip * p = the
+// world (all groups at once, as eq. 10 assumes), it prints the median time of each
+// (slowest member) and the ratios to the blocking ring.
 //
 //   tools/emulated_cluster.sh --nodes 2 --gpus-per-node 4 --rate 200mbit --
 //       build/tools/bench_collective_algorithms --gpus-per-node 4 --mib 4   (one line)
@@ -19,11 +21,20 @@
 #include "axonn/common/ring_collectives.hpp"
 #include "axonn/planner/bandwidth.hpp"
 #include "axonn/planner/collectives.hpp"
+#include "axonn/runtime/mpi_ring.hpp"
 
 namespace {
 
-enum class Op { RingAllGather, NonblockingAllGather, RingReduceScatter, NonblockingReduceScatter, RingAllReduce,
-                NonblockingAllReduce };
+enum class Op { RingAllGather, NonblockingAllGather, RuntimeAllGather, RingReduceScatter, NonblockingReduceScatter,
+                RuntimeReduceScatter, RingAllReduce, NonblockingAllReduce };
+
+// The runtime's ring on `g`, run to completion.
+void run_ring(axonn::runtime::MpiRing::Kind kind, const void* in, void* out, int count, int p, MPI_Comm g) {
+  axonn::runtime::MpiRing ring(kind, in, out, std::vector<int>(static_cast<size_t>(p), count), MPI_FLOAT, MPI_SUM, g,
+                               0);
+  while (!ring.advance()) {
+  }
+}
 
 // One call of `op` on `g`, seconds (the slowest member's).
 double run_once(Op op, MPI_Comm g, std::vector<float>& full, std::vector<float>& chunk, int count, int p) {
@@ -37,6 +48,12 @@ double run_once(Op op, MPI_Comm g, std::vector<float>& full, std::vector<float>&
       break;
     case Op::NonblockingAllGather:
       MPI_Iallgather(chunk.data(), count, MPI_FLOAT, full.data(), count, MPI_FLOAT, g, &q);
+      break;
+    case Op::RuntimeAllGather:
+      run_ring(axonn::runtime::MpiRing::Kind::AllGather, chunk.data(), full.data(), count, p, g);
+      break;
+    case Op::RuntimeReduceScatter:
+      run_ring(axonn::runtime::MpiRing::Kind::ReduceScatter, full.data(), chunk.data(), count, p, g);
       break;
     case Op::RingReduceScatter:
       MPI_Reduce_scatter(full.data(), chunk.data(), counts.data(), MPI_FLOAT, MPI_SUM, g);
@@ -60,7 +77,7 @@ double run_once(Op op, MPI_Comm g, std::vector<float>& full, std::vector<float>&
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The runtime's non-blocking MPI collectives against the blocking rings"};
+  CLI::App app{"Open MPI's non-blocking collectives and the runtime's rings against the blocking rings"};
   int64_t gpn = 0;
   double mib = 4;
   int repeats = 5;
@@ -81,8 +98,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (rank == 0)
-    fmt::print("{} ranks, {} per node, {} MiB, median of {}\n| ip | p | members per node | collective | ring (s) | "
-               "non-blocking (s) | ratio | planner's slowdown |\n|---|---|---|---|---|---|---|---|\n",
+    fmt::print("{} ranks, {} per node, {} MiB, median of {}\n| ip | p | members per node | collective | blocking ring (s) | "
+               "libnbc (s) | ratio | its linear all-gather's model | runtime (s) | ratio |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n",
                world, gpn, mib, repeats);
   for (int p = 2; p <= world; ++p) {
     if (world % p != 0) continue;
@@ -100,26 +118,26 @@ int main(int argc, char** argv) {
                                                        axonn::planner::BandwidthRule::Straddle)[static_cast<int>(axonn::topo::Axis::Y)];
     const struct {
       const char* name;
-      Op ring, nonblocking;
+      Op ring, nonblocking, runtime;  // the runtime's all-reduce is libnbc's ring
       double slowdown;
     } rows[] = {
-        {"all-gather", Op::RingAllGather, Op::NonblockingAllGather,
+        {"all-gather", Op::RingAllGather, Op::NonblockingAllGather, Op::RuntimeAllGather,
          axonn::planner::all_gather_slowdown(axonn::topo::AllGatherAlgorithm::Linear, p, m)},
-        {"reduce-scatter", Op::RingReduceScatter, Op::NonblockingReduceScatter, 1.0},
-        {"all-reduce", Op::RingAllReduce, Op::NonblockingAllReduce, 1.0},
+        {"reduce-scatter", Op::RingReduceScatter, Op::NonblockingReduceScatter, Op::RuntimeReduceScatter, 1.0},
+        {"all-reduce", Op::RingAllReduce, Op::NonblockingAllReduce, Op::NonblockingAllReduce, 1.0},
     };
     for (const auto& row : rows) {
-      std::vector<double> ring, nonblocking;
-      run_once(row.ring, g, full, chunk, count, p);  // warm-up
-      run_once(row.nonblocking, g, full, chunk, count, p);
-      for (int r = 0; r < repeats; ++r) {
+      std::vector<double> ring, nonblocking, runtime;
+      for (Op op : {row.ring, row.nonblocking, row.runtime}) run_once(op, g, full, chunk, count, p);  // warm-up
+      for (int r = 0; r < repeats; ++r) {  // taking turns, so that drift reaches all three alike
         ring.push_back(run_once(row.ring, g, full, chunk, count, p));
         nonblocking.push_back(run_once(row.nonblocking, g, full, chunk, count, p));
+        runtime.push_back(run_once(row.runtime, g, full, chunk, count, p));
       }
-      const double a = axonn::median(ring), b = axonn::median(nonblocking);
+      const double a = axonn::median(ring), b = axonn::median(nonblocking), c = axonn::median(runtime);
       if (rank == 0)
-        fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} |\n", ip, p, m, row.name, a, b, b / a,
-                   row.slowdown);
+        fmt::print("| {} | {} | {} | {} | {:.3f} | {:.3f} | {:.2f} | {:.2f} | {:.3f} | {:.2f} |\n", ip, p, m, row.name,
+                   a, b, b / a, row.slowdown, c, c / a);
     }
     MPI_Comm_free(&g);
   }

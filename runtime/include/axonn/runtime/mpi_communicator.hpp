@@ -6,6 +6,9 @@
 //   auto world = axonn::runtime::MpiCommunicator::world();
 //   auto half = world->split(world->rank() % 2, world->rank(), "half");
 //
+// all_gather(_v) and reduce_scatter(_v) run as rings of point-to-point messages
+// (mpi_ring.hpp); the other collectives are MPI's non-blocking ones.
+//
 // Failures throw axonn::Error "[comm] MPI_Iallreduce failed: <reason>: rank 3 on host n1".
 // A process that cannot continue calls abort_job(), which ends every rank
 // (MPI_Abort) instead of leaving the others waiting in a collective.
@@ -15,6 +18,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,8 +51,10 @@ class MpiEnvironment {
 // Drives MPI progress from a background thread: Open MPI advances non-blocking
 // collectives only inside MPI calls, so without it a collective issued before a long
 // computation mostly runs in the wait() after it. The thread calls MPI_Iprobe on a
-// private communicator every `interval` (needs MPI_THREAD_MULTIPLE; otherwise it
-// does nothing and active() is false). Stops and joins on destruction.
+// private communicator every `interval`, and posts the next step of every ring
+// collective whose step has completed (needs MPI_THREAD_MULTIPLE; otherwise it does
+// nothing and active() is false, and rings move on only when tested or waited for).
+// Stops and joins on destruction.
 class MpiProgressThread {
  public:
   explicit MpiProgressThread(std::chrono::microseconds interval);
@@ -71,10 +77,10 @@ void set_completion_timeout(std::chrono::milliseconds timeout);
 
 class MpiCommunicator final : public Communicator {
  public:
-  // The algorithm of all_gather (MPI_Iallgather): Open MPI 4.1's coll/libnbc has no ring
-  // (linear by default, or recursive doubling; topo::AllGatherAlgorithm), and
-  // prefer_ring_collectives cannot ask for one. calibrate writes it into the topology.
-  static constexpr topo::AllGatherAlgorithm kAllGatherAlgorithm = topo::AllGatherAlgorithm::Linear;
+  // The algorithm of all_gather: a ring of point-to-point messages (mpi_ring.hpp), as
+  // all_gather_v, reduce_scatter and reduce_scatter_v, since Open MPI 4.1's non-blocking
+  // ones (coll/libnbc) have no ring. calibrate writes it into the topology.
+  static constexpr topo::AllGatherAlgorithm kAllGatherAlgorithm = topo::AllGatherAlgorithm::Ring;
 
   // Wraps `comm`; frees it on destruction when `owned`.
   MpiCommunicator(MPI_Comm comm, bool owned, std::string name);
@@ -107,6 +113,10 @@ class MpiCommunicator final : public Communicator {
   int rank_ = 0, size_ = 1;
   std::string name_;
   std::shared_ptr<const std::string> described_;  // "data (world ranks 0, 2)", for the watchdog
+  // The rings' own communicator (a duplicate of comm_) and the count of rings issued.
+  MPI_Comm ring_comm_ = MPI_COMM_NULL;
+  std::atomic<uint32_t> ring_rounds_{0};
+  int next_ring_tag();
 };
 
 }  // namespace axonn::runtime

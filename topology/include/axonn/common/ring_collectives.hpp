@@ -19,10 +19,9 @@ inline void prefer_ring_collectives() {
   setenv("OMPI_MCA_coll_tuned_allreduce_algorithm", "4", 0);
   setenv("OMPI_MCA_coll_tuned_allgather_algorithm", "4", 0);
   setenv("OMPI_MCA_coll_tuned_reduce_scatter_algorithm", "3", 0);
-  // non-blocking (coll/libnbc): 1 = ring all-reduce. Its all-gather has no ring: its
-  // linear and recursive-doubling ones move the same bytes per rank but more over a
-  // node's link (the model's "nonblocking_collectives", docs/model.md section 1); its
-  // reduce-scatter has no choice at all.
+  // non-blocking (coll/libnbc): 1 = ring all-reduce. Its all-gather has no ring (linear
+  // or recursive doubling) and its reduce-scatter no choice (a binomial reduce, then a
+  // scatter), so the runtime runs both as rings of its own (runtime/mpi_ring.hpp).
   setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
 }
 
