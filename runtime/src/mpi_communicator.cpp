@@ -181,7 +181,6 @@ class WatchedWork : public Work {
   WatchedWork(std::vector<at::Tensor> keep, const char* what, std::shared_ptr<const std::string> group)
       : keep_(std::move(keep)), what_(what), group_(std::move(group)), issued_(std::chrono::steady_clock::now()) {}
 
-  static bool watched() { return g_timeout_ms.load(std::memory_order_relaxed) > 0; }
   bool past_deadline() const {
     const int64_t limit_ms = g_timeout_ms.load(std::memory_order_relaxed);
     return limit_ms > 0 && std::chrono::steady_clock::now() - issued_ >= std::chrono::milliseconds(limit_ms);
@@ -206,6 +205,22 @@ class WatchedWork : public Work {
   std::chrono::steady_clock::time_point issued_;
 };
 
+// Posts the next step of every ring in flight whose step has completed (RingWork);
+// `wait_for_registry` false: skipped when another thread is at it.
+void progress_rings(bool wait_for_registry);
+
+// How a rank waits: a test loop that also moves this rank's rings in flight on, since a
+// ring moves only when advanced and a peer may be waiting for this rank's next step of
+// one while this rank waits for something else. Yields when idle, as MPI_Wait does on
+// an oversubscribed node, rather than take the cores the other ranks compute on.
+template <class Done>
+void wait_moving_rings(Done&& done) {
+  while (!done()) {
+    progress_rings(false);
+    std::this_thread::yield();
+  }
+}
+
 // One MPI request.
 class MpiWork final : public WatchedWork {
  public:
@@ -216,27 +231,16 @@ class MpiWork final : public WatchedWork {
     // until its deadline (another operation's error is unwinding the stack, and the job
     // is about to end).
     if (request_ == MPI_REQUEST_NULL) return;
-    if (!watched()) {
-      MPI_Wait(&request_, MPI_STATUS_IGNORE);
-      return;
-    }
-    int done = 0;
-    while (!done && MPI_Test(&request_, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS)
-      if (!done && past_deadline()) {
-        bury_buffers();
-        return;
-      }
+    wait_moving_rings([&] {
+      int done = 0;
+      if (MPI_Test(&request_, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || done) return true;
+      if (!past_deadline()) return false;
+      bury_buffers();
+      return true;
+    });
   }
   void wait() override {
-    if (request_ == MPI_REQUEST_NULL) return;
-    if (!watched()) {
-      AXONN_CHECK(MPI_Wait(&request_, MPI_STATUS_IGNORE));
-      return;
-    }
-    // MPI_Wait polls too, yielding when idle on an oversubscribed node; so does this
-    // loop, or it would take the cores the other ranks compute on. test() throws past
-    // the deadline.
-    while (!test()) std::this_thread::yield();
+    wait_moving_rings([&] { return test(); });  // test() throws past the deadline
   }
   bool test() override {
     if (request_ == MPI_REQUEST_NULL) return true;
@@ -286,22 +290,22 @@ class RingWork final : public WatchedWork {
       auto& w = ring_registry().works;
       w.erase(std::remove(w.begin(), w.end(), this), w.end());
     }
-    if (!ring_ || ring_->done() || error_) return;
-    // As MpiWork's: complete before the buffers go, or give up at the deadline.
-    try {
-      while (!ring_->advance()) {
-        if (past_deadline()) {
-          abandon_ring();
-          bury_buffers();
-          return;
-        }
-        std::this_thread::yield();
+    if (!ring_ || ring_->done()) return;
+    // As MpiWork's: complete before the buffers go, or give up at the deadline, or on
+    // an MPI failure (another error is unwinding the stack; the job is ending).
+    bool failed = error_ != nullptr;
+    if (!failed) try {
+        wait_moving_rings([&] { return ring_->advance() || past_deadline(); });
+      } catch (const std::exception&) {
+        failed = true;
       }
-    } catch (const std::exception&) {  // an MPI failure while unwinding: the job is ending
+    if (failed || !ring_->done()) {
+      abandon_ring();
+      bury_buffers();
     }
   }
   void wait() override {
-    while (!test()) std::this_thread::yield();  // yields, as MPI_Wait does on an oversubscribed node
+    wait_moving_rings([&] { return test(); });  // test() throws past the deadline
   }
   bool test() override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -337,9 +341,11 @@ class RingWork final : public WatchedWork {
   std::exception_ptr error_;
 };
 
-void progress_rings() {
+void progress_rings(bool wait_for_registry) {
   RingRegistry& r = ring_registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
+  std::unique_lock<std::mutex> lock(r.mutex, std::defer_lock);
+  if (wait_for_registry) lock.lock();
+  else if (!lock.try_lock()) return;
   for (RingWork* w : r.works) w->progress();
 }
 
@@ -354,7 +360,7 @@ MpiProgressThread::MpiProgressThread(std::chrono::microseconds interval) {
     while (!stop_.load(std::memory_order_relaxed)) {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE);  // runs MPI's progress engine
-      progress_rings();  // and posts the next step of each ring whose step has completed
+      progress_rings(true);  // and posts the next step of each ring whose step has completed
       std::this_thread::sleep_for(interval);
     }
   });
@@ -420,7 +426,7 @@ WorkHandle MpiCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
 WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "all_gather input");
   require_contiguous_cpu(out, "all_gather output");
-  AXONN_ASSERT(out.numel() == in.numel() * size_);
+  AXONN_ASSERT(out.numel() == in.numel() * size_ && in.scalar_type() == out.scalar_type());
   std::vector<int> counts(static_cast<size_t>(size_), static_cast<int>(in.numel()));
   return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather", described_,
                                     MpiRing::Kind::AllGather, in, out, std::move(counts), MPI_OP_NULL, ring_comm_,
@@ -430,7 +436,7 @@ WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
 WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "reduce_scatter input");
   require_contiguous_cpu(out, "reduce_scatter output");
-  AXONN_ASSERT(in.numel() == out.numel() * size_);
+  AXONN_ASSERT(in.numel() == out.numel() * size_ && in.scalar_type() == out.scalar_type());
   std::vector<int> counts(static_cast<size_t>(size_), static_cast<int>(out.numel()));
   return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter", described_,
                                     MpiRing::Kind::ReduceScatter, in, out, std::move(counts),
@@ -442,7 +448,7 @@ WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<in
   require_contiguous_cpu(out, "reduce_scatter_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && out.numel() == counts[static_cast<size_t>(rank_)]);
   Chunks c = mpi_chunks(counts);
-  AXONN_ASSERT(in.numel() == c.total);
+  AXONN_ASSERT(in.numel() == c.total && in.scalar_type() == out.scalar_type());
   return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v", described_,
                                     MpiRing::Kind::ReduceScatter, in, out, std::move(c.counts),
                                     mpi_op(ReduceOp::Sum, in), ring_comm_, next_ring_tag());
@@ -453,7 +459,7 @@ WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_
   require_contiguous_cpu(out, "all_gather_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && in.numel() == counts[static_cast<size_t>(rank_)]);
   Chunks c = mpi_chunks(counts);
-  AXONN_ASSERT(out.numel() == c.total);
+  AXONN_ASSERT(out.numel() == c.total && in.scalar_type() == out.scalar_type());
   return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v", described_,
                                     MpiRing::Kind::AllGather, in, out, std::move(c.counts), MPI_OP_NULL, ring_comm_,
                                     next_ring_tag());

@@ -297,11 +297,35 @@ TEST(Comm, RingCollectivesEqualMpisAndProgressOnTheirOwn) {
   if (progress.active() && p >= 3) {
     at::Tensor out = at::empty({counts[static_cast<size_t>(r)]});
     auto h = w.reduce_scatter_v(all[r].clone(), counts, out);
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
     EXPECT_TRUE(h->test()) << "the ring did not complete while its owner slept";
     h->wait();
     EXPECT_LT(relative_error(out, reference.narrow(0, before, out.numel())), 1e-6);
   }
+  w.barrier();
+}
+
+// A ring moves only when advanced, so every wait of the backend advances the rank's
+// rings in flight: rank 0 waits for a message that rank 1 sends only once their ring
+// has completed, and the ring needs rank 0's steps. Without that, both would wait
+// until the watchdog (set here to 30 s) failed them. Two members have a one-step ring,
+// posted when issued, so it needs three.
+TEST(Comm, AWaitMovesTheRanksRingsOn) {
+  runtime::MpiCommunicator& w = *g_world;
+  const int p = w.size(), r = w.rank();
+  if (p < 3) GTEST_SKIP() << "a ring of " << p << " member(s) has no second step";
+  runtime::set_completion_timeout(std::chrono::seconds(30));
+  at::Tensor in = at::ones({p * 1000}), out = at::empty({1000});
+  auto ring = w.reduce_scatter(in, out);
+  if (r == 0) {
+    at::Tensor got = at::zeros({1});
+    w.recv(got, 1, 21)->wait();
+    EXPECT_EQ(got.item<float>(), 1.0f);
+  }
+  ring->wait();
+  if (r == 1) w.send(at::ones({1}), 0, 21)->wait();
+  EXPECT_TRUE(out.equal(at::full({1000}, static_cast<float>(p))));
+  runtime::set_completion_timeout(std::chrono::milliseconds(0));
   w.barrier();
 }
 

@@ -12,8 +12,8 @@
 // p-1 steps of one chunk each (chunk i has counts[i] elements, laid out in order):
 //   all-gather      step s: send chunk r-s, receive chunk r-s-1 into the output.
 //   reduce-scatter  step s: send the partial sum of chunk r-s-1 (step 0: this
-//                   member's own chunk), receive the left's partial sum of chunk
-//                   r-s-2 and add this member's chunk to it (MPI_Reduce_local). After
+//                   member's own contribution to it), receive the left's partial sum
+//                   of chunk r-s-2 and add this member's to it (MPI_Reduce_local). After
 //                   step p-2 the sum of chunk r is complete: each element's sum runs
 //                   from member i+1 round to member i, the same order on every run.
 // Each step's messages carry the ring's tag; concurrent rings on one communicator need
@@ -21,8 +21,9 @@
 //
 // Non-blocking: advance() posts the next step whenever the current one has completed,
 // and returns true once the last has. Between calls nothing but the posted messages
-// moves, so whoever waits for a ring must call advance() (the MPI backend's Work does,
-// and so does its progress thread). Not thread-safe: one caller at a time.
+// moves, so every member must keep advancing its rings while it waits for anything
+// (the MPI backend's waits do, and so does its progress thread). Not thread-safe: one
+// caller at a time.
 //
 // Example (4 members, 2 floats each):
 //   MpiRing ring(MpiRing::Kind::AllGather, mine, all, {2, 2, 2, 2}, MPI_FLOAT, MPI_SUM, comm, 17);
