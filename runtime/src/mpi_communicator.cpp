@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <exception>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 #include <mutex>
 #include <thread>
@@ -136,10 +136,9 @@ MPI_Op mpi_op(ReduceOp op, const at::Tensor& t) {
   return op == ReduceOp::Sum ? MPI_SUM : MPI_MAX;
 }
 
-// Uneven chunks in MPI's terms: int counts and displacements (each chunk after the
-// previous one) and their total, elements.
+// Uneven chunks in MPI's terms: int counts and their total, elements.
 struct Chunks {
-  std::vector<int> counts, displacements;
+  std::vector<int> counts;
   int64_t total = 0;
 };
 Chunks mpi_chunks(const std::vector<int64_t>& counts) {
@@ -147,7 +146,6 @@ Chunks mpi_chunks(const std::vector<int64_t>& counts) {
   for (int64_t n : counts) {
     AXONN_ASSERT(n >= 0 && c.total + n <= std::numeric_limits<int>::max());
     c.counts.push_back(static_cast<int>(n));
-    c.displacements.push_back(static_cast<int>(c.total));
     c.total += n;
   }
   return c;
@@ -260,6 +258,14 @@ class MpiWork final : public WatchedWork {
 
 class RingWork;
 
+// A ring over `comm`, its first step posted; `in` and `out` of one element type.
+std::unique_ptr<MpiRing> start_ring(MpiRing::Kind kind, const at::Tensor& in, const at::Tensor& out,
+                                    std::vector<int> counts, MPI_Comm comm, int tag) {
+  AXONN_ASSERT(in.scalar_type() == out.scalar_type());
+  const MPI_Op op = kind == MpiRing::Kind::ReduceScatter ? mpi_op(ReduceOp::Sum, in) : MPI_OP_NULL;
+  return std::make_unique<MpiRing>(kind, in.data_ptr(), out.data_ptr(), std::move(counts), mpi_type(in), op, comm, tag);
+}
+
 // The rings in flight, which the progress thread advances (MpiProgressThread).
 struct RingRegistry {
   std::mutex mutex;
@@ -274,12 +280,11 @@ RingRegistry& ring_registry() {
 // for it, and by the progress thread between those calls.
 class RingWork final : public WatchedWork {
  public:
-  RingWork(std::initializer_list<at::Tensor> keep, const char* what, std::shared_ptr<const std::string> group,
-           MpiRing::Kind kind, const at::Tensor& in, const at::Tensor& out, std::vector<int> counts, MPI_Op op,
-           MPI_Comm comm, int tag)
-      : WatchedWork(keep, what, std::move(group)),
-        ring_(std::make_unique<MpiRing>(kind, in.data_ptr(), out.data_ptr(), std::move(counts), mpi_type(in), op, comm,
-                                        tag)) {
+  // An all-gather of `in` into `out`, or a reduce-scatter (sum) of `in` into `out`.
+  RingWork(MpiRing::Kind kind, const char* what, std::shared_ptr<const std::string> group, const at::Tensor& in,
+           const at::Tensor& out, std::vector<int> counts, MPI_Comm comm, int tag)
+      : WatchedWork({in, out}, what, std::move(group)),
+        ring_(start_ring(kind, in, out, std::move(counts), comm, tag)) {
     if (ring_->done()) return;
     std::lock_guard<std::mutex> lock(ring_registry().mutex);
     ring_registry().works.push_back(this);
@@ -426,21 +431,19 @@ WorkHandle MpiCommunicator::all_reduce(at::Tensor t, ReduceOp op) {
 WorkHandle MpiCommunicator::all_gather(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "all_gather input");
   require_contiguous_cpu(out, "all_gather output");
-  AXONN_ASSERT(out.numel() == in.numel() * size_ && in.scalar_type() == out.scalar_type());
-  std::vector<int> counts(static_cast<size_t>(size_), static_cast<int>(in.numel()));
-  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather", described_,
-                                    MpiRing::Kind::AllGather, in, out, std::move(counts), MPI_OP_NULL, ring_comm_,
-                                    next_ring_tag());
+  AXONN_ASSERT(out.numel() == in.numel() * size_);
+  return std::make_unique<RingWork>(MpiRing::Kind::AllGather, "all_gather", described_, in, out,
+                                    std::vector<int>(static_cast<size_t>(size_), static_cast<int>(in.numel())),
+                                    ring_comm_, next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::reduce_scatter(at::Tensor in, at::Tensor out) {
   require_contiguous_cpu(in, "reduce_scatter input");
   require_contiguous_cpu(out, "reduce_scatter output");
-  AXONN_ASSERT(in.numel() == out.numel() * size_ && in.scalar_type() == out.scalar_type());
-  std::vector<int> counts(static_cast<size_t>(size_), static_cast<int>(out.numel()));
-  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter", described_,
-                                    MpiRing::Kind::ReduceScatter, in, out, std::move(counts),
-                                    mpi_op(ReduceOp::Sum, in), ring_comm_, next_ring_tag());
+  AXONN_ASSERT(in.numel() == out.numel() * size_);
+  return std::make_unique<RingWork>(MpiRing::Kind::ReduceScatter, "reduce_scatter", described_, in, out,
+                                    std::vector<int>(static_cast<size_t>(size_), static_cast<int>(out.numel())),
+                                    ring_comm_, next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
@@ -448,10 +451,9 @@ WorkHandle MpiCommunicator::reduce_scatter_v(at::Tensor in, const std::vector<in
   require_contiguous_cpu(out, "reduce_scatter_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && out.numel() == counts[static_cast<size_t>(rank_)]);
   Chunks c = mpi_chunks(counts);
-  AXONN_ASSERT(in.numel() == c.total && in.scalar_type() == out.scalar_type());
-  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "reduce_scatter_v", described_,
-                                    MpiRing::Kind::ReduceScatter, in, out, std::move(c.counts),
-                                    mpi_op(ReduceOp::Sum, in), ring_comm_, next_ring_tag());
+  AXONN_ASSERT(in.numel() == c.total);
+  return std::make_unique<RingWork>(MpiRing::Kind::ReduceScatter, "reduce_scatter_v", described_, in, out,
+                                    std::move(c.counts), ring_comm_, next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_t>& counts, at::Tensor out) {
@@ -459,10 +461,9 @@ WorkHandle MpiCommunicator::all_gather_v(at::Tensor in, const std::vector<int64_
   require_contiguous_cpu(out, "all_gather_v output");
   AXONN_ASSERT(static_cast<int>(counts.size()) == size_ && in.numel() == counts[static_cast<size_t>(rank_)]);
   Chunks c = mpi_chunks(counts);
-  AXONN_ASSERT(out.numel() == c.total && in.scalar_type() == out.scalar_type());
-  return std::make_unique<RingWork>(std::initializer_list<at::Tensor>{in, out}, "all_gather_v", described_,
-                                    MpiRing::Kind::AllGather, in, out, std::move(c.counts), MPI_OP_NULL, ring_comm_,
-                                    next_ring_tag());
+  AXONN_ASSERT(out.numel() == c.total);
+  return std::make_unique<RingWork>(MpiRing::Kind::AllGather, "all_gather_v", described_, in, out,
+                                    std::move(c.counts), ring_comm_, next_ring_tag());
 }
 
 WorkHandle MpiCommunicator::broadcast(at::Tensor t, int root) {
