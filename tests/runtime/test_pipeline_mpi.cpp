@@ -159,7 +159,7 @@ TEST(Pipeline, TwentyTrainingStepsFollowTheSerialLossCurve) {
   PipeCase c;
   SerialRun ref(c.cfg, c.seqs, 25, 26);
   // Each grid under one schedule, taking them in turn, so every schedule trains, and
-  // every grid (on 8 ranks every other one: runs_curve) (EveryScheduleOnEveryGridMatchesSerial
+  // every grid (on 8 ranks every third one: runs_curve) (EveryScheduleOnEveryGridMatchesSerial
   // checks every pair's gradients).
   size_t turn = 0;
   for (const auto& [g, mb] : pipeline_grids(c)) {
