@@ -298,8 +298,9 @@ peak_matches() {
 peak_within_5() { peak_matches "$1" "[+-]([0-4]\.[0-9]|5\.0)" "within 5%"; }
 # Where the measured peak depends on timing: never more than 5% above the prediction
 # (the planner's budget must hold), the prediction at most 12% above it. ZeRO-3's peak
-# on 4 ranks measured 39.8 MiB (prediction 40.5) in every run alone, and 36.8 MiB in one
-# of four runs beside two busy processes and in one clean-clone CI run (2026-11-26);
+# on 4 ranks measured 39.8 MiB (prediction 40.5) in 5 runs alone, and 36.8 MiB in one of
+# four runs beside two busy processes, in one clean-clone CI run and in one run of this
+# script alone (2026-11-26);
 # which buffer's lifetime moves with the timing is not yet found (docs/runtime.md).
 peak_bounded() {
   peak_matches "$1" "-([0-4]\.[0-9]|5\.0)|\+([0-9]|1[01])\.[0-9]|\+12\.0" \
@@ -360,9 +361,10 @@ peak_within_5 "L2L's peak (the last unit's visit) is predicted"
 # The same both ways for the ZeRO stages, gpt-bench on NP data-parallel ranks:
 # budget_both_ways MIB NP WITHOUT WITH REJECTION: under a GPU of MIB MiB the planner
 # rejects ZeRO stage WITHOUT (saying REJECTION) and fits stage WITH; axrun with
-# --device-memory MIB runs out with the first and trains with the second.
+# --device-memory MIB runs out with the first and trains with the second; PEAK_CHECK
+# (default peak_within_5) compares its peak with the plan's.
 budget_both_ways() {
-  local mib=$1 np=$2 without=$3 with=$4 rejection=$5 name_without="ZeRO-$3"
+  local mib=$1 np=$2 without=$3 with=$4 rejection=$5 name_without="ZeRO-$3" peak_check=${6:-peak_within_5}
   [ "$without" = 0 ] && name_without="plain data parallelism"
   sed "s/\"gpu_memory_bytes\": [0-9]*/\"gpu_memory_bytes\": $((mib * 1048576))/" \
     "$(dirname "$0")/../../topology/clusters/perlmutter.json" >"$T/gpu$mib.json"
@@ -375,11 +377,11 @@ budget_both_ways() {
     "${MPIRUN[@]}" -np "$np" "$AXRUN" --plan "$T/with$mib.json" --zero "$without" --steps 2 --device-memory "${mib}MiB"
   check "ZeRO-$with trains in a $mib MiB budget" 0 "step +2/2" -- \
     "${MPIRUN[@]}" -np "$np" "$AXRUN" --plan "$T/with$mib.json" --steps 2 --device-memory "${mib}MiB" --log-every 1
-  peak_bounded "ZeRO-$with's peak on $np ranks is predicted"
+  "$peak_check" "ZeRO-$with's peak on $np ranks is predicted"
 }
 budget_both_ways 90 2 0 1 "94.0 MiB > 90.0 MiB"
 budget_both_ways 53 4 1 2 "55.5 MiB > 53.0 MiB"
-budget_both_ways 45 4 2 3 "49.5 MiB > 45.0 MiB"
+budget_both_ways 45 4 2 3 "49.5 MiB > 45.0 MiB" peak_bounded
 check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \
   --measure "$T/m_fail.json"

@@ -39,7 +39,7 @@ inline bool full_matrix() {
 inline bool runs_variant(size_t grid_index, size_t variant_index, size_t share = 2) {
   return full_matrix() || g_world->size() < 8 || (grid_index + variant_index) % share == 0;
 }
-// The 20-step loss curves (Gpt, Pipeline, ThreeD, Sequence) likewise: on 8 ranks every
+// The 20-step loss curves (Gpt, Pipeline, ThreeD) likewise: on 8 ranks every
 // third grid of the world trains its 20 steps unless AXONN_TEST_FULL=1; every grid is
 // still checked against serial (loss, outputs, every gradient) by the one-step tests.
 // Prints the grids left to the full run.

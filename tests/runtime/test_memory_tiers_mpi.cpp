@@ -4,9 +4,10 @@
 //  - the offloaded bucketed optimizer (AxoNN 2022 section V) gives bitwise the losses
 //    and parameters of LibTorch's Adam on the device, for several bucket sizes and
 //    all-reduce coarsening factors (overlapped, not overlapped, with clipping), on every
-//    grid of the world, pipelines included (on 8 ranks each variant on every third grid
-//    unless AXONN_TEST_FULL=1: runs_variant), where the all-reduces add the same numbers
-//    in the same order (at most two ranks per reduction group); elsewhere within 1e-6
+//    grid of the world, pipelines included (on 8 ranks each variant on every third
+//    grid, some variants on no pipeline there, unless AXONN_TEST_FULL=1: runs_variant),
+//    where the all-reduces add the same numbers in the same order (at most two ranks
+//    per reduction group); elsewhere within 1e-6
 //    for the losses and 1e-4 for the parameters (MPI may add three or more ranks' values
 //    in another order for another message size);
 //  - the device tier holds the Adam moments without offload and only the working set
