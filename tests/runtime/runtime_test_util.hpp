@@ -43,8 +43,9 @@ inline bool runs_variant(size_t grid_index, size_t variant_index, size_t share =
 // third grid of the world trains its 20 steps unless AXONN_TEST_FULL=1; every grid is
 // still checked against serial (loss, outputs, every gradient) by the one-step tests.
 // Prints the grids left to the full run.
+inline constexpr size_t kCurveShare = 3;
 inline bool runs_curve(size_t grid_index, const std::string& grid) {
-  if (runs_variant(grid_index, 0, 3)) return true;
+  if (runs_variant(grid_index, 0, kCurveShare)) return true;
   if (g_world->rank() == 0) std::cout << "[ curve    ] " << grid << ": every third grid on 8 ranks (ctest -L full)\n";
   return false;
 }

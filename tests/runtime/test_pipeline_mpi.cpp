@@ -164,7 +164,7 @@ TEST(Pipeline, TwentyTrainingStepsFollowTheSerialLossCurve) {
   // so that the grids runs_curve keeps on 8 ranks (turns 0, 3, 6, ...) still take all three.
   size_t turn = 0;
   for (const auto& [g, mb] : pipeline_grids(c)) {
-    const plan::Plan p = pipeline_plan(c, g, mb, kSchedules[(turn + turn / 3) % kSchedules.size()]);
+    const plan::Plan p = pipeline_plan(c, g, mb, kSchedules[(turn + turn / kCurveShare) % kSchedules.size()]);
     if (!runs_curve(turn++, describe(p))) continue;
     ProcessGrid pg(*g_world, g, p.placement_order);
     gpt::GptStage run(p, pg, c.cfg, ref.initial.named_parameters(), nullptr, SerialRun::options());
