@@ -1,6 +1,7 @@
 // The 2d mode's cost model (docs/model.md section 15): its grids, the collectives of a
 // layer in SUMMA's layout, the pass order of the schedule IR (the input's all-gather
-// before the compute), compute and memory, divisibility, and --tensor-mode 2d / all.
+// before the compute), compute and memory, divisibility, and --tensor-mode 2d / all; the
+// broadcast form's memory (summa_broadcast_peak_bytes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "axonn/planner/layer_comm.hpp"
 #include "axonn/planner/memory_model.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/planner/summa_broadcast_memory.hpp"
 #include "axonn/schedule/pass.hpp"
 #include "axonn/schedule/schedule.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -178,4 +180,41 @@ TEST(TwoDModel, RanksAloneOrWithEveryMode) {
   if (it != axonn.feasible.end()) {
     EXPECT_NE(it->batch_s, two.feasible.front().batch_s);
   }
+}
+
+// The header's example, moment by moment: the second layer's backward is the peak on 1,2,2;
+// on 1,2,2,2 (2.5d, depth 2) the blocks' rows halve, the weights stay, and the first
+// layer's backward (with the second's gradient) becomes the peak.
+TEST(TwoDModel, BroadcastFormPeakIsTheLargestMomentOverTheWeights) {
+  model::ModelDescription m;
+  m.name = "two-linear";
+  m.layers = {linear(1024, 4096, false), linear(4096, 1024, true)};
+  const double mib = 1024.0 * 1024.0;
+  // Weights 4 + 4; layer 2's backward: inputs 0.5 + 2, dY 0.5, 3 x 2 (X-sized), 3 x 4 (W-sized).
+  EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), 29 * mib);
+  // 2.5d, layer 1's backward: input 0.25, layer 2's dW 4, dY 1, 3 x 0.25, 3 x 4 (layer 2's
+  // backward holds 16.5: 0.25 + 1, 0.25, 3 x 1, 3 x 4).
+  EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(2, 2, 1), 512, 4.0), (8 + 0.25 + 4 + 1 + 0.75 + 12) * mib);
+  // Activations dominating (4096 tokens of 512 -> 2048 -> 512): still layer 2's backward,
+  // 2 + (2 + 8) + 2 + 3 x 8 + 3 x 1.
+  m.layers = {linear(512, 2048, false), linear(2048, 512, true)};
+  EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 4096, 4.0), 41 * mib);
+  // One layer: its forward (input 2, output 8, one received X 2 and W 1) is below its
+  // backward (input 2, dY 8, 3 x 2, 3 x 1).
+  m.layers = {linear(512, 2048, false)};
+  EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 4096, 4.0), (1 + 2 + 8 + 6 + 3) * mib);
+}
+
+TEST(TwoDModel, BroadcastFormRefusesOtherGridsAndLayers) {
+  model::ModelDescription m;
+  m.name = "two-linear";
+  m.layers = {linear(1024, 4096, false)};
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, topo::Grid{1, 2, 2, 1, 1}, 512, 4.0), InputError);  // not the 2d layout
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 2), 512, 4.0), InputError);            // a pipeline
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 511, 4.0), InputError);            // rows of unequal blocks
+  m.layers = {linear(1024, 4095, false)};
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), InputError);  // n not split by q
+  m.layers[0].kind = model::LayerKind::Attention;
+  m.layers[0].n = 4096;
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), InputError);
 }
