@@ -17,6 +17,10 @@
 //     allocated in step 1), beside the planner's MemoryBreakdown::total_bytes() for the
 //     plan, which predicts exactly that;
 //   - the model state measured (the live bytes between steps) beside the planner's.
+// Then, on the 2d and 2.5d grids, SUMMA in its broadcast form (runtime::summa_linear: q
+// steps of row and column broadcasts, the paper's algorithm; the GPT's 2d layers run the
+// collective form above): the fwd+bwd peak of the same two layers as q x q blocks, beside
+// planner::summa_broadcast_peak_bytes (docs/model.md section 15, "The broadcast form").
 // The loss is the sum of the outputs over the global token count (any fixed scalar
 // would do: only the memory is measured; the operators' exactness is tested elsewhere).
 // fp32, every overlap switch off except the weights' all-gather prefetch (the planner's
@@ -31,11 +35,13 @@
 #include "axonn/common/units.hpp"
 #include "axonn/plan/layout_rules.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/planner/summa_broadcast_memory.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/parallel_model.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/stage_engine.hpp"
+#include "axonn/runtime/summa.hpp"
 #include "axonn/runtime/tensor_ops.hpp"
 #include "axonn/runtime/trainer.hpp"
 #include "axonn/schedule/schedule.hpp"
@@ -115,6 +121,39 @@ class TwoLinear : public runtime::ParallelModel {
   std::vector<int64_t> index_;
 };
 
+// SUMMA's broadcast form on the plan's 2d-layout grid 1,q,q,d: rank (z, y) of depth layer
+// `data` holds block (z, y) of fc1's and fc2's weights and of its depth layer's input rows
+// (tokens / d of them); one forward and backward, the loss the outputs' sum over the
+// tokens. The most live bytes of any rank during it.
+double broadcast_fwd_bwd_peak(runtime::MpiCommunicator& world, const plan::Plan& p, const at::Tensor& w1,
+                              const at::Tensor& w2, int64_t tokens) {
+  runtime::ProcessGrid pg(world, p.grid, p.placement_order);
+  const int64_t q = p.grid.gy, z = pg.coord(topo::Axis::Z), y = pg.coord(topo::Axis::Y);
+  if (pg.y().rank() != y || pg.z().rank() != z)
+    throw InternalError("measure_two_linear", "the Y and Z groups' ranks are not the Y and Z coordinates",
+                        "broadcast_fwd_bwd_peak", "SUMMA's row ordered by Y, its column by Z");
+  auto block = [&](const at::Tensor& full) {
+    const int64_t k = full.size(0) / q, n = full.size(1) / q;
+    return full.narrow(0, z * k, k).narrow(1, y * n, n).contiguous().set_requires_grad(true);
+  };
+  const at::Tensor w1_block = block(w1), w2_block = block(w2);
+  const int64_t rows = tokens / (p.grid.gdata * q), width = w1.size(0) / q;
+  const int64_t row0 = (pg.coord(topo::Axis::Data) * q + z) * rows, col0 = y * width;
+  runtime::DeviceMemory::empty_cache();
+  runtime::DeviceMemory::reset_peak();
+  {
+    // The input block: any values will do (only the memory is measured; Summa.* tests the values).
+    const at::Tensor x = at::outer(at::arange(row0, row0 + rows, at::kFloat), at::arange(col0 + 1, col0 + width + 1, at::kFloat))
+                             .mul_(1e-6)
+                             .sin_();
+    const at::Tensor loss =
+        runtime::summa_linear(pg.y(), pg.z(), runtime::summa_linear(pg.y(), pg.z(), x, w1_block), w2_block).sum() /
+        static_cast<double>(tokens);
+    loss.backward();
+  }
+  return tools::max_over_ranks(world, static_cast<double>(runtime::DeviceMemory::peak_bytes()));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -174,6 +213,7 @@ int main(int argc, char** argv) {
                  hidden, ffn, ffn, hidden, rows, rows / seq_len, seq_len, n);
     double fwd_bwd_1d = 0;
     std::vector<std::string> off;  // modes predicted past --max-error
+    std::vector<std::pair<std::string, plan::Plan>> summa_plans;  // the 2d-layout ones, for the broadcast form
     for (const tools::ModeGrid& m : modes) {
       const planner::Evaluation e = planner::evaluate(desc, topology, m.grid, po);
       if (!e.feasible) {
@@ -181,6 +221,7 @@ int main(int argc, char** argv) {
         continue;
       }
       const plan::Plan p = planner::make_plan(desc, topology, po, e, 1, 1);
+      if (p.grid.summa()) summa_plans.emplace_back(m.name, p);
       double fwd_bwd = 0, step = 0, state = 0;
       {
         runtime::ProcessGrid pg(world, p.grid, p.placement_order);
@@ -205,6 +246,19 @@ int main(int argc, char** argv) {
                    m.grid.to_string(), fwd_bwd / kBytesPerMiB, fwd_bwd / fwd_bwd_1d, step / kBytesPerMiB,
                    e.memory.total_bytes() / kBytesPerMiB, e.memory.total_bytes() / step, state / kBytesPerMiB,
                    e.memory.model_state_bytes / kBytesPerMiB);
+    }
+    if (world.rank() == 0 && !summa_plans.empty())
+      fmt::print("\nSUMMA's broadcast form (runtime::summa_linear) on the same grids:\n\n"
+                 "| mode | grid | fwd+bwd peak | vs 1d | predicted | predicted / measured |\n|---|---|---|---|---|---|\n");
+    for (const auto& [name, p] : summa_plans) {
+      const double measured = broadcast_fwd_bwd_peak(world, p, w1, w2, rows);
+      const double predicted = planner::summa_broadcast_peak_bytes(desc, p.grid, rows, 4.0);  // fp32
+      const std::string mode = name + " broadcast";
+      if (max_error > 0 && std::abs(predicted / measured - 1) > max_error)
+        off.push_back(fmt::format("{} ({:.3f})", mode, predicted / measured));
+      if (world.rank() == 0)
+        fmt::print("| {} | {} | {:.2f} | {:.3f} | {:.2f} | {:.3f} |\n", mode, p.grid.to_string(), measured / kBytesPerMiB,
+                   measured / fwd_bwd_1d, predicted / kBytesPerMiB, predicted / measured);
     }
     if (!off.empty()) {
       if (world.rank() == 0)
