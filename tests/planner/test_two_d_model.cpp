@@ -185,7 +185,7 @@ TEST(TwoDModel, RanksAloneOrWithEveryMode) {
 // The header's example, moment by moment: the second layer's backward is the peak on 1,2,2;
 // on 1,2,2,2 (2.5d, depth 2) the blocks' rows halve, the weights stay, and the first
 // layer's backward (with the second's gradient) becomes the peak.
-TEST(TwoDModel, BroadcastFormPeakIsTheLargestMomentOverTheWeights) {
+TEST(TwoDModel, BroadcastFormPeakIsTheLargestBackwardOverTheWeights) {
   model::ModelDescription m;
   m.name = "two-linear";
   m.layers = {linear(1024, 4096, false), linear(4096, 1024, true)};
@@ -199,22 +199,36 @@ TEST(TwoDModel, BroadcastFormPeakIsTheLargestMomentOverTheWeights) {
   // 2 + (2 + 8) + 2 + 3 x 8 + 3 x 1.
   m.layers = {linear(512, 2048, false), linear(2048, 512, true)};
   EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 4096, 4.0), 41 * mib);
-  // One layer: its forward (input 2, output 8, one received X 2 and W 1) is below its
-  // backward (input 2, dY 8, 3 x 2, 3 x 1).
+  // q = 3 (blocks of k/3 x n/3, 576 / 3 = 192 rows): 768 -> 3072 -> 768, A = 0.1875, 0.75
+  // MiB, O = 0.75, 0.1875 MiB, B = 1, 1 MiB. Layer 2's backward: 0.9375 + 0.1875 + 3 x 0.75
+  // + 3 x 1 = 6.375; layer 1's: 0.1875 + 1 + 0.75 + 3 x 0.1875 + 3 x 1 = 5.5.
+  m.layers = {linear(768, 3072, false), linear(3072, 768, true)};
+  EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(3, 1, 1), 576, 4.0), (2 + 6.375) * mib);
+  // One layer, 2-byte elements (R = 2048): A = 1, O = 4, B = 0.5 MiB; weights 0.5, input 1,
+  // dY 4, 3 x 1, 3 x 0.5.
   m.layers = {linear(512, 2048, false)};
-  EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 4096, 4.0), (1 + 2 + 8 + 6 + 3) * mib);
+  EXPECT_DOUBLE_EQ(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 4096, 2.0), (0.5 + 1 + 4 + 3 + 1.5) * mib);
 }
 
 TEST(TwoDModel, BroadcastFormRefusesOtherGridsAndLayers) {
   model::ModelDescription m;
   m.name = "two-linear";
   m.layers = {linear(1024, 4096, false)};
+  EXPECT_NO_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0));
   EXPECT_THROW(summa_broadcast_peak_bytes(m, topo::Grid{1, 2, 2, 1, 1}, 512, 4.0), InputError);  // not the 2d layout
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(1, 1, 1), 512, 4.0), InputError);            // q = 1: no SUMMA
   EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 2), 512, 4.0), InputError);            // a pipeline
   EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 511, 4.0), InputError);            // rows of unequal blocks
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 0, 4.0), InputError);              // no tokens
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 0.0), InputError);            // no element size
+  m.layers = {linear(1024, 4096, false), linear(2048, 1024, true)};
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), InputError);  // not a chain: 4096 -> 2048
   m.layers = {linear(1024, 4095, false)};
   EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), InputError);  // n not split by q
+  m.layers = {linear(1024, 4096, false)};
+  m.layers[0].gelu_after = true;
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), InputError);  // not a plain linear
+  m.layers[0].gelu_after = false;
   m.layers[0].kind = model::LayerKind::Attention;
-  m.layers[0].n = 4096;
-  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), InputError);
+  EXPECT_THROW(summa_broadcast_peak_bytes(m, two_d(2, 1, 1), 512, 4.0), InputError);  // not a linear
 }
