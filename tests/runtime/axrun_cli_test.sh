@@ -297,14 +297,14 @@ peak_matches() {
 # Within 5% of the prediction (issue #12).
 peak_within_5() { peak_matches "$1" "[+-]([0-4]\.[0-9]|5\.0)" "within 5%"; }
 # Where the measured peak depends on timing: never more than 5% above the prediction
-# (the planner's budget must hold), the prediction at most 12% above it. ZeRO-3's peak
-# on 4 ranks measured 39.8 MiB (prediction 40.5) in 5 runs alone, and 36.8 MiB in one of
-# four runs beside two busy processes, in one clean-clone CI run and in one run of this
-# script alone (2026-11-26);
-# which buffer's lifetime moves with the timing is not yet found (docs/runtime.md).
+# (the planner's budget must hold), the prediction at most 14% above it. ZeRO-3's peak
+# on 4 ranks is 39.8 MiB (prediction 40.5) when no data reduce-scatter is retired before
+# the backward's peak, and 35.8 MiB (+13.1%) when each is waited for at once; 36.8 MiB
+# was measured in a few runs under load (docs/runtime.md, "A ZeRO-3 peak that moves with
+# the timing").
 peak_bounded() {
-  peak_matches "$1" "-([0-4]\.[0-9]|5\.0)|\+([0-9]|1[01])\.[0-9]|\+12\.0" \
-    "at most 5% above the prediction, the prediction at most 12% above it"
+  peak_matches "$1" "-([0-4]\.[0-9]|5\.0)|\+([0-9]|1[0-3])\.[0-9]|\+14\.0" \
+    "at most 5% above the prediction, the prediction at most 14% above it"
 }
 
 # A budget that the optimizer on the device exceeds and the offloaded one fits: the
