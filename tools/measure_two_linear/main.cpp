@@ -195,6 +195,9 @@ int main(int argc, char** argv) {
     const int64_t n = world.size();
     const auto desc = two_linear(hidden, ffn, seq_len);
     auto topology = topo::load_topology(topology_name);
+    // Memory does not depend on the rates: N ranks that do not fill the topology's nodes
+    // (9 on Perlmutter's 4 per node, for 2d's q = 3) are one node of N.
+    if (n > topology.gpus_per_node && n % topology.gpus_per_node != 0) topology.gpus_per_node = n;
     if (topology.total_gpus() < n) topology.num_nodes = (n + topology.gpus_per_node - 1) / topology.gpus_per_node;
     planner::PlannerOptions po;
     po.gpus = n;
