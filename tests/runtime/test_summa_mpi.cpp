@@ -1,7 +1,7 @@
 // SUMMA (runtime/summa.hpp, the 2d mode's linear operator) against serial LibTorch
 // under real mpirun (part of runtime_mpi_tests): on 4 ranks one 2 x 2 grid, on 8 two
-// 2 x 2 grids side by side with their own data (as data-parallel replicas), elsewhere
-// grids of one. Y = X W and the gradients of X and W, block by block, within rel. err
+// 2 x 2 grids side by side with their own data (as data-parallel replicas), on 9 one
+// 3 x 3 grid (ctest runtime_mpi_np9_summa), elsewhere grids of one. Y = X W and the gradients of X and W, block by block, within rel. err
 // 1e-5 of the serial matmul; the blocks are not replicated anywhere.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -13,7 +13,8 @@ using namespace axonn;
 using namespace axonn::test;
 
 TEST(Summa, BlocksEqualTheSerialMatmulAndItsGradients) {
-  const int64_t q = g_world->size() % 4 == 0 ? 2 : 1, grid = g_world->rank() / (q * q), member = g_world->rank() % (q * q);
+  const int64_t ranks = g_world->size(), q = ranks % 9 == 0 ? 3 : ranks % 4 == 0 ? 2 : 1;
+  const int64_t grid = g_world->rank() / (q * q), member = g_world->rank() % (q * q);
   const int64_t i = member / q, j = member % q;
   auto row = g_world->split(static_cast<int>(grid * q + i), static_cast<int>(j), "summa_row");
   auto column = g_world->split(static_cast<int>(grid * q + j), static_cast<int>(i), "summa_column");
