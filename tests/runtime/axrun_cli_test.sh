@@ -297,11 +297,12 @@ peak_matches() {
 # Within 5% of the prediction (issue #12).
 peak_within_5() { peak_matches "$1" "[+-]([0-4]\.[0-9]|5\.0)" "within 5%"; }
 # Where the measured peak depends on timing: never more than 5% above the prediction
-# (the planner's budget must hold), the prediction at most 14% above it. ZeRO-3's peak
-# on 4 ranks is 39.8 MiB (prediction 40.5) when no data reduce-scatter is retired before
-# the backward's peak, and 35.8 MiB (+13.1%) when each is waited for at once; 36.8 MiB
-# was measured in a few runs under load (docs/runtime.md, "A ZeRO-3 peak that moves with
-# the timing").
+# (the planner's budget must hold), the prediction at most 14% above it. ZeRO-2's and
+# ZeRO-3's peaks on 4 ranks are 48.8 and 39.8 MiB (predictions 49.5 and 40.5) when only
+# the reducer's settle(kSinkDepth) retires the data reduce-scatters, and 44.8 and
+# 35.8 MiB (+10.5%, +13.1%) when each is waited for at once; 45.8 and 36.8 MiB were
+# measured in a few runs (docs/runtime.md, "ZeRO-2 and ZeRO-3 peaks that move with the
+# timing").
 peak_bounded() {
   peak_matches "$1" "-([0-4]\.[0-9]|5\.0)|\+([0-9]|1[0-3])\.[0-9]|\+14\.0" \
     "at most 5% above the prediction, the prediction at most 14% above it"
@@ -380,7 +381,7 @@ budget_both_ways() {
   "$peak_check" "ZeRO-$with's peak on $np ranks is predicted"
 }
 budget_both_ways 90 2 0 1 "94.0 MiB > 90.0 MiB"
-budget_both_ways 53 4 1 2 "55.5 MiB > 53.0 MiB"
+budget_both_ways 53 4 1 2 "55.5 MiB > 53.0 MiB" peak_bounded
 budget_both_ways 45 4 2 3 "49.5 MiB > 45.0 MiB" peak_bounded
 check "a pipeline rank fails: every rank ends, with the message" nonzero "rank 3 .*injected failure" -- \
   "${MPIRUN[@]}" -np 4 -x AXONN_FAIL_RANK=3 -x AXONN_FAIL_STEP=1 "$AXRUN" --plan "$T/pipe.json" --steps 50 \

@@ -1,8 +1,9 @@
 // SUMMA (runtime/summa.hpp, the 2d mode's linear operator) against serial LibTorch
 // under real mpirun (part of runtime_mpi_tests): on 4 ranks one 2 x 2 grid, on 8 two
 // 2 x 2 grids side by side with their own data (as data-parallel replicas), on 9 one
-// 3 x 3 grid (ctest runtime_mpi_np9_summa), elsewhere grids of one. Y = X W and the gradients of X and W, block by block, within rel. err
-// 1e-5 of the serial matmul; the blocks are not replicated anywhere.
+// 3 x 3 grid (ctest runtime_mpi_np9_summa), elsewhere grids of one. Y = X W and the
+// gradients of X and W, block by block, within rel. err 1e-5 of the serial matmul; the
+// blocks are not replicated anywhere.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
