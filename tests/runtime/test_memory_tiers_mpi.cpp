@@ -190,7 +190,7 @@ TEST(Offload, BitwiseTheParametersOfAdamOnTheDeviceForEveryBucketSizeAndCoarseni
     const bool same = same_sums(p);
     // Where only tolerances can be checked: the first variant alone, on every grid.
     auto runs = [&](size_t v, double clip) {
-      return variants[v].clip == clip && (same ? runs_variant(i, v, 3) : v == 0);
+      return variants[v].clip == clip && (same ? runs_variant(i, v, kLargeMatrixShare) : v == 0);
     };
     for (double clip : {0.0, 0.5}) {
       bool any = false;
@@ -275,7 +275,7 @@ TEST(Zero, StagesOneTwoAndThreeTrainAsPlainDataParallelWithAndWithoutOffload) {
         for (bool offload : {false, true}) {
           // On 8 ranks each grid runs a third of the 6 (stage, offload) pairs, and each
           // pair runs on every third grid (runs_variant; indices 1-4 cover every remainder).
-          if (!runs_variant(i, static_cast<size_t>(stage) + offload, 3)) continue;
+          if (!runs_variant(i, static_cast<size_t>(stage) + offload, kLargeMatrixShare)) continue;
           // ZeRO-3 needs every replica to run one step program: a pipeline runs 1F1B
           // (and the reference with it).
           if (stage == 3 && p.grid.ginter > 1 && p.pipeline.schedule == plan::PipelineSchedule::MessageDriven) {

@@ -622,7 +622,7 @@ TEST(Overlap, EveryCombinationOfTheFourSwitchesMatchesSerial) {
     ProcessGrid pg(*g_world, g, topo::default_order());
     const size_t grid_index = index++;
     for (size_t v = 0; v < variants.size(); ++v) {
-      if (!runs_variant(grid_index, v, 3)) continue;  // on 8 ranks a third of the matrix (ctest -L full: all)
+      if (!runs_variant(grid_index, v, kLargeMatrixShare)) continue;  // on 8 ranks a third of the matrix (ctest -L full: all)
       plan::Plan p = test_plan(c.desc, g, c.seqs);
       p.overlap = variants[v].overlap;
       p.activation_checkpointing = variants[v].checkpointing;

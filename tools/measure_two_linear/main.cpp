@@ -227,6 +227,11 @@ int main(int argc, char** argv) {
                  hidden, ffn, ffn, hidden, rows, rows / seq_len, seq_len, n);
     double fwd_bwd_1d = 0;
     std::vector<std::string> off;  // modes predicted past --max-error (--max-broadcast-error)
+    // Notes `mode` in `off` when its prediction is more than `tolerance` (> 0) off the measured.
+    auto check = [&off](const std::string& mode, double predicted, double measured, double tolerance) {
+      if (tolerance > 0 && std::abs(predicted / measured - 1) > tolerance)
+        off.push_back(fmt::format("{} ({:.4f})", mode, predicted / measured));
+    };
     std::vector<std::pair<std::string, plan::Plan>> summa_plans;  // the 2d-layout ones, for the broadcast form
     for (const tools::ModeGrid& m : modes) {
       const planner::Evaluation e = planner::evaluate(desc, topology, m.grid, po);
@@ -253,8 +258,7 @@ int main(int argc, char** argv) {
         step = tools::max_over_ranks(world, static_cast<double>(runtime::DeviceMemory::peak_bytes()));
       }
       if (m.name == "1d") fwd_bwd_1d = fwd_bwd;
-      if (max_error > 0 && std::abs(e.memory.total_bytes() / step - 1) > max_error)
-        off.push_back(fmt::format("{} ({:.3f})", m.name, e.memory.total_bytes() / step));
+      check(m.name, e.memory.total_bytes(), step, max_error);
       if (world.rank() == 0)
         fmt::print("| {} | {} | {:.2f} | {:.3f} | {:.2f} | {:.2f} | {:.3f} | {:.2f} / {:.2f} |\n", m.name,
                    m.grid.to_string(), fwd_bwd / kBytesPerMiB, fwd_bwd / fwd_bwd_1d, step / kBytesPerMiB,
@@ -269,8 +273,7 @@ int main(int argc, char** argv) {
       const double predicted = planner::summa_broadcast_peak_bytes(desc, p.grid, rows, static_cast<double>(w1.element_size()));
       const double measured = broadcast_fwd_bwd_peak(world, p, w1, w2, rows);
       const std::string mode = name + " broadcast";
-      if (max_broadcast_error > 0 && std::abs(predicted / measured - 1) > max_broadcast_error)
-        off.push_back(fmt::format("{} ({:.4f}, fwd+bwd)", mode, predicted / measured));
+      check(mode, predicted, measured, max_broadcast_error);
       if (world.rank() == 0)
         fmt::print("| {} | {} | {:.2f} | {:.3f} | {:.2f} | {:.3f} | {:.0f} |\n", mode, p.grid.to_string(),
                    measured / kBytesPerMiB, measured / fwd_bwd_1d, predicted / kBytesPerMiB, predicted / measured,
