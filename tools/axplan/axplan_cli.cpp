@@ -19,6 +19,7 @@
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "report.hpp"
+#include "fit_matmul.hpp"
 #include "fit_published.hpp"
 #include "validate.hpp"
 
@@ -526,6 +527,28 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
                           "held-out errors");
   fit_published->add_option("--out", fitp.out, "write the topology with the fitted compute model to this file");
 
+  MatmulShapesOptions shapes_o;
+  auto* matmul_shapes = app.add_subcommand(
+      "matmul-shapes", "list the local matmul shapes of published runs and models, for timing on a GPU "
+                       "(tools/gpu_matmul_timings.py)");
+  matmul_shapes->add_option("--runs", shapes_o.runs, "a published-runs file: each run's shapes at its own grid");
+  matmul_shapes->add_option("--model", shapes_o.models, "a model (repeatable): its shapes on every grid of --gpus GPUs");
+  matmul_shapes->add_option("--gpus", shapes_o.gpus, "GPU counts (comma-separated) whose grids the models use")
+      ->capture_default_str()->delimiter(',')->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  matmul_shapes->add_option("--batch-seqs", shapes_o.batch_seqs, "global batch (sequences) of the models' grids")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  matmul_shapes->add_option("--out", shapes_o.out, "the shapes file to write (default: standard output)");
+
+  FitMatmulOptions fitm;
+  auto* fit_matmul = app.add_subcommand(
+      "fit-matmul", "fit a GPU's matmul rate and overhead to products timed on it and report the error on the rest");
+  fit_matmul->add_option("--timings", fitm.timings, "a timings file (tools/gpu_matmul_timings.py)")->required();
+  fit_matmul->add_option("--topology", fitm.topology, "the cluster of that GPU (its peak and memory bandwidth)")
+      ->capture_default_str();
+  fit_matmul->add_option("--fit-groups", fitm.fit_groups, "the shape groups to fit on (default: all)")->delimiter(',');
+  fit_matmul->add_option("--out", fitm.out, "write the topology with the fitted matmul model to this file");
+  fit_matmul->add_option("--description", fitm.description, "the written topology's description");
+
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());
   try {
@@ -551,6 +574,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (validate->parsed()) return run_validate(val, out, err);
     if (fit_published->parsed()) return run_fit_published(fitp, out);
+    if (matmul_shapes->parsed()) return run_matmul_shapes(shapes_o, out);
+    if (fit_matmul->parsed()) return run_fit_matmul(fitm, out);
     return cmd_bench(bench_model, bench_topology, bench_gpus, bench_batch, bench_repeat, bench_threads, out);
   } catch (const Error& e) {
     err << "axplan: " << e.what() << "\n";

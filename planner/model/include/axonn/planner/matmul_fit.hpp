@@ -1,0 +1,38 @@
+// A GPU's matmul model fitted to products measured one at a time on that GPU (axplan
+// fit-matmul; docs/model.md section 7, docs/validation.md "Matrix products measured on
+// a GPU"). The model is the roofline of section 7:
+//   t = overhead + max(flops / rate, bytes / memory_bytes_per_s)
+// with bytes = matmul_bytes (half-precision operands and result, once each) and the
+// memory bandwidth given (the datasheet's). rate (FLOP/s) and overhead (seconds per
+// call) are fitted by linear least squares on the relative errors, (predicted -
+// measured) / measured, so a 10 us product weighs as much as a 100 ms one. Which side
+// of the max each product is on depends on the rate: the fit starts with every product
+// compute-bound and refits until no product changes side.
+//
+// Example (two compute-bound products at 500 TFLOP/s with 10 us each):
+//   fit_matmul_roofline({{4096, 4096, 4096, 1, 10e-6 + 1.374e11 / 500e12},
+//                        {8192, 8192, 8192, 1, 10e-6 + 1.100e12 / 500e12}}, 3.35e12)
+//     -> rate 500e12 FLOP/s, overhead 10e-6 s, mape 0
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "axonn/topology/topology.hpp"
+
+namespace axonn::planner {
+
+struct MatmulFit {
+  double rate_flops_per_s = 0;  // sustained matmul rate
+  double overhead_s = 0;        // fixed cost of one call, >= 0
+  size_t memory_bound = 0;      // fitted products whose memory side is the larger
+  size_t refits = 0;            // times the sides changed and the fit was redone
+  double mape = 0;              // mean |relative error| over the fitted products, fraction
+};
+
+// Throws InputError when fewer than two compute-bound products of different FLOPs
+// remain, a time is not positive, or the fitted rate is not positive (times that do not
+// grow with FLOPs); memory_bytes_per_s = 0 means no memory side.
+MatmulFit fit_matmul_roofline(const std::vector<topo::MatmulTiming>& measured, double memory_bytes_per_s);
+
+}  // namespace axonn::planner

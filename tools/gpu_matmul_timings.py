@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""Times the planner's local matrix products, and its element-wise operations, on one
+GPU with PyTorch, for `axplan fit-matmul` (docs/validation.md, "Matrix products measured
+on a GPU"). Not part of CI, which has no GPU.
+
+    axplan matmul-shapes --runs megatron-lm-2021 --model gpt-20b --out shapes.json
+    python3 tools/gpu_matmul_timings.py shapes.json timings.json      # on the GPU
+    axplan fit-matmul --timings timings.json --topology dgx-h100
+
+Each product (batch, m x k by k x n) runs as torch.matmul (batch 1) or torch.bmm in
+bf16 (fp32 accumulation, cuBLAS's choice of kernel), on normal random data. Operands are
+copied until one pass over the copies reads at least 256 MiB, and calls cycle through
+them, so small products do not find their operands in the 50-60 MB L2 cache. After three
+warm-up calls, each repeat times a loop of calls (enough for 2 ms) between two CUDA
+events; the time per call is the median of the repeats, and the spread is
+(max - min) / median. Calls in a loop are issued back to back, as a training step
+issues them, so the time excludes the launch latency that the CPU hides.
+
+Element-wise operations run as the planner counts them (topo::elementwise_op_names),
+in bf16 with autograd, unfused (Megatron fuses several): forward and backward each timed
+between CUDA events, median of the repeats.
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+L2_FLUSH_BYTES = 256 << 20
+WARMUP = 3
+LOOP_SECONDS = 2e-3
+LEAVES = []  # every element-wise case's tensors with gradients, reset before each timed pass
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("shapes", help="shapes file (axplan matmul-shapes)")
+    p.add_argument("out", help="timings file to write (axplan fit-matmul reads it)")
+    p.add_argument("--repeats", type=int, default=7, help="timed loops per product")
+    p.add_argument("--no-elementwise", action="store_true", help="time the products only")
+    return p.parse_args(argv)
+
+
+def read_shapes(path):
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("format") != "axonn-matmul-shapes" or doc.get("version") != 1:
+        sys.exit(f"{path}: /format: not a shapes file; expected axonn-matmul-shapes, version 1")
+    shapes = doc.get("shapes")
+    if not isinstance(shapes, list) or not shapes:
+        sys.exit(f"{path}: /shapes: expected a non-empty array")
+    for i, s in enumerate(shapes):
+        for key in ("m", "k", "n", "batch"):
+            if not isinstance(s.get(key), int) or s[key] < 1:
+                sys.exit(f"{path}: /shapes/{i}/{key}: expected an integer >= 1")
+    return shapes
+
+
+def summarize(per_call):
+    med = statistics.median(per_call)
+    return med, (max(per_call) - min(per_call)) / med
+
+
+def time_loop(torch, fn, calls, repeats):
+    """Seconds per call of fn(i), i = 0..calls-1, timed `repeats` times."""
+    per_call = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for i in range(calls):
+            fn(i)
+        end.record()
+        end.synchronize()
+        per_call.append(start.elapsed_time(end) * 1e-3 / calls)
+    return per_call
+
+
+def time_product(torch, s, repeats):
+    b, m, k, n = s["batch"], s["m"], s["k"], s["n"]
+    set_bytes = 2 * b * (m * k + k * n + m * n)
+    copies = max(1, min(64, math.ceil(L2_FLUSH_BYTES / set_bytes)))
+    dev, dt = "cuda", torch.bfloat16
+    lhs = [torch.randn((b, m, k) if b > 1 else (m, k), device=dev, dtype=dt) for _ in range(copies)]
+    rhs = [torch.randn((b, k, n) if b > 1 else (k, n), device=dev, dtype=dt) for _ in range(copies)]
+    outs = [torch.empty((b, m, n) if b > 1 else (m, n), device=dev, dtype=dt) for _ in range(copies)]
+    if b > 1:
+        def call(i):
+            torch.bmm(lhs[i % copies], rhs[i % copies], out=outs[i % copies])
+    else:
+        def call(i):
+            torch.matmul(lhs[i % copies], rhs[i % copies], out=outs[i % copies])
+    for i in range(WARMUP):
+        call(i)
+    one = statistics.median(time_loop(torch, call, 1, 3))
+    calls = max(1, min(2000, math.ceil(LOOP_SECONDS / one)))
+    seconds, spread = summarize(time_loop(torch, call, calls, repeats))
+    del lhs, rhs, outs
+    return seconds, spread, copies, calls
+
+
+def elementwise_cases(torch):
+    """(op, elements, make inputs, forward) for each operation at about 2^26 elements."""
+    F = torch.nn.functional
+    dev, dt = "cuda", torch.bfloat16
+
+    def leaf(*shape):
+        t = torch.randn(*shape, device=dev, dtype=dt).requires_grad_()
+        LEAVES.append(t)
+        return t
+
+    rows_ffn, ffn = 2730, 24576        # bias, GELU: the FFN width of a 6144-wide GPT
+    rows_h, h = 10922, 6144            # layer norm, residual
+    seqs, s = 16, 2048                 # softmax: 16 heads' scores of 2048 tokens
+    rows_v, vocab = 1310, 51200        # cross-entropy
+    params = 1 << 26                   # Adam
+    mask = torch.ones(s, s, device=dev, dtype=torch.bool).triu_(1)
+    target = torch.randint(0, vocab, (rows_v,), device=dev)
+    return [
+        ("bias", rows_ffn * ffn, lambda: (leaf(rows_ffn, ffn), leaf(ffn)), lambda x, b: x + b),
+        ("layer_norm", rows_h * h, lambda: (leaf(rows_h, h), leaf(h), leaf(h)),
+         lambda x, w, b: F.layer_norm(x, (h,), w, b)),
+        ("gelu", rows_ffn * ffn, lambda: (leaf(rows_ffn, ffn),), lambda x: F.gelu(x)),
+        ("residual", rows_h * h, lambda: (leaf(rows_h, h), leaf(rows_h, h)), lambda a, b: a + b),
+        ("softmax", seqs * s * s, lambda: (leaf(seqs, s, s),),
+         lambda x: torch.softmax((x * 0.125).masked_fill(mask, float("-inf")), dim=-1)),
+        ("cross_entropy", rows_v * vocab, lambda: (leaf(rows_v, vocab),), lambda x: F.cross_entropy(x, target)),
+        ("adam", params, None, None),
+    ]
+
+
+def time_elementwise(torch, repeats):
+    out = []
+    for op, elements, make, forward in elementwise_cases(torch):
+        if op == "adam":
+            p = torch.randn(elements, device="cuda", dtype=torch.float32, requires_grad=True)
+            p.grad = torch.randn_like(p)
+            opt = torch.optim.Adam([p], lr=1e-4, fused=True)
+            for _ in range(WARMUP):
+                opt.step()
+            fwd, _ = summarize(time_loop(torch, lambda i: opt.step(), 1, repeats))
+            out.append({"op": op, "elements": elements, "forward_s": fwd, "backward_s": 0.0})
+            del opt, p
+            continue
+        inputs = make()
+        fwd_t, bwd_t = [], []
+        for r in range(WARMUP + repeats):
+            for x in LEAVES:
+                x.grad = None
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            e[0].record()
+            y = forward(*inputs)
+            e[1].record()
+            y.backward(torch.ones_like(y))
+            e[2].record()
+            e[2].synchronize()
+            if r >= WARMUP:
+                fwd_t.append(e[0].elapsed_time(e[1]) * 1e-3)
+                bwd_t.append(e[1].elapsed_time(e[2]) * 1e-3)
+        out.append({"op": op, "elements": elements, "forward_s": statistics.median(fwd_t),
+                    "backward_s": statistics.median(bwd_t)})
+        del inputs, y
+        LEAVES.clear()
+        torch.cuda.empty_cache()
+    return out
+
+
+def main(argv):
+    a = parse_args(argv)
+    shapes = read_shapes(a.shapes)
+    import torch  # after the arguments: --help works without a GPU
+    if not torch.cuda.is_available():
+        sys.exit("gpu_matmul_timings: no CUDA device (torch.cuda.is_available() is False)")
+    torch.manual_seed(0)
+    device = torch.cuda.get_device_name()
+    print(f"{device}, torch {torch.__version__}, CUDA {torch.version.cuda}, {len(shapes)} products", flush=True)
+    started = time.time()
+    timings = []
+    for i, s in enumerate(shapes):
+        seconds, spread, copies, calls = time_product(torch, s, a.repeats)
+        flops = 2.0 * s["batch"] * s["m"] * s["k"] * s["n"]
+        timings.append({"m": s["m"], "k": s["k"], "n": s["n"], "batch": s["batch"], "group": s.get("group", ""),
+                        "seconds": seconds, "spread": spread})
+        print(f"{i + 1}/{len(shapes)} {s['batch']}x{s['m']}x{s['k']}x{s['n']}: {seconds * 1e6:.2f} us, "
+              f"{flops / seconds / 1e12:.1f} TFLOP/s, spread {100 * spread:.1f}%, {copies} copies, {calls} calls",
+              flush=True)
+        torch.cuda.empty_cache()
+    doc = {
+        "format": "axonn-matmul-timings",
+        "version": 1,
+        "device": device,
+        "software": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
+        "dtype": "bf16",
+        "method": (f"torch.matmul/bmm, normal random operands cycled over >= {L2_FLUSH_BYTES >> 20} MiB, "
+                   f"{WARMUP} warm-up calls, median of {a.repeats} loops of back-to-back calls (>= 2 ms) "
+                   f"timed by CUDA events; {time.time() - started:.0f} s for the products"),
+        "timings": timings,
+    }
+    if not a.no_elementwise:
+        doc["elementwise"] = time_elementwise(torch, a.repeats)
+        for e in doc["elementwise"]:
+            print(f"{e['op']}: {e['elements']} elements, forward {e['forward_s'] * 1e6:.1f} us, "
+                  f"backward {e['backward_s'] * 1e6:.1f} us", flush=True)
+    with open(a.out + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(a.out + ".tmp", a.out)
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
