@@ -166,15 +166,24 @@ TEST(FitMatmulCli, ShapesThenTimingsOfAKnownModelGiveThatModelBack) {
 
 TEST(FitMatmulCli, ShippedDgxH100HoldsTheFitOfItsMeasuredProducts) {
   // topology/clusters/dgx-h100.json's matmul model is the fit over every product timed
-  // on an H100 (docs/validation/h100-matmul-timings-2026-11-27-run1.json).
+  // on an H100, and its element-wise costs those timed in the same run
+  // (docs/validation/h100-matmul-timings-2026-11-27-run1.json).
   const std::string timings =
       resolve_data_file("test", "docs/validation", "h100-matmul-timings-2026-11-27-run1");
   const std::string fitted = test::scratch_dir() / "h100.json";
   std::string out, err;
-  ASSERT_EQ(run_cli({"fit-matmul", "--timings", timings, "--topology", "dgx-h100", "--out", fitted}, &out, &err), 0)
+  ASSERT_EQ(run_cli({"fit-matmul", "--timings", timings, "--topology", "dgx-h100", "--with-elementwise", "--out",
+                     fitted},
+                    &out, &err),
+            0)
       << err;
   const topo::Topology refit = topo::load_topology(fitted), shipped = topo::load_topology("dgx-h100");
   EXPECT_NEAR(shipped.compute.matmul_flops_per_s / refit.compute.matmul_flops_per_s, 1.0, 1e-9);
   EXPECT_NEAR(shipped.compute.matmul_overhead_s, refit.compute.matmul_overhead_s, 1e-12);
+  ASSERT_EQ(shipped.compute.elementwise.size(), topo::elementwise_op_names().size());
+  for (const auto& [op, cost] : shipped.compute.elementwise) {
+    EXPECT_NEAR(cost.forward_s_per_element / refit.compute.elementwise.at(op).forward_s_per_element, 1.0, 1e-9) << op;
+    EXPECT_NEAR(cost.backward_s_per_element, refit.compute.elementwise.at(op).backward_s_per_element, 1e-18) << op;
+  }
   EXPECT_NE(out.find("1310 products timed on NVIDIA H100 80GB HBM3"), std::string::npos) << out;
 }

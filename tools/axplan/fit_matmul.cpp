@@ -163,6 +163,14 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
   fitted.compute.matmul_overhead_s = fit.overhead_s;
   fitted.compute.matmul_table.clear();
   if (!o.description.empty()) fitted.description = o.description;
+  if (o.with_elementwise) {
+    if (timings.elementwise.empty())
+      throw InputError("axplan", "no element-wise timings", o.timings + ": /elementwise",
+                       "the timed operations that --with-elementwise writes");
+    for (const auto& e : timings.elementwise)
+      fitted.compute.elementwise[e.op] = {e.forward_s / static_cast<double>(e.elements),
+                                          e.backward_s / static_cast<double>(e.elements)};
+  }
 
   fmt::print(out, "{} products timed on {} ({}, {}); {}\n", timings.shapes.size(), timings.device, timings.dtype,
              timings.software, timings.method);

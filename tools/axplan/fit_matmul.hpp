@@ -56,6 +56,7 @@ struct FitMatmulOptions {
   std::vector<std::string> fit_groups;  // empty: every group (nothing held out)
   std::string out;                      // the fitted topology file to write (empty: none)
   std::string description;              // its description (empty: the base topology's)
+  bool with_elementwise = false;        // also write the timed element-wise costs (per element)
 };
 int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out);
 

@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""Sets the one-GPU steps that tools/gpu_step_check.py timed beside the planner's
+prediction of the same steps (`axplan explain --gpus 1 --grid 1,1,1,1,1`), for one or
+more topologies, and prints the relative errors and their mean (docs/validation.md,
+"Matrix products measured on a GPU").
+
+    python3 tools/gpu_step_compare.py --axplan build/tools/axplan --topology dgx-h100 \\
+        docs/validation/h100-steps-2026-11-27-*.json
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+SEQ, VOCAB = 2048, 51200  # as gpu_step_check.py
+
+
+def predict(axplan, topology, step, workdir):
+    model = {"name": f"step-{step['hidden']}x{step['layers']}", "family": "gpt", "num_layers": step["layers"],
+             "hidden": step["hidden"], "heads": step["heads"], "seq_len": SEQ, "vocab": VOCAB, "ffn_multiplier": 4}
+    path = os.path.join(workdir, "model.json")
+    with open(path, "w") as f:
+        json.dump(model, f)
+    cmd = [axplan, "explain", "--model", path, "--topology", topology, "--gpus", "1", "--grid", "1,1,1,1,1",
+           "--batch-seqs", str(step["batch_seqs"]), "--microbatch-seqs", str(step["microbatch_seqs"])]
+    if not step.get("checkpoint", False):
+        cmd.append("--no-checkpointing")
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
+    time = re.search(r"batch time ([0-9.]+) s", out.stdout)
+    memory = re.search(r"memory per GPU ([0-9.]+) GiB", out.stdout)
+    if not time or not memory:
+        sys.exit(f"{' '.join(cmd)}: no batch time or memory in its output")
+    return float(time.group(1)), float(memory.group(1))
+
+
+def main(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("steps", nargs="+", help="files gpu_step_check.py wrote")
+    p.add_argument("--axplan", default="build/tools/axplan")
+    p.add_argument("--topology", action="append", required=True, help="a shipped name or a path (repeatable)")
+    a = p.parse_args(argv)
+    rows = []
+    for path in a.steps:
+        with open(path) as f:
+            doc = json.load(f)
+        if doc.get("format") != "axonn-gpu-steps":
+            sys.exit(f"{path}: /format: expected axonn-gpu-steps")
+        rows += [(os.path.basename(path), s) for s in doc["steps"]]
+    errors = {t: [] for t in a.topology}
+    header = f"{'file':<34} {'h':>5} {'L':>2} {'B':>3} {'mb':>3} {'ckpt':>4} {'meas ms':>8} {'GiB':>5}"
+    for t in a.topology:
+        header += f" | {os.path.basename(t)[:16]:>16} {'err':>7} {'GiB':>6}"
+    print(header)
+    with tempfile.TemporaryDirectory() as work:
+        for name, s in rows:
+            line = (f"{name:<34} {s['hidden']:>5} {s['layers']:>2} {s['batch_seqs']:>3} {s['microbatch_seqs']:>3} "
+                    f"{'yes' if s.get('checkpoint', False) else 'no':>4} {s['step_s'] * 1e3:>8.1f} {s['peak_bytes'] / 2**30:>5.1f}")
+            for t in a.topology:
+                predicted, gib = predict(a.axplan, t, s, work)
+                e = predicted / s["step_s"] - 1
+                errors[t].append(abs(e))
+                line += f" | {predicted * 1e3:>16.1f} {100 * e:>+6.1f}% {gib:>6.1f}"
+            print(line)
+    for t in a.topology:
+        print(f"{t}: mean |error| {100 * sum(errors[t]) / len(errors[t]):.1f}% over {len(errors[t])} steps, "
+              f"worst {100 * max(errors[t]):.1f}%")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
