@@ -23,10 +23,11 @@ between CUDA events, median of the repeats.
 import argparse
 import json
 import math
-import os
 import statistics
 import sys
 import time
+
+import atomic_json
 
 L2_FLUSH_BYTES = 256 << 20
 WARMUP = 3
@@ -202,9 +203,7 @@ def main(argv):
         for e in doc["elementwise"]:
             print(f"{e['op']}: {e['elements']} elements, forward {e['forward_s'] * 1e6:.1f} us, "
                   f"backward {e['backward_s'] * 1e6:.1f} us", flush=True)
-    with open(a.out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(a.out + ".tmp", a.out)
+    atomic_json.write(a.out, doc)
     print(f"wrote {a.out}")
 
 

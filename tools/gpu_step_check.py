@@ -18,11 +18,11 @@ mixed precision). Each step is timed between CUDA events: median of the timed st
 after the warm-up ones, with forward+backward and the optimizer apart.
 """
 import argparse
-import json
 import math
-import os
 import statistics
 import sys
+
+import atomic_json
 
 SEQ, VOCAB = 2048, 51200
 
@@ -169,9 +169,7 @@ def main(argv):
     doc = {"format": "axonn-gpu-steps", "version": 1, "device": torch.cuda.get_device_name(),
            "software": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
            "method": f"median of {a.steps} steps after {a.warmup}, CUDA events", "steps": results}
-    with open(a.out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(a.out + ".tmp", a.out)
+    atomic_json.write(a.out, doc)
     print(f"wrote {a.out}")
 
 
