@@ -10,7 +10,13 @@ import os
 
 
 def write(path, doc):
+    """NaN and infinities are refused (they are not JSON, and axplan's reader rejects them)."""
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1, allow_nan=False)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise

@@ -17,8 +17,10 @@ events; the time per call is the median of the repeats, and the spread is
 issues them, so the time excludes the launch latency that the CPU hides.
 
 Element-wise operations run as the planner counts them (topo::elementwise_op_names),
-in bf16 with autograd, unfused (Megatron fuses several): forward and backward each timed
-between CUDA events, median of the repeats.
+in bf16, unfused (Megatron fuses several): the forward, then the backward as
+torch.autograd.grad with the output's gradient made beforehand (the inputs' gradients
+returned, not accumulated into .grad), each timed between CUDA events, median of the
+repeats.
 """
 import argparse
 import json
@@ -32,7 +34,6 @@ import atomic_json
 L2_FLUSH_BYTES = 256 << 20
 WARMUP = 3
 LOOP_SECONDS = 2e-3
-LEAVES = []  # every element-wise case's tensors with gradients, reset before each timed pass
 
 
 def parse_args(argv):
@@ -44,18 +45,27 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def bad_input(message):
+    """Bad input: the message on standard error, exit code 2 (as axplan)."""
+    print(f"gpu_matmul_timings: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def read_shapes(path):
-    with open(path) as f:
-        doc = json.load(f)
-    if doc.get("format") != "axonn-matmul-shapes" or doc.get("version") != 1:
-        sys.exit(f"{path}: /format: not a shapes file; expected axonn-matmul-shapes, version 1")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        bad_input(f"{path}: {e}; expected a shapes file (axplan matmul-shapes)")
+    if not isinstance(doc, dict) or doc.get("format") != "axonn-matmul-shapes" or doc.get("version") != 1:
+        bad_input(f"{path}: /format, /version: not a shapes file; expected axonn-matmul-shapes, version 1")
     shapes = doc.get("shapes")
     if not isinstance(shapes, list) or not shapes:
-        sys.exit(f"{path}: /shapes: expected a non-empty array")
+        bad_input(f"{path}: /shapes: expected a non-empty array")
     for i, s in enumerate(shapes):
         for key in ("m", "k", "n", "batch"):
-            if not isinstance(s.get(key), int) or s[key] < 1:
-                sys.exit(f"{path}: /shapes/{i}/{key}: expected an integer >= 1")
+            if not isinstance(s, dict) or not isinstance(s.get(key), int) or s[key] < 1:
+                bad_input(f"{path}: /shapes/{i}/{key}: expected an integer >= 1")
     return shapes
 
 
@@ -81,7 +91,7 @@ def time_loop(torch, fn, calls, repeats):
 def time_product(torch, s, repeats):
     b, m, k, n = s["batch"], s["m"], s["k"], s["n"]
     set_bytes = 2 * b * (m * k + k * n + m * n)
-    copies = max(1, min(64, math.ceil(L2_FLUSH_BYTES / set_bytes)))
+    copies = max(1, math.ceil(L2_FLUSH_BYTES / set_bytes))
     dev, dt = "cuda", torch.bfloat16
     lhs = [torch.randn((b, m, k) if b > 1 else (m, k), device=dev, dtype=dt) for _ in range(copies)]
     rhs = [torch.randn((b, k, n) if b > 1 else (k, n), device=dev, dtype=dt) for _ in range(copies)]
@@ -106,10 +116,8 @@ def elementwise_cases(torch):
     F = torch.nn.functional
     dev, dt = "cuda", torch.bfloat16
 
-    def leaf(*shape):
-        t = torch.randn(*shape, device=dev, dtype=dt).requires_grad_()
-        LEAVES.append(t)
-        return t
+    def t(*shape):
+        return torch.randn(*shape, device=dev, dtype=dt).requires_grad_()
 
     rows_ffn, ffn = 2730, 24576        # bias, GELU: the FFN width of a 6144-wide GPT
     rows_h, h = 10922, 6144            # layer norm, residual
@@ -119,19 +127,22 @@ def elementwise_cases(torch):
     mask = torch.ones(s, s, device=dev, dtype=torch.bool).triu_(1)
     target = torch.randint(0, vocab, (rows_v,), device=dev)
     return [
-        ("bias", rows_ffn * ffn, lambda: (leaf(rows_ffn, ffn), leaf(ffn)), lambda x, b: x + b),
-        ("layer_norm", rows_h * h, lambda: (leaf(rows_h, h), leaf(h), leaf(h)),
-         lambda x, w, b: F.layer_norm(x, (h,), w, b)),
-        ("gelu", rows_ffn * ffn, lambda: (leaf(rows_ffn, ffn),), lambda x: F.gelu(x)),
-        ("residual", rows_h * h, lambda: (leaf(rows_h, h), leaf(rows_h, h)), lambda a, b: a + b),
-        ("softmax", seqs * s * s, lambda: (leaf(seqs, s, s),),
+        ("bias", rows_ffn * ffn, lambda: (t(rows_ffn, ffn), t(ffn)), lambda x, b: x + b),
+        ("layer_norm", rows_h * h, lambda: (t(rows_h, h), t(h), t(h)), lambda x, w, b: F.layer_norm(x, (h,), w, b)),
+        ("gelu", rows_ffn * ffn, lambda: (t(rows_ffn, ffn),), lambda x: F.gelu(x)),
+        ("residual", rows_h * h, lambda: (t(rows_h, h), t(rows_h, h)), lambda a, b: a + b),
+        ("softmax", seqs * s * s, lambda: (t(seqs, s, s),),
          lambda x: torch.softmax((x * 0.125).masked_fill(mask, float("-inf")), dim=-1)),
-        ("cross_entropy", rows_v * vocab, lambda: (leaf(rows_v, vocab),), lambda x: F.cross_entropy(x, target)),
+        ("cross_entropy", rows_v * vocab, lambda: (t(rows_v, vocab),), lambda x: F.cross_entropy(x, target)),
         ("adam", params, None, None),
     ]
 
 
 def time_elementwise(torch, repeats):
+    """Forward and backward of each operation between CUDA events. The backward is
+    torch.autograd.grad with the output's gradient made beforehand: the inputs'
+    gradients are returned, as to the layer before in a step, not accumulated into
+    .grad (which would add a copy that a step does not make)."""
     out = []
     for op, elements, make, forward in elementwise_cases(torch):
         if op == "adam":
@@ -145,24 +156,24 @@ def time_elementwise(torch, repeats):
             del opt, p
             continue
         inputs = make()
+        grad_out = torch.ones_like(forward(*inputs))
         fwd_t, bwd_t = [], []
         for r in range(WARMUP + repeats):
-            for x in LEAVES:
-                x.grad = None
-            e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            e = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
             e[0].record()
             y = forward(*inputs)
             e[1].record()
-            y.backward(torch.ones_like(y))
             e[2].record()
-            e[2].synchronize()
+            grads = torch.autograd.grad(y, inputs, grad_out)
+            e[3].record()
+            e[3].synchronize()
+            del y, grads
             if r >= WARMUP:
                 fwd_t.append(e[0].elapsed_time(e[1]) * 1e-3)
-                bwd_t.append(e[1].elapsed_time(e[2]) * 1e-3)
+                bwd_t.append(e[2].elapsed_time(e[3]) * 1e-3)
         out.append({"op": op, "elements": elements, "forward_s": statistics.median(fwd_t),
                     "backward_s": statistics.median(bwd_t)})
-        del inputs, y
-        LEAVES.clear()
+        del inputs, grad_out
         torch.cuda.empty_cache()
     return out
 

@@ -12,12 +12,16 @@ mask, softmax, P V as batched products), attn_out with bias and a residual add, 
 norm, fc1 with bias and GELU, fc2 with bias and a residual add; a final layer norm, the
 head without bias and cross-entropy. bf16 weights and activations, no dropout, no
 recomputation unless --checkpoint (then each block's forward runs again in the backward,
-as the planner's checkpoint interval 1), no fused kernels; gradients accumulate over the micro-batches, then
-Adam (fused) updates fp32 master weights, which are copied back to bf16 (the planner's
-mixed precision). Each step is timed between CUDA events: median of the timed steps
-after the warm-up ones, with forward+backward and the optimizer apart.
+as the planner's checkpoint interval 1), no fused kernels. Each bf16 gradient is added
+into an fp32 gradient as soon as autograd produces it and then freed (Megatron-LM's
+main_grad), so the state is the planner's 18 bytes per parameter: bf16 weights, fp32
+gradients, fp32 master weights and Adam's two moments. Adam (fused) updates the master
+weights, which are copied back to bf16. Each step is timed between CUDA events: median
+of the timed steps after the warm-up ones, with forward+backward and the optimizer
+apart; the peak is PyTorch's largest allocation over the config's steps.
 """
 import argparse
+import gc
 import math
 import statistics
 import sys
@@ -41,10 +45,10 @@ def parse_args(argv):
     for c in a.config:
         parts = c.split(",")
         if len(parts) != 5 or not all(x.isdigit() and int(x) > 0 for x in parts):
-            sys.exit(f"--config {c}: expected five positive integers hidden,heads,layers,batch_seqs,microbatch_seqs")
+            p.error(f"--config {c}: expected five positive integers hidden,heads,layers,batch_seqs,microbatch_seqs")
         h, heads, layers, batch, mb = map(int, parts)
         if h % heads or batch % mb:
-            sys.exit(f"--config {c}: heads must divide hidden and the micro-batch the batch")
+            p.error(f"--config {c}: expected heads dividing hidden and microbatch_seqs dividing batch_seqs")
         configs.append((h, heads, layers, batch, mb))
     return a, configs
 
@@ -111,7 +115,17 @@ def time_config(torch, cfg, steps, warmup, checkpoint):
     h, heads, layers, batch, mb = cfg
     model = Gpt(torch, h, heads, layers, checkpoint)
     params = model.params()
-    masters = [p.detach().float().requires_grad_() for p in params]
+    masters = [p.detach().float() for p in params]
+    for m in masters:
+        m.grad = torch.zeros_like(m)
+
+    def accumulate(p, m):  # into the fp32 gradient, freeing the bf16 one at once
+        def hook(_):
+            m.grad.add_(p.grad)
+            p.grad = None
+        return hook
+
+    hooks = [p.register_post_accumulate_grad_hook(accumulate(p, m)) for p, m in zip(params, masters)]
     opt = torch.optim.Adam(masters, lr=1e-5, fused=True)
     tokens = torch.randint(0, VOCAB, (batch, SEQ), device="cuda")
     targets = torch.randint(0, VOCAB, (batch, SEQ), device="cuda")
@@ -119,16 +133,14 @@ def time_config(torch, cfg, steps, warmup, checkpoint):
     for i in range(warmup + steps):
         e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
         e[0].record()
-        for p in params:
-            p.grad = None
+        for m in masters:
+            m.grad.zero_()
         total = 0.0
         for j in range(0, batch, mb):
             loss = model.loss(tokens[j:j + mb], targets[j:j + mb]) * (mb / batch)
             loss.backward()
             total = total + loss.detach()
         e[1].record()
-        for p, m in zip(params, masters):
-            m.grad = p.grad.float()
         opt.step()
         with torch.no_grad():
             for p, m in zip(params, masters):
@@ -141,7 +153,10 @@ def time_config(torch, cfg, steps, warmup, checkpoint):
             step_t.append(e[0].elapsed_time(e[2]) * 1e-3)
             losses.append(float(total))
     peak = torch.cuda.max_memory_allocated()
-    del model, params, masters, opt
+    for handle in hooks:  # each hook refers to its parameter: a cycle that would outlive the config
+        handle.remove()
+    del model, params, masters, opt, hooks
+    gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     return {"hidden": h, "heads": heads, "layers": layers, "batch_seqs": batch, "microbatch_seqs": mb,

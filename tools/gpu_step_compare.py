@@ -38,6 +38,33 @@ def predict(axplan, topology, step, workdir):
     return float(time.group(1)), float(memory.group(1))
 
 
+def bad_input(message):
+    """Bad input: the message on standard error, exit code 2 (as axplan)."""
+    print(f"gpu_step_compare: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+def read_steps(path):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        bad_input(f"{path}: {e}; expected a steps file (tools/gpu_step_check.py)")
+    if not isinstance(doc, dict) or doc.get("format") != "axonn-gpu-steps" or doc.get("version") != 1:
+        bad_input(f"{path}: /format, /version: expected axonn-gpu-steps, version 1")
+    steps = doc.get("steps")
+    if not isinstance(steps, list) or not steps:
+        bad_input(f"{path}: /steps: expected a non-empty array")
+    for i, s in enumerate(steps):
+        for key in ("hidden", "heads", "layers", "batch_seqs", "microbatch_seqs"):
+            if not isinstance(s, dict) or not isinstance(s.get(key), int) or s[key] < 1:
+                bad_input(f"{path}: /steps/{i}/{key}: expected an integer >= 1")
+        for key in ("step_s", "peak_bytes"):
+            if not isinstance(s.get(key), (int, float)) or not s[key] > 0:
+                bad_input(f"{path}: /steps/{i}/{key}: expected a number > 0")
+    return steps
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("steps", nargs="+", help="files gpu_step_check.py wrote")
@@ -46,11 +73,7 @@ def main(argv):
     a = p.parse_args(argv)
     rows = []
     for path in a.steps:
-        with open(path) as f:
-            doc = json.load(f)
-        if doc.get("format") != "axonn-gpu-steps":
-            sys.exit(f"{path}: /format: expected axonn-gpu-steps")
-        rows += [(os.path.basename(path), s) for s in doc["steps"]]
+        rows += [(os.path.basename(path), s) for s in read_steps(path)]
     errors = {t: [] for t in a.topology}
     header = f"{'file':<34} {'h':>5} {'L':>2} {'B':>3} {'mb':>3} {'ckpt':>4} {'meas ms':>8} {'GiB':>5}"
     for t in a.topology:

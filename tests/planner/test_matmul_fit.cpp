@@ -163,6 +163,16 @@ TEST(FitMatmulCli, ShapesThenTimingsOfAKnownModelGiveThatModelBack) {
   EXPECT_NE(err.find("zoo:nothing"), std::string::npos) << err;
   EXPECT_EQ(run_cli({"matmul-shapes"}, &out, &err), 2);
   EXPECT_NE(err.find("--runs and/or --model"), std::string::npos) << err;
+  // A group whose products are all memory-bound cannot give a rate: the error names
+  // the timings file and the groups.
+  EXPECT_EQ(run_cli({"fit-matmul", "--timings", timings_path, "--fit-groups", "zoo:gpt-tiny"}, &out, &err), 2);
+  EXPECT_NE(err.find("timings.json (--fit-groups zoo:gpt-tiny"), std::string::npos) << err;
+  EXPECT_NE(err.find("compute-bound"), std::string::npos) << err;
+  // A runs file whose micro-batch is the planner's rule has no products to list.
+  nlohmann::json runs = read_json_file("test", resolve_data_file("test", "model_zoo/published", "megatron-lm-2021"));
+  runs["settings"]["microbatch_seqs"] = 0;
+  EXPECT_EQ(run_cli({"matmul-shapes", "--runs", write_temp("mb0-runs.json", runs.dump())}, &out, &err), 2);
+  EXPECT_NE(err.find("mb0-runs.json: /settings/microbatch_seqs"), std::string::npos) << err;
 }
 
 TEST(FitMatmulCli, ShippedDgxH100HoldsTheFitOfItsMeasuredProducts) {

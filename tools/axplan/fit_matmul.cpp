@@ -70,7 +70,10 @@ int run_matmul_shapes(const MatmulShapesOptions& o, std::ostream& out) {
   if (!o.runs.empty()) {
     const PublishedRuns runs = read_published_runs(o.runs);
     for (const auto& r : runs.runs) {
-      const int64_t mb = r.microbatch_seqs > 0 ? r.microbatch_seqs : 1;
+      if (r.microbatch_seqs < 1)
+        throw InputError("axplan", "micro-batch 0 (the planner's rule)", o.runs + ": /settings/microbatch_seqs",
+                         "a micro-batch of 1 or more sequences, whose products matmul-shapes can list");
+      const int64_t mb = r.microbatch_seqs;
       std::vector<planner::MatmulShape> shapes;
       for (const auto& l : r.model.layers)
         for (const auto& v : {planner::forward_matmuls(l, r.grid, mb, r.model.seq_len),
@@ -156,7 +159,11 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
   for (const auto& s : timings.shapes)
     if (fitted_on(s)) fit_set.push_back(s.timing);
   const double bw = base.compute.memory_bytes_per_s;
-  const planner::MatmulFit fit = planner::fit_matmul_roofline(fit_set, bw);
+  const planner::MatmulFit fit = planner::fit_matmul_roofline(
+      fit_set, bw,
+      fmt::format("{} ({}, memory side of --topology {})", o.timings,
+                  o.fit_groups.empty() ? "every group" : fmt::format("--fit-groups {}", fmt::join(o.fit_groups, ",")),
+                  o.topology));
 
   topo::Topology fitted = base;
   fitted.compute.matmul_flops_per_s = fit.rate_flops_per_s;
@@ -201,6 +208,10 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
     worst.push_back({e, &s});
     spread_sum += s.spread;
   }
+  if (!fit.settled)
+    fmt::print(out, "warning: the products' sides (compute- or memory-bound) still changed after {} refits; the "
+                    "rate below puts some on the other side from the fit's\n",
+               fit.refits);
   fmt::print(out, "MAPE: fitted {}; held out {}\n", fit_in.text(), fit_out.text());
   fmt::print(out, "{}'s own model (matmul_flops_per_s {:.1f} TFLOP/s, overhead {:.2f} us) on every product: {}\n",
              base.name, (base.compute.matmul_flops_per_s > 0 ? base.compute.matmul_flops_per_s : base.peak_flops_per_s) / 1e12,

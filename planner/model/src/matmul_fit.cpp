@@ -38,15 +38,20 @@ Eigen::Vector2d solve(const std::vector<topo::MatmulTiming>& measured, const std
 
 }  // namespace
 
-MatmulFit fit_matmul_roofline(const std::vector<topo::MatmulTiming>& measured, double memory_bytes_per_s) {
-  const std::string where = "matmul fit";
+MatmulFit fit_matmul_roofline(const std::vector<topo::MatmulTiming>& measured, double memory_bytes_per_s,
+                              const std::string& where) {
   if (!(memory_bytes_per_s >= 0) || !std::isfinite(memory_bytes_per_s))
-    throw InputError("planner", "memory bandwidth " + std::to_string(memory_bytes_per_s), where,
+    throw InputError("planner", "memory bandwidth " + std::to_string(memory_bytes_per_s) + " bytes/s", where,
                      "a finite bandwidth >= 0 (0: no memory side)");
-  for (const auto& m : measured)
+  for (size_t i = 0; i < measured.size(); ++i) {
+    const auto& m = measured[i];
     if (!(m.seconds > 0) || !std::isfinite(m.seconds) || m.m < 1 || m.k < 1 || m.n < 1 || m.batch < 1)
-      throw InputError("planner", "a product with a non-positive time or size", where,
-                       "positive sizes and a finite time > 0 for every product");
+      throw InputError("planner",
+                       "product " + std::to_string(i) + " (" + std::to_string(m.m) + " x " + std::to_string(m.k) +
+                           " x " + std::to_string(m.n) + ", batch " + std::to_string(m.batch) + ") in " +
+                           std::to_string(m.seconds) + " s",
+                       where, "positive sizes and a finite time > 0 for every product");
+  }
   std::vector<bool> memory_side(measured.size(), false);
   MatmulFit f;
   for (size_t round = 0;; ++round) {
@@ -72,8 +77,12 @@ MatmulFit fit_matmul_roofline(const std::vector<topo::MatmulTiming>& measured, d
       const MatmulShape s = shape_of(measured[i]);
       next[i] = memory_bytes_per_s > 0 && matmul_bytes(s) / memory_bytes_per_s > s.flops() / f.rate_flops_per_s;
     }
+    if (next == memory_side) break;
     // Sides can swap back and forth between two fits; stop after a bounded number.
-    if (next == memory_side || round == 2 * measured.size()) break;
+    if (round == 2 * measured.size()) {
+      f.settled = false;
+      break;
+    }
     memory_side = next;
     ++f.refits;
   }
