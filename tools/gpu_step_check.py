@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times whole training steps of the planner's GPT on one GPU with PyTorch, to set beside
-`axplan explain --gpus 1 --grid 1,1,1,1,1 --no-checkpointing` on that GPU's topology
-(docs/validation.md, "Matrix products measured on a GPU"). Not part of CI.
+`axplan explain --gpus 1 --grid 1,1,1,1,1` on that GPU's topology (with
+--no-checkpointing unless --checkpoint; tools/gpu_step_compare.py does both;
+docs/validation.md, "Matrix products measured on a GPU"). Not part of CI.
 
     python3 tools/gpu_step_check.py --config 4096,32,4,8,2 --out steps.json   # on the GPU
 

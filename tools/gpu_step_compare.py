@@ -56,11 +56,17 @@ def read_steps(path):
     if not isinstance(steps, list) or not steps:
         bad_input(f"{path}: /steps: expected a non-empty array")
     for i, s in enumerate(steps):
+        if not isinstance(s, dict):
+            bad_input(f"{path}: /steps/{i}: expected an object")
         for key in ("hidden", "heads", "layers", "batch_seqs", "microbatch_seqs"):
-            if not isinstance(s, dict) or not isinstance(s.get(key), int) or s[key] < 1:
+            v = s.get(key)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 bad_input(f"{path}: /steps/{i}/{key}: expected an integer >= 1")
+        if not isinstance(s.get("checkpoint", False), bool):
+            bad_input(f"{path}: /steps/{i}/checkpoint: expected true or false")
         for key in ("step_s", "peak_bytes"):
-            if not isinstance(s.get(key), (int, float)) or not s[key] > 0:
+            v = s.get(key)
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
                 bad_input(f"{path}: /steps/{i}/{key}: expected a number > 0")
     return steps
 

@@ -151,6 +151,9 @@ TEST(FitMatmulCli, ShapesThenTimingsOfAKnownModelGiveThatModelBack) {
   EXPECT_NEAR(got.compute.matmul_overhead_s, 5e-6, 1e-12);
   EXPECT_EQ(got.compute.memory_bytes_per_s, kBandwidth);
   EXPECT_TRUE(got.compute.matmul_table.empty());
+  // dgx-h100 carries timed element-wise costs; without --with-elementwise they are dropped.
+  ASSERT_FALSE(topo::load_topology("dgx-h100").compute.elementwise.empty());
+  EXPECT_TRUE(got.compute.elementwise.empty());
 
   // Bad input names the file and the field, exit code 2.
   nlohmann::json bad = t;

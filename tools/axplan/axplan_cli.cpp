@@ -549,7 +549,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
   fit_matmul->add_option("--out", fitm.out, "write the topology with the fitted matmul model to this file");
   fit_matmul->add_option("--description", fitm.description, "the written topology's description");
   fit_matmul->add_flag("--with-elementwise", fitm.with_elementwise,
-                       "also write the timed element-wise operations' seconds per element (else the roofline's bytes)");
+                       "write the timed element-wise operations' seconds per element (without it, --out writes none: the "
+                       "roofline's bytes apply)");
 
   std::vector<const char*> argv;
   for (const auto& s : args) argv.push_back(s.c_str());

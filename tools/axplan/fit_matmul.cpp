@@ -170,6 +170,7 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
   fitted.compute.matmul_overhead_s = fit.overhead_s;
   fitted.compute.matmul_table.clear();
   if (!o.description.empty()) fitted.description = o.description;
+  fitted.compute.elementwise.clear();  // without --with-elementwise: the roofline's bytes
   if (o.with_elementwise) {
     if (timings.elementwise.empty())
       throw InputError("axplan", "no element-wise timings", o.timings + ": /elementwise",

@@ -56,7 +56,8 @@ struct FitMatmulOptions {
   std::vector<std::string> fit_groups;  // empty: every group (nothing held out)
   std::string out;                      // the fitted topology file to write (empty: none)
   std::string description;              // its description (empty: the base topology's)
-  bool with_elementwise = false;        // also write the timed element-wise costs (per element)
+  bool with_elementwise = false;        // write the timed element-wise costs (per element); without it
+                                        // the written topology has none (the roofline's bytes)
 };
 int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out);
 

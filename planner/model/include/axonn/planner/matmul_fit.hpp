@@ -7,7 +7,9 @@
 // call) are fitted by linear least squares on the relative errors, (predicted -
 // measured) / measured, so a 10 us product weighs as much as a 100 ms one. Which side
 // of the max each product is on depends on the rate: the fit starts with every product
-// compute-bound and refits until no product changes side.
+// compute-bound and refits until no product changes side (a fixed point of the sides,
+// not a search over every assignment of them; at most 2 x products refits, else
+// `settled` is false). A negative overhead is clamped to 0 and the rate refitted alone.
 //
 // Example (two compute-bound products, timed at 500 TFLOP/s plus 10 us each):
 //   const double f1 = 2.0 * 4096 * 4096 * 4096, f2 = 2.0 * 8192 * 8192 * 8192;   // FLOP
