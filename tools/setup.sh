@@ -6,6 +6,8 @@
 #   bash tools/setup.sh            # packages + build
 #   AXONN_BUILD_DIR=out bash tools/setup.sh
 #   AXONN_UNITY_BUILD=OFF bash tools/setup.sh   # one object file per source
+#   AXONN_BUILD_BENCHES=OFF bash tools/setup.sh # without the benchmarks no test runs
+#                                               # (the test command's choice)
 #
 # Idempotent: a second run installs nothing and rebuilds only what changed.
 # A unity build (CMake's CMAKE_UNITY_BUILD: up to 8 sources of a target compiled as
@@ -37,5 +39,6 @@ fi
 
 BUILD_DIR="${AXONN_BUILD_DIR:-build}"
 JOBS="$(nproc)"
-cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD="${AXONN_UNITY_BUILD:-ON}" >/dev/null
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DCMAKE_UNITY_BUILD="${AXONN_UNITY_BUILD:-ON}" \
+  -DAXONN_BUILD_BENCHES="${AXONN_BUILD_BENCHES:-ON}" >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
