@@ -23,13 +23,12 @@ returned, not accumulated into .grad), each timed between CUDA events, median of
 repeats.
 """
 import argparse
-import json
 import math
 import statistics
 import sys
 import time
 
-import atomic_json
+import tool_json
 
 L2_FLUSH_BYTES = 256 << 20
 WARMUP = 3
@@ -45,27 +44,14 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
-def bad_input(message):
-    """Bad input: the message on standard error, exit code 2 (as axplan)."""
-    print(f"gpu_matmul_timings: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def read_shapes(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        bad_input(f"{path}: {e}; expected a shapes file (axplan matmul-shapes)")
-    if not isinstance(doc, dict) or doc.get("format") != "axonn-matmul-shapes" or doc.get("version") != 1:
-        bad_input(f"{path}: /format, /version: not a shapes file; expected axonn-matmul-shapes, version 1")
-    shapes = doc.get("shapes")
-    if not isinstance(shapes, list) or not shapes:
-        bad_input(f"{path}: /shapes: expected a non-empty array")
+    shapes = tool_json.read_list("gpu_matmul_timings", path, "axonn-matmul-shapes", "shapes",
+                                 "a shapes file (axplan matmul-shapes)")
     for i, s in enumerate(shapes):
         for key in ("m", "k", "n", "batch"):
-            if not isinstance(s, dict) or not isinstance(s.get(key), int) or s[key] < 1:
-                bad_input(f"{path}: /shapes/{i}/{key}: expected an integer >= 1")
+            v = s.get(key) if isinstance(s, dict) else None
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                tool_json.bad_input("gpu_matmul_timings", f"{path}: /shapes/{i}/{key}: expected an integer >= 1")
     return shapes
 
 
@@ -214,7 +200,7 @@ def main(argv):
         for e in doc["elementwise"]:
             print(f"{e['op']}: {e['elements']} elements, forward {e['forward_s'] * 1e6:.1f} us, "
                   f"backward {e['backward_s'] * 1e6:.1f} us", flush=True)
-    atomic_json.write(a.out, doc)
+    tool_json.write(a.out, doc)
     print(f"wrote {a.out}")
 
 

@@ -27,7 +27,7 @@ import math
 import statistics
 import sys
 
-import atomic_json
+import tool_json
 
 SEQ, VOCAB = 2048, 51200
 
@@ -185,7 +185,7 @@ def main(argv):
     doc = {"format": "axonn-gpu-steps", "version": 1, "device": torch.cuda.get_device_name(),
            "software": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
            "method": f"median of {a.steps} steps after {a.warmup}, CUDA events", "steps": results}
-    atomic_json.write(a.out, doc)
+    tool_json.write(a.out, doc)
     print(f"wrote {a.out}")
 
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 import tempfile
 
+import tool_json
+
 SEQ, VOCAB = 2048, 51200  # as gpu_step_check.py
 
 
@@ -38,36 +40,22 @@ def predict(axplan, topology, step, workdir):
     return float(time.group(1)), float(memory.group(1))
 
 
-def bad_input(message):
-    """Bad input: the message on standard error, exit code 2 (as axplan)."""
-    print(f"gpu_step_compare: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
 def read_steps(path):
-    try:
-        with open(path) as f:
-            doc = json.load(f)
-    except (OSError, ValueError) as e:
-        bad_input(f"{path}: {e}; expected a steps file (tools/gpu_step_check.py)")
-    if not isinstance(doc, dict) or doc.get("format") != "axonn-gpu-steps" or doc.get("version") != 1:
-        bad_input(f"{path}: /format, /version: expected axonn-gpu-steps, version 1")
-    steps = doc.get("steps")
-    if not isinstance(steps, list) or not steps:
-        bad_input(f"{path}: /steps: expected a non-empty array")
+    steps = tool_json.read_list("gpu_step_compare", path, "axonn-gpu-steps", "steps",
+                                "a steps file (tools/gpu_step_check.py)")
     for i, s in enumerate(steps):
         if not isinstance(s, dict):
-            bad_input(f"{path}: /steps/{i}: expected an object")
+            tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}: expected an object")
         for key in ("hidden", "heads", "layers", "batch_seqs", "microbatch_seqs"):
             v = s.get(key)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
-                bad_input(f"{path}: /steps/{i}/{key}: expected an integer >= 1")
+                tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/{key}: expected an integer >= 1")
         if not isinstance(s.get("checkpoint", False), bool):
-            bad_input(f"{path}: /steps/{i}/checkpoint: expected true or false")
+            tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/checkpoint: expected true or false")
         for key in ("step_s", "peak_bytes"):
             v = s.get(key)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
-                bad_input(f"{path}: /steps/{i}/{key}: expected a number > 0")
+                tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/{key}: expected a number > 0")
     return steps
 
 
