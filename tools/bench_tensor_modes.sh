@@ -12,7 +12,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd) rate=${2:-400mbit} model=${3:-gpt-bench} seqs=${4:-8}
 for p in axplan axplan-calibrate bench_tensor_modes; do
-  [ -x "$build/tools/$p" ] || { echo "bench_tensor_modes.sh: $build/tools/$p not built" >&2; exit 2; }
+  [ -x "$build/tools/$p" ] || { echo "bench_tensor_modes.sh: $build/tools/$p not built; expected a build (cmake --build $build; the benchmarks: --target benches)" >&2; exit 2; }
 done
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mpi="mpirun --oversubscribe --allow-run-as-root --mca btl self,tcp --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo"
