@@ -33,12 +33,7 @@ void add_unique(std::vector<GroupedShape>& all, const std::vector<planner::Matmu
       all.push_back({s, group});
 }
 
-// The predicted seconds of `s` on `t`'s fitted model (its table ignored).
-double predicted_s(const topo::Topology& t, const topo::MatmulTiming& s) {
-  topo::Topology no_table = t;
-  no_table.compute.matmul_table.clear();
-  return planner::matmul_s(no_table, {s.m, s.k, s.n, s.batch});
-}
+planner::MatmulShape shape_of(const topo::MatmulTiming& t) { return {t.m, t.k, t.n, t.batch}; }
 
 // Mean and worst |relative error| of a set of products, and the error of their sum (a
 // step runs each product once per layer: its compute error is nearer the sum's).
@@ -152,12 +147,12 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
     if (std::none_of(timings.shapes.begin(), timings.shapes.end(), [&](const TimedShape& s) { return s.group == g; }))
       throw InputError("axplan", "no product of group \"" + g + "\"", "--fit-groups, " + o.timings,
                        "a group the timings file has");
-  auto fitted_on = [&](const TimedShape& s) {
-    return o.fit_groups.empty() || std::find(o.fit_groups.begin(), o.fit_groups.end(), s.group) != o.fit_groups.end();
+  auto fitted_on = [&](const std::string& group) {
+    return o.fit_groups.empty() || std::find(o.fit_groups.begin(), o.fit_groups.end(), group) != o.fit_groups.end();
   };
   std::vector<topo::MatmulTiming> fit_set;
   for (const auto& s : timings.shapes)
-    if (fitted_on(s)) fit_set.push_back(s.timing);
+    if (fitted_on(s.group)) fit_set.push_back(s.timing);
   const double bw = base.compute.memory_bytes_per_s;
   const planner::MatmulFit fit = planner::fit_matmul_roofline(
       fit_set, bw,
@@ -188,25 +183,29 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
              fit.rate_flops_per_s / 1e12, fit.rate_flops_per_s / base.peak_flops_per_s, fit.overhead_s * 1e6,
              bw / 1e9, fit.memory_bound, fit.refits);
 
-  // Errors of the fit and of the base topology's own model, by group and by size.
+  // Errors of the fit and of the base topology's own model (its table left out), by
+  // group and by size.
+  topo::Topology base_model = base;
+  base_model.compute.matmul_table.clear();
+  const planner::MatmulTimes fitted_s(fitted), base_s(base_model);
   ErrorSummary fit_in, fit_out, base_all;
   std::map<std::string, ErrorSummary> by_group;
   std::map<int, ErrorSummary> by_decade;  // floor(log10(FLOPs))
   struct Worst {
-    double error;
+    double predicted_s;
     const TimedShape* s;
+    double error() const { return predicted_s / s->timing.seconds - 1.0; }
   };
   std::vector<Worst> worst;
   double spread_sum = 0;
   for (const auto& s : timings.shapes) {
-    const double p = predicted_s(fitted, s.timing), e = p / s.timing.seconds - 1.0;
-    (fitted_on(s) ? fit_in : fit_out).add(s.timing.seconds, p);
+    const planner::MatmulShape shape = shape_of(s.timing);
+    const double p = fitted_s(shape);
+    (fitted_on(s.group) ? fit_in : fit_out).add(s.timing.seconds, p);
     by_group[s.group].add(s.timing.seconds, p);
-    by_decade[static_cast<int>(std::floor(std::log10(planner::MatmulShape{s.timing.m, s.timing.k, s.timing.n,
-                                                                          s.timing.batch}.flops())))]
-        .add(s.timing.seconds, p);
-    base_all.add(s.timing.seconds, predicted_s(base, s.timing));
-    worst.push_back({e, &s});
+    by_decade[static_cast<int>(std::floor(std::log10(shape.flops())))].add(s.timing.seconds, p);
+    base_all.add(s.timing.seconds, base_s(shape));
+    worst.push_back({p, &s});
     spread_sum += s.spread;
   }
   if (!fit.settled)
@@ -222,18 +221,17 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
   fmt::print(out, "{:<36} {}\n", "group (* fitted on)", "MAPE of the fit");
   for (const auto& [g, e] : by_group)
     fmt::print(out, "{:<36} {}\n",
-               g + (o.fit_groups.empty() || std::find(o.fit_groups.begin(), o.fit_groups.end(), g) != o.fit_groups.end()
-                        ? " *"
-                        : ""),
+               g + (fitted_on(g) ? " *" : ""),
                e.text());
   fmt::print(out, "\n{:<36} {}\n", "FLOPs per product", "MAPE of the fit");
   for (const auto& [d, e] : by_decade) fmt::print(out, "{:<36} {}\n", fmt::format("1e{} to 1e{}", d, d + 1), e.text());
-  std::sort(worst.begin(), worst.end(), [](const Worst& a, const Worst& b) { return std::abs(a.error) > std::abs(b.error); });
+  std::sort(worst.begin(), worst.end(),
+            [](const Worst& a, const Worst& b) { return std::abs(a.error()) > std::abs(b.error()); });
   fmt::print(out, "\nworst products (m x k x n, batch: measured, predicted)\n");
   for (size_t i = 0; i < std::min<size_t>(5, worst.size()); ++i) {
     const auto& t = worst[i].s->timing;
     fmt::print(out, "  {} x {} x {}, {} ({}): {:.2f} us, {:.2f} us ({:+.0f}%)\n", t.m, t.k, t.n, t.batch,
-               worst[i].s->group, t.seconds * 1e6, predicted_s(fitted, t) * 1e6, 100 * worst[i].error);
+               worst[i].s->group, t.seconds * 1e6, worst[i].predicted_s * 1e6, 100 * worst[i].error());
   }
   if (!timings.elementwise.empty() && bw > 0) {
     fmt::print(out, "\nelement-wise operations: measured vs the roofline's bytes / {:.0f} GB/s (ps per element)\n",

@@ -52,6 +52,11 @@ MatmulFit fit_matmul_roofline(const std::vector<topo::MatmulTiming>& measured, d
                            std::to_string(m.seconds) + " s",
                        where, "positive sizes and a finite time > 0 for every product");
   }
+  // Whether the memory side of the max is the larger at `rate`.
+  auto memory_bound_at = [&](const topo::MatmulTiming& m, double rate) {
+    const MatmulShape s = shape_of(m);
+    return memory_bytes_per_s > 0 && matmul_bytes(s) / memory_bytes_per_s > s.flops() / rate;
+  };
   std::vector<bool> memory_side(measured.size(), false);
   MatmulFit f;
   for (size_t round = 0;; ++round) {
@@ -73,10 +78,7 @@ MatmulFit fit_matmul_roofline(const std::vector<topo::MatmulTiming>& measured, d
     f.overhead_s = x(0);
     f.rate_flops_per_s = 1.0 / x(1);
     std::vector<bool> next(measured.size(), false);
-    for (size_t i = 0; i < measured.size(); ++i) {
-      const MatmulShape s = shape_of(measured[i]);
-      next[i] = memory_bytes_per_s > 0 && matmul_bytes(s) / memory_bytes_per_s > s.flops() / f.rate_flops_per_s;
-    }
+    for (size_t i = 0; i < measured.size(); ++i) next[i] = memory_bound_at(measured[i], f.rate_flops_per_s);
     if (next == memory_side) break;
     // Sides can swap back and forth between two fits; stop after a bounded number.
     if (round == 2 * measured.size()) {
@@ -86,13 +88,16 @@ MatmulFit fit_matmul_roofline(const std::vector<topo::MatmulTiming>& measured, d
     memory_side = next;
     ++f.refits;
   }
+  // The fitted model's times, by the model's own function (section 7).
+  topo::Topology fitted;
+  fitted.compute.matmul_flops_per_s = f.rate_flops_per_s;
+  fitted.compute.matmul_overhead_s = f.overhead_s;
+  fitted.compute.memory_bytes_per_s = memory_bytes_per_s;
+  const MatmulTimes times(fitted);
   double sum = 0;
-  for (size_t i = 0; i < measured.size(); ++i) {
-    const MatmulShape s = shape_of(measured[i]);
-    const double flops_s = s.flops() / f.rate_flops_per_s;
-    const double bytes_s = memory_bytes_per_s > 0 ? matmul_bytes(s) / memory_bytes_per_s : 0.0;
-    f.memory_bound += bytes_s > flops_s;
-    sum += std::abs((f.overhead_s + std::max(flops_s, bytes_s)) / measured[i].seconds - 1.0);
+  for (const auto& m : measured) {
+    f.memory_bound += memory_bound_at(m, f.rate_flops_per_s);
+    sum += std::abs(times(shape_of(m)) / m.seconds - 1.0);
   }
   f.mape = sum / static_cast<double>(measured.size());
   return f;
