@@ -20,7 +20,8 @@ Element-wise operations run as the planner counts them (topo::elementwise_op_nam
 in bf16, unfused (Megatron fuses several): the forward, then the backward as
 torch.autograd.grad with the output's gradient made beforehand (the inputs' gradients
 returned, not accumulated into .grad), each timed between CUDA events, median of the
-repeats.
+repeats. Adam (fused) and the gradient accumulation (an fp32 buffer += a bf16 dW, as a
+main_grad hook adds) have no backward.
 """
 import argparse
 import math
@@ -121,6 +122,7 @@ def elementwise_cases(torch):
          lambda x: torch.softmax((x * 0.125).masked_fill(mask, float("-inf")), dim=-1)),
         ("cross_entropy", rows_v * vocab, lambda: (t(rows_v, vocab),), lambda x: F.cross_entropy(x, target)),
         ("adam", params, None, None),
+        ("grad_accumulate", params, None, None),
     ]
 
 
@@ -140,6 +142,15 @@ def time_elementwise(torch, repeats):
             fwd, _ = summarize(time_loop(torch, lambda i: opt.step(), 1, repeats))
             out.append({"op": op, "elements": elements, "forward_s": fwd, "backward_s": 0.0})
             del opt, p
+            continue
+        if op == "grad_accumulate":  # a main_grad hook: the fp32 gradient += the bf16 dW
+            acc = torch.zeros(elements, device="cuda", dtype=torch.float32)
+            dw = torch.randn(elements, device="cuda", dtype=torch.bfloat16)
+            for _ in range(WARMUP):
+                acc.add_(dw)
+            fwd, _ = summarize(time_loop(torch, lambda i: acc.add_(dw), 1, repeats))
+            out.append({"op": op, "elements": elements, "forward_s": fwd, "backward_s": 0.0})
+            del acc, dw
             continue
         inputs = make()
         grad_out = torch.ones_like(forward(*inputs))

@@ -124,6 +124,9 @@ topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int6
         },
         repeats);
     return {t / elements, 0.0};
+  } else if (op == "grad_accumulate") {  // BucketedReducer::accumulate: the shard's .grad += dW
+    at::Tensor acc = at::randn({rows * width}), dw = at::randn({rows * width});
+    return {time_calls([&] { acc.add_(dw); }, repeats) / elements, 0.0};
   } else {
     throw InputError("calibrate", "unknown element-wise operation '" + op + "'", "kernel timer",
                      "one of topo::elementwise_op_names()");

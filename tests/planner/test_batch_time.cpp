@@ -90,8 +90,38 @@ TEST(ComputeModel, ElementwiseWorkFollowsTheLayerFlags) {
   // attention: (16/2) sequences * (8/2) heads * 128 * 128 scores.
   EXPECT_DOUBLE_EQ(elementwise_s(t, *att, g, 16, 128).forward_s, 524288.0 * 7);
   EXPECT_DOUBLE_EQ(optimizer_s(t, *fc1, g), 256.0 * 1024 / 8 * 9);
+  EXPECT_DOUBLE_EQ(gradient_accumulation_s(t, *fc1, g), 0.0);  // not measured, no bandwidth: free
+  t.compute.elementwise["grad_accumulate"] = {11, 0};
+  EXPECT_DOUBLE_EQ(gradient_accumulation_s(t, *fc1, g), 256.0 * 1024 / 8 * 11);  // the local shard's elements
+  EXPECT_DOUBLE_EQ(gradient_accumulation_s(t, *att, g), 0.0);                      // no weight
   t.compute.elementwise.clear();  // not calibrated: no element-wise time
   EXPECT_DOUBLE_EQ(elementwise_s(t, *fc1, g, 16, 128).forward_s, 0.0);
+}
+
+// The gradient accumulation is charged once per backward pass: a step of M micro-batches
+// on one stage costs M times each layer's, inside the passes' compute.
+TEST(ComputeModel, GradientAccumulationIsChargedPerBackwardPass) {
+  const auto m = model::load_model("gpt-bench");
+  topo::Topology t = topo::load_topology("dgx-h100");  // measured element-wise costs, grad_accumulate not among them
+  ASSERT_EQ(t.compute.elementwise.count("grad_accumulate"), 0u);
+  const topo::Grid g{1, 2, 2, 1, 1};
+  PlannerOptions o;
+  o.gpus = 4;
+  o.microbatch_seqs = 2;
+  for (const int64_t batch : {int64_t{2}, int64_t{8}}) {  // 1 and 4 micro-batches
+    o.batch_seqs = batch;
+    topo::Topology fused = t;
+    fused.compute.elementwise["grad_accumulate"] = {0, 0};  // fused into the dW product
+    const Evaluation with = evaluate(m, t, g, o), without = evaluate(m, fused, g, o);
+    ASSERT_TRUE(with.feasible && without.feasible) << with.rejected_because;
+    double per_pass = 0;
+    for (const auto& l : m.layers) per_pass += gradient_accumulation_s(t, l, g);
+    // The roofline's 10 bytes per local weight element (the weights are split over 4).
+    EXPECT_NEAR(per_pass, static_cast<double>(m.parameters()) / 4 * 10 / t.compute.memory_bytes_per_s,
+                1e-3 * per_pass);
+    EXPECT_NEAR(with.compute_s - without.compute_s, static_cast<double>(batch / 2) * per_pass, 1e-9) << batch;
+    EXPECT_GT(with.batch_s, without.batch_s);
+  }
 }
 
 TEST(BatchTime, TheOptimizerEndsTheStep) {

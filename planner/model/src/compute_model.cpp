@@ -125,7 +125,10 @@ ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& 
     if (l.residual_after) add("residual", E::Output);
     if (l.loss_after) add("cross_entropy", E::Output);
   }
-  if (auto adam = cost("adam")) r.adam_s_per_element = adam->forward_s_per_element;
+  if (l.weight_elements() > 0) {
+    if (auto adam = cost("adam")) r.adam_s_per_element = adam->forward_s_per_element;
+    if (auto acc = cost("grad_accumulate")) r.grad_accumulate_s_per_element = acc->forward_s_per_element;
+  }
   return r;
 }
 
@@ -165,16 +168,30 @@ ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, co
   return elementwise_s(elementwise_rates(t, l), l, g, microbatch_seqs, seq_len);
 }
 
+namespace {
+// The layer's weight elements on one rank: k*n / (Ga*Gb*Gz).
+double local_weight_elements(const model::Layer& l, const topo::Grid& g) {
+  const topo::Axis a = l.swaps_xy() ? Axis::Y : Axis::X, b = l.swaps_xy() ? Axis::X : Axis::Y;
+  return static_cast<double>(l.weight_elements()) / static_cast<double>(g.size(a) * g.size(b) * g.gz);
+}
+}  // namespace
+
 double optimizer_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g) {
   if (r.adam_s_per_element == 0 || l.weight_elements() == 0) return 0;
-  const topo::Axis a = l.swaps_xy() ? Axis::Y : Axis::X, b = l.swaps_xy() ? Axis::X : Axis::Y;
-  const double local = static_cast<double>(l.weight_elements()) /
-                       static_cast<double>(g.size(a) * g.size(b) * g.gz);
-  return local * r.adam_s_per_element;
+  return local_weight_elements(l, g) * r.adam_s_per_element;
 }
 
 double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g) {
   return optimizer_s(elementwise_rates(t, l), l, g);
+}
+
+double gradient_accumulation_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g) {
+  if (r.grad_accumulate_s_per_element == 0 || l.weight_elements() == 0) return 0;
+  return local_weight_elements(l, g) * r.grad_accumulate_s_per_element;
+}
+
+double gradient_accumulation_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g) {
+  return gradient_accumulation_s(elementwise_rates(t, l), l, g);
 }
 
 ElementwiseBytes elementwise_bytes(const std::string& op) {
@@ -190,6 +207,7 @@ ElementwiseBytes elementwise_bytes(const std::string& op) {
       {"cross_entropy", {4, 4}},  // read the logits, write log-probabilities; read those, write dlogits
       {"adam", {30, 0}},          // fp32 w, g, m, v read (16), w, m, v written (12), half w written (2),
                                   // whatever the plan's precision (the topology does not know it)
+      {"grad_accumulate", {10, 0}},  // fp32 gradient read and written (8), half dW read (2)
   };
   auto it = bytes.find(op);
   return it == bytes.end() ? ElementwiseBytes{} : it->second;

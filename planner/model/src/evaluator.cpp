@@ -215,7 +215,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       costs.forward_s = matmul_.sum(forward_matmul_list(l, g, mb, m.seq_len)) + ew.forward_s;
       costs.backward_input_s =
           (s.input_gradient ? matmul_.sum(backward_input_matmul_list(l, g, mb, m.seq_len)) : 0.0) + ew.backward_s;
-      costs.backward_weight_s = matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len));
+      // dW, then its addition into the gradient buffer (once per backward pass).
+      costs.backward_weight_s = matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len)) +
+                                gradient_accumulation_s(classes_[c].rates, l, g);
       sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
     }
     costs.comm = layer_collectives(l, g, bw, s);

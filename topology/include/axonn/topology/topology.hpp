@@ -42,15 +42,23 @@ struct MatmulTiming {
 //   softmax        scale, causal mask, softmax        (elements of the score matrix)
 //   cross_entropy  log-softmax and NLL                (elements of the logits)
 //   adam           one Adam update                    (parameter elements; forward only)
+//   grad_accumulate a layer's weight gradient added into its gradient buffer, once per
+//                  backward pass (parameter elements; forward only): the runtime's
+//                  accumulation over micro-batches, as Megatron-LM's main_grad hooks
+//                  (fp32 += half) did in 2021; a runtime that fuses it into the weight-
+//                  gradient product sets it to 0
 struct ElementwiseCost {
   double forward_s_per_element = 0;
   double backward_s_per_element = 0;
 };
 inline const std::vector<std::string>& elementwise_op_names() {
   static const std::vector<std::string> names = {"bias",     "layer_norm",    "gelu", "residual",
-                                                 "softmax",  "cross_entropy", "adam"};
+                                                 "softmax",  "cross_entropy", "adam", "grad_accumulate"};
   return names;
 }
+// Operations that act on parameters once per step or pass, not on activations: they
+// have no backward (adam, grad_accumulate).
+inline bool elementwise_forward_only(const std::string& op) { return op == "adam" || op == "grad_accumulate"; }
 
 // What one GPU (here: one rank) computes per second, as `axplan calibrate` measures it
 // (CPU ranks) or `axplan fit-published` fits to published runs (GPUs). Absent from a

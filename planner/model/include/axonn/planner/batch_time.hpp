@@ -32,7 +32,7 @@ namespace axonn::planner {
 struct LayerCosts {
   double forward_s = 0;            // forward matmuls and element-wise work
   double backward_input_s = 0;     // dI matmuls and element-wise work
-  double backward_weight_s = 0;    // dW matmuls
+  double backward_weight_s = 0;    // dW matmuls, and dW added into the gradient buffer
   LayerCollectives comm;           // its collectives (layer_comm.hpp; 0 where a group has size 1)
 };
 

@@ -76,6 +76,12 @@ ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, co
                               int64_t microbatch_seqs, int64_t seq_len);
 // One Adam step over the layer's local weight shard (k*n / (Ga*Gb*Gz) elements), seconds.
 double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g);
+// Adding one backward pass's weight gradient into the shard's gradient buffer (the
+// grad_accumulate operation over the same local elements), seconds. Charged once per
+// micro-batch's backward pass: the runtime's first pass copies, the others add
+// (runtime/src/bucketed_reducer.cpp). 0 where the topology has neither a measured cost
+// nor a memory bandwidth, or sets the cost to 0 (fused into the dW product).
+double gradient_accumulation_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g);
 
 // The measured rates of a layer's element-wise operations, looked up once per layer
 // and topology (elementwise_s's terms in the same order, so the same sums).
@@ -87,17 +93,20 @@ struct ElementwiseRates {
   };
   std::array<Term, 5> terms{};
   size_t count = 0;
-  double adam_s_per_element = 0;  // 0: not measured
+  double adam_s_per_element = 0;             // 0: not measured
+  double grad_accumulate_s_per_element = 0;  // 0: not measured, or fused
 };
 ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& l);
 ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g,
                               int64_t microbatch_seqs, int64_t seq_len);
 double optimizer_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g);
+double gradient_accumulation_s(const ElementwiseRates& r, const model::Layer& l, const topo::Grid& g);
 
 // Bytes one element-wise operation moves per element when memory bandwidth bounds it
 // (docs/model.md section 7): half-precision (2-byte) activations, each operand read
 // once and each result written once; Adam reads and writes fp32 master weights and
-// moments and writes the half-precision copy. {0, 0} for an unknown name.
+// moments and writes the half-precision copy; the gradient accumulation reads and
+// writes the fp32 gradient and reads the half-precision dW. {0, 0} for an unknown name.
 struct ElementwiseBytes {
   double forward = 0;   // bytes per element
   double backward = 0;  // bytes per element
