@@ -122,6 +122,17 @@ TEST(ComputeModel, GradientAccumulationIsChargedPerBackwardPass) {
     EXPECT_NEAR(with.compute_s - without.compute_s, static_cast<double>(batch / 2) * per_pass, 1e-9) << batch;
     EXPECT_GT(with.batch_s, without.batch_s);
   }
+  // ZeRO-2 adds each pass's gradient into the owned block only: 1/Gdata of the shard.
+  const topo::Grid dp{1, 2, 1, 2, 1};
+  o.batch_seqs = 8;  // 2 micro-batches per data-parallel group
+  o.optimizer.zero = 2;
+  topo::Topology fused = t;
+  fused.compute.elementwise["grad_accumulate"] = {0, 0};
+  const Evaluation with = evaluate(m, t, dp, o), without = evaluate(m, fused, dp, o);
+  ASSERT_TRUE(with.feasible && without.feasible) << with.rejected_because;
+  double per_pass = 0;
+  for (const auto& l : m.layers) per_pass += gradient_accumulation_s(t, l, dp);
+  EXPECT_NEAR(with.compute_s - without.compute_s, 2 * per_pass / 2, 1e-9);
 }
 
 TEST(BatchTime, TheOptimizerEndsTheStep) {

@@ -205,6 +205,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     sc.pass_costs.resize(m.layers.size());
     sc.memory.resize(m.layers.size());
   }
+  const double accumulation_share = o.optimizer.zero >= 2 ? 1.0 / static_cast<double>(g.gdata) : 1.0;
   for (size_t c = 0; c < nc; ++c) {
     const model::Layer& l = *classes_[c].layer;
     LayerCommSettings s = ls;
@@ -215,9 +216,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       costs.forward_s = matmul_.sum(forward_matmul_list(l, g, mb, m.seq_len)) + ew.forward_s;
       costs.backward_input_s =
           (s.input_gradient ? matmul_.sum(backward_input_matmul_list(l, g, mb, m.seq_len)) : 0.0) + ew.backward_s;
-      // dW, then its addition into the gradient buffer (once per backward pass).
+      // dW, then its addition into the gradient buffer (once per backward pass); under
+      // ZeRO-2/3 into the owned block only, after the data reduce-scatter (section 11).
       costs.backward_weight_s = matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len)) +
-                                gradient_accumulation_s(classes_[c].rates, l, g);
+                                gradient_accumulation_s(classes_[c].rates, l, g) * accumulation_share;
       sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
     }
     costs.comm = layer_collectives(l, g, bw, s);
