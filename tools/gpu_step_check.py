@@ -19,7 +19,10 @@ main_grad), so the state is the planner's 18 bytes per parameter: bf16 weights, 
 gradients, fp32 master weights and Adam's two moments. Adam (fused) updates the master
 weights, which are copied back to bf16. Each step is timed between CUDA events: median
 of the timed steps after the warm-up ones, with forward+backward and the optimizer
-apart; the peak is PyTorch's largest allocation over the config's steps.
+apart, and within it the micro-batches' forward passes and backward passes summed
+(events between them: the backward includes the recompute and the fp32 accumulation,
+as the planner's backward pass does); the peak is PyTorch's largest allocation over the
+config's steps.
 """
 import argparse
 import gc
@@ -130,16 +133,22 @@ def time_config(torch, cfg, steps, warmup, checkpoint):
     opt = torch.optim.Adam(masters, lr=1e-5, fused=True)
     tokens = torch.randint(0, VOCAB, (batch, SEQ), device="cuda")
     targets = torch.randint(0, VOCAB, (batch, SEQ), device="cuda")
-    step_t, fb_t, opt_t, losses = [], [], [], []
+    step_t, fb_t, opt_t, fwd_t, bwd_t, losses = [], [], [], [], [], []
     for i in range(warmup + steps):
         e = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        passes = []  # per micro-batch: events before the forward, between, after the backward
         e[0].record()
         for m in masters:
             m.grad.zero_()
         total = 0.0
         for j in range(0, batch, mb):
+            p = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+            p[0].record()
             loss = model.loss(tokens[j:j + mb], targets[j:j + mb]) * (mb / batch)
-            loss.backward()
+            p[1].record()
+            loss.backward()  # with the recompute under --checkpoint, and the fp32 accumulation hooks
+            p[2].record()
+            passes.append(p)
             total = total + loss.detach()
         e[1].record()
         opt.step()
@@ -152,6 +161,8 @@ def time_config(torch, cfg, steps, warmup, checkpoint):
             fb_t.append(e[0].elapsed_time(e[1]) * 1e-3)
             opt_t.append(e[1].elapsed_time(e[2]) * 1e-3)
             step_t.append(e[0].elapsed_time(e[2]) * 1e-3)
+            fwd_t.append(sum(p[0].elapsed_time(p[1]) for p in passes) * 1e-3)
+            bwd_t.append(sum(p[1].elapsed_time(p[2]) for p in passes) * 1e-3)
             losses.append(float(total))
     peak = torch.cuda.max_memory_allocated()
     for handle in hooks:  # each hook refers to its parameter: a cycle that would outlive the config
@@ -163,7 +174,9 @@ def time_config(torch, cfg, steps, warmup, checkpoint):
     return {"hidden": h, "heads": heads, "layers": layers, "batch_seqs": batch, "microbatch_seqs": mb,
             "checkpoint": checkpoint,
             "step_s": statistics.median(step_t), "forward_backward_s": statistics.median(fb_t),
-            "optimizer_s": statistics.median(opt_t), "step_spread": (max(step_t) - min(step_t)) / statistics.median(step_t),
+            "optimizer_s": statistics.median(opt_t),
+            "forward_s": statistics.median(fwd_t), "backward_s": statistics.median(bwd_t),
+            "step_spread": (max(step_t) - min(step_t)) / statistics.median(step_t),
             "peak_bytes": peak, "losses": losses}
 
 

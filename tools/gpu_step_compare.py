@@ -35,9 +35,14 @@ def predict(axplan, topology, step, workdir):
         sys.exit(f"{' '.join(cmd)} failed ({out.returncode}): {out.stderr.strip()}")
     time = re.search(r"batch time ([0-9.]+) s", out.stdout)
     memory = re.search(r"memory per GPU ([0-9.]+) GiB", out.stdout)
-    if not time or not memory:
-        sys.exit(f"{' '.join(cmd)}: no batch time or memory in its output")
-    return float(time.group(1)), float(memory.group(1))
+    ms = r"([0-9.]+) \([0-9.]+\)"  # busy (compute)
+    passes = re.search(rf"^0\s+{ms}\s+{ms}\s+{ms}\s+[0-9.]+$", out.stdout, re.MULTILINE)
+    if not time or not memory or not passes:
+        sys.exit(f"{' '.join(cmd)}: no batch time, memory or passes of stage 0 in its output")
+    # A step's forward passes and backward passes: M micro-batches, the last backward apart.
+    m = step["batch_seqs"] // step["microbatch_seqs"]
+    forward, backward, last = (float(passes.group(i)) * 1e-3 for i in (1, 2, 3))
+    return float(time.group(1)), float(memory.group(1)), m * forward, (m - 1) * backward + last
 
 
 def read_steps(path):
@@ -52,7 +57,9 @@ def read_steps(path):
                 tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/{key}: expected an integer >= 1")
         if not isinstance(s.get("checkpoint", False), bool):
             tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/checkpoint: expected true or false")
-        for key in ("step_s", "peak_bytes"):
+        for key in ("step_s", "peak_bytes", "forward_s", "backward_s"):
+            if key not in s and key in ("forward_s", "backward_s"):
+                continue  # steps files before 2026-11-27 did not time the passes apart
             v = s.get(key)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
                 tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/{key}: expected a number > 0")
@@ -69,6 +76,7 @@ def main(argv):
     for path in a.steps:
         rows += [(os.path.basename(path), s) for s in read_steps(path)]
     errors = {t: [] for t in a.topology}
+    phases = []  # (name, step, topology, predicted forward, predicted backward) where the step timed them
     header = f"{'file':<34} {'h':>5} {'L':>2} {'B':>3} {'mb':>3} {'ckpt':>4} {'meas ms':>8} {'GiB':>5}"
     for t in a.topology:
         header += f" | {os.path.basename(t)[:16]:>16} {'err':>7} {'GiB':>6}"
@@ -78,7 +86,9 @@ def main(argv):
             line = (f"{name:<34} {s['hidden']:>5} {s['layers']:>2} {s['batch_seqs']:>3} {s['microbatch_seqs']:>3} "
                     f"{'yes' if s.get('checkpoint', False) else 'no':>4} {s['step_s'] * 1e3:>8.1f} {s['peak_bytes'] / 2**30:>5.1f}")
             for t in a.topology:
-                predicted, gib = predict(a.axplan, t, s, work)
+                predicted, gib, forward, backward = predict(a.axplan, t, s, work)
+                if "forward_s" in s and "backward_s" in s:
+                    phases.append((name, s, t, forward, backward))
                 e = predicted / s["step_s"] - 1
                 errors[t].append(abs(e))
                 line += f" | {predicted * 1e3:>16.1f} {100 * e:>+6.1f}% {gib:>6.1f}"
@@ -86,6 +96,15 @@ def main(argv):
     for t in a.topology:
         print(f"{t}: mean |error| {100 * sum(errors[t]) / len(errors[t]):.1f}% over {len(errors[t])} steps, "
               f"worst {100 * max(errors[t]):.1f}%")
+    if phases:
+        print("\nforward and backward passes of a step (ms; the backward with the recompute and the accumulation):")
+        print(f"{'file':<34} {'h':>5} {'ckpt':>4} {'topology':>16} {'fwd meas':>9} {'pred':>8} {'err':>7} "
+              f"{'bwd meas':>9} {'pred':>8} {'err':>7}")
+        for name, s, t, forward, backward in phases:
+            ef, eb = forward / s["forward_s"] - 1, backward / s["backward_s"] - 1
+            print(f"{name:<34} {s['hidden']:>5} {'yes' if s.get('checkpoint', False) else 'no':>4} "
+                  f"{os.path.basename(t)[:16]:>16} {s['forward_s'] * 1e3:>9.1f} {forward * 1e3:>8.1f} {100 * ef:>+6.1f}% "
+                  f"{s['backward_s'] * 1e3:>9.1f} {backward * 1e3:>8.1f} {100 * eb:>+6.1f}%")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/batch_time.hpp"
 #include "axonn/planner/compute_model.hpp"
+#include "axonn/planner/explain.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 
@@ -318,4 +319,39 @@ TEST(BatchTime, OffloadedOptimizerPhaseOverlapsChunks) {
   EXPECT_NEAR(offloaded_optimizer_phase_s(1, 1, 100, true, 0.01), 2.01, 1e-12);
   EXPECT_NEAR(offloaded_optimizer_phase_s(1, 1, 10, true, 0.01), 1.2, 1e-12);
   EXPECT_NEAR(offloaded_optimizer_phase_s(1, 1, 1, true, 0.01), 2.01, 1e-12);
+}
+
+// explain's passes of one micro-batch are the layers' costs summed as the clock runs them:
+// on one GPU (no communication) the forward is every forward, the backward every dI and
+// dW, plus, with activation checkpointing, the recomputed layers' forwards.
+TEST(ComputeModel, ExplainedPassesSumTheLayersOfOneMicroBatch) {
+  const auto m = model::load_model("gpt-bench");
+  const topo::Topology t = topo::load_topology("dgx-h100");
+  PlannerOptions o;
+  o.gpus = 1;
+  o.batch_seqs = 8;
+  o.microbatch_seqs = 2;
+  for (const bool checkpointing : {false, true}) {
+    o.activation_checkpointing = checkpointing;
+    const Explanation x = explain(m, t, topo::Grid{1, 1, 1, 1, 1}, o);
+    ASSERT_TRUE(x.evaluation.feasible) << x.evaluation.rejected_because;
+    ASSERT_EQ(x.stages.size(), 1u);
+    double forward = 0, backward = 0, recompute = 0, optimizer = 0;
+    for (const auto& l : x.layers) {
+      const double n = static_cast<double>(l.count);
+      forward += n * l.costs.forward_s;
+      backward += n * (l.costs.backward_input_s + l.costs.backward_weight_s);
+      optimizer += n * l.optimizer_s;
+      if (l.name.rfind("block", 0) == 0) recompute += n * l.costs.forward_s;  // GPT blocks are checkpointed
+    }
+    const StagePasses& p = x.stages[0];
+    EXPECT_NEAR(p.forward_s, forward, 1e-12) << checkpointing;
+    EXPECT_NEAR(p.forward_compute_s, forward, 1e-12);
+    EXPECT_NEAR(p.backward_s, backward + (checkpointing ? recompute : 0.0), 1e-12) << checkpointing;
+    EXPECT_NEAR(p.last_backward_s, p.backward_s, 1e-12);
+    EXPECT_NEAR(p.optimizer_s, optimizer, 1e-12);
+    // 4 micro-batches, then the optimizer: the batch time.
+    EXPECT_NEAR(x.evaluation.batch_s, 4 * (p.forward_s + p.backward_s) + p.optimizer_s, 1e-12);
+    EXPECT_GT(recompute, 0.0);
+  }
 }

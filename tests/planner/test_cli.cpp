@@ -249,6 +249,11 @@ TEST(Cli, ExplainAndJsonShowThePipeline) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("pipeline 1f1b: units per stage 4,4,4,4,4,4,4,4, checkpoint interval 1;"), std::string::npos)
       << r.out;
+  // The passes of one micro-batch per stage: the middle six stages alike share a row.
+  EXPECT_NE(r.out.find("passes of one micro-batch"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n1-6 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n0 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\n7 "), std::string::npos) << r.out;
   auto j = nlohmann::json::parse(axplan(with({"rank", "--format", "json", "--top", "0"}, kGpt20b)).out);
   int pipelines = 0;
   for (const auto& c : j["candidates"]) {

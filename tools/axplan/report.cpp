@@ -182,6 +182,26 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
                     "per step, with the vectors' and the loss's all-reduces after the backward: {} calls on the first "
                     "stage, {:.4g} s on the stage with the most communication\n",
                e.small_calls, e.comm.small);
+  if (!x.stages.empty()) {
+    // Consecutive stages with the same passes share a row.
+    fmt::print(out, "\npasses of one micro-batch, milliseconds busy (compute inside); the optimizer per step:\n");
+    fmt::print(out, "{:<9} {:>20} {:>20} {:>20} {:>10}\n", "stage", "forward", "backward", "last backward", "optimizer");
+    auto same = [](const planner::StagePasses& a, const planner::StagePasses& b) {
+      return a.forward_s == b.forward_s && a.backward_s == b.backward_s && a.last_backward_s == b.last_backward_s &&
+             a.forward_compute_s == b.forward_compute_s && a.backward_compute_s == b.backward_compute_s &&
+             a.last_backward_compute_s == b.last_backward_compute_s && a.optimizer_s == b.optimizer_s;
+    };
+    auto pass = [](double busy, double compute) { return fmt::format("{:.3f} ({:.3f})", busy * 1e3, compute * 1e3); };
+    for (size_t i = 0; i < x.stages.size();) {
+      size_t j = i + 1;
+      while (j < x.stages.size() && same(x.stages[j], x.stages[i])) ++j;
+      const auto& p = x.stages[i];
+      fmt::print(out, "{:<9} {:>20} {:>20} {:>20} {:>10.3f}\n", j - i == 1 ? fmt::format("{}", i) : fmt::format("{}-{}", i, j - 1),
+                 pass(p.forward_s, p.forward_compute_s), pass(p.backward_s, p.backward_compute_s),
+                 pass(p.last_backward_s, p.last_backward_compute_s), p.optimizer_s * 1e3);
+      i = j;
+    }
+  }
   const auto& m = e.memory;
   fmt::print(out, "\nmemory per GPU {:.2f} GiB: model state {:.2f}, gathered weights {:.2f}, un-scattered gradients "
                   "{:.2f}, activations {:.2f}, data-parallel buckets {:.2f}, optimizer phase {:.2f}\n",

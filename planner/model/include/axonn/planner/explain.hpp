@@ -7,6 +7,7 @@
 //   Explanation x = explain(load_model("gpt-20b"), load_topology("perlmutter"), Grid{4, 2, 1, 4, 1}, options);
 //   x.axes[int(topo::Axis::Z)].bandwidth_bytes_per_s;   // +inf: a group of one
 //   x.layers[1].costs.forward_s;                           // the first block's QKV forward
+//   x.stages[0].backward_s;                                // stage 0's backward pass of one micro-batch
 #pragma once
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "axonn/planner/batch_time.hpp"
+#include "axonn/planner/pipeline_time.hpp"
 #include "axonn/planner/planner.hpp"
 
 namespace axonn::planner {
@@ -37,6 +39,10 @@ struct Explanation {
   Evaluation evaluation;
   std::array<AxisPlacement, topo::kNumAxes> axes{};  // indexed by topo::Axis
   std::vector<LayerExplanation> layers;              // empty when the grid does not divide the model
+  // Each pipeline stage's passes of one micro-batch as the clock simulated them (busy
+  // and compute seconds; the optimizer per step): what a per-phase timer measures.
+  // Empty where no batch time was computed.
+  std::vector<StagePasses> stages;
 };
 
 // Throws InputError for a request no grid can satisfy (check_request).
