@@ -110,7 +110,7 @@ def elementwise_cases(torch):
     rows_h, h = 10922, 6144            # layer norm, residual
     seqs, s = 16, 2048                 # softmax: 16 heads' scores of 2048 tokens
     rows_v, vocab = 1310, 51200        # cross-entropy
-    params = 1 << 26                   # Adam
+    params = 1 << 26                   # Adam, the gradient accumulation
     mask = torch.ones(s, s, device=dev, dtype=torch.bool).triu_(1)
     target = torch.randint(0, vocab, (rows_v,), device=dev)
     return [

@@ -123,17 +123,20 @@ TEST(ComputeModel, GradientAccumulationIsChargedPerBackwardPass) {
     EXPECT_NEAR(with.compute_s - without.compute_s, static_cast<double>(batch / 2) * per_pass, 1e-9) << batch;
     EXPECT_GT(with.batch_s, without.batch_s);
   }
-  // ZeRO-2 adds each pass's gradient into the owned block only: 1/Gdata of the shard.
+  // ZeRO-2 and 3 add each pass's gradient into the owned block only: 1/Gdata of the
+  // shard; ZeRO-1 (and none) into the whole shard.
   const topo::Grid dp{1, 2, 1, 2, 1};
-  o.batch_seqs = 8;  // 2 micro-batches per data-parallel group
-  o.optimizer.zero = 2;
+  o.batch_seqs = 16;  // 4 micro-batches per data-parallel group
   topo::Topology fused = t;
   fused.compute.elementwise["grad_accumulate"] = {0, 0};
-  const Evaluation with = evaluate(m, t, dp, o), without = evaluate(m, fused, dp, o);
-  ASSERT_TRUE(with.feasible && without.feasible) << with.rejected_because;
   double per_pass = 0;
   for (const auto& l : m.layers) per_pass += gradient_accumulation_s(t, l, dp);
-  EXPECT_NEAR(with.compute_s - without.compute_s, 2 * per_pass / 2, 1e-9);
+  for (const int zero : {0, 1, 2, 3}) {
+    o.optimizer.zero = zero;
+    const Evaluation with = evaluate(m, t, dp, o), without = evaluate(m, fused, dp, o);
+    ASSERT_TRUE(with.feasible && without.feasible) << with.rejected_because;
+    EXPECT_NEAR(with.compute_s - without.compute_s, 4 * per_pass / (zero >= 2 ? 2 : 1), 1e-9) << zero;
+  }
 }
 
 TEST(BatchTime, TheOptimizerEndsTheStep) {
@@ -289,6 +292,20 @@ TEST(TopologyCompute, MeasuredFieldsRoundTripAndAreChecked) {
     ADD_FAILURE() << "unknown operation accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("softmaxx"), std::string::npos) << e.what();
+  }
+  // Adam and the gradient accumulation have no backward: a nonzero one is refused.
+  nlohmann::json acc = j;
+  acc["compute"]["elementwise_s_per_element"]["grad_accumulate"] = {{"forward", 1e-9}, {"backward", 0.0}};
+  EXPECT_DOUBLE_EQ(topo::topology_from_json(acc, "acc.json").compute.elementwise.at("grad_accumulate").forward_s_per_element,
+                   1e-9);
+  acc["compute"]["elementwise_s_per_element"]["grad_accumulate"]["backward"] = 1e-9;
+  try {
+    topo::topology_from_json(acc, "acc.json");
+    ADD_FAILURE() << "a backward for grad_accumulate accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("acc.json"), std::string::npos) << what;
+    EXPECT_NE(what.find("grad_accumulate has no backward"), std::string::npos) << what;
   }
   j["compute"]["matmul_table"][0]["flops"] = 1;
   try {

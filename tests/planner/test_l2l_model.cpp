@@ -93,6 +93,28 @@ TEST(L2LEvaluate, HostStashKeepsDeviceMemoryConstantInDepthAndTheDeviceStashGrow
   EXPECT_GT(e.time.batch_s, e.time.compute_s);  // the copies over the host link show
 }
 
+// Each unit's backward adds its layers' weight gradients into their buffers, as the
+// 3D plans' passes do (docs/model.md section 7).
+TEST(L2LEvaluate, AUnitsBackwardChargesTheGradientAccumulation) {
+  topo::Topology t = topo::load_topology("dgx-h100");  // the roofline's 10 bytes per element
+  topo::Topology fused = t;
+  fused.compute.elementwise["grad_accumulate"] = {0, 0};
+  const model::ModelDescription m = gpt(4);
+  const PlannerOptions o = options(1, 16);
+  const L2LCandidate s{4, {plan::StashTier::Host, true}, true};
+  const L2LEvaluation with = evaluate_l2l(m, t, o, s), without = evaluate_l2l(m, fused, o, s);
+  ASSERT_EQ(with.units.size(), without.units.size());
+  double added = 0;
+  for (size_t u = 0; u < with.units.size(); ++u) {
+    EXPECT_NEAR(with.units[u].forward_s, without.units[u].forward_s, 1e-15);
+    added += with.units[u].backward_s - without.units[u].backward_s;
+  }
+  double elements = 0;
+  for (const auto& l : m.layers) elements += static_cast<double>(l.weight_elements());
+  EXPECT_NEAR(added, elements * 10 / t.compute.memory_bytes_per_s, 1e-3 * added);
+  EXPECT_GT(with.time.batch_s, without.time.batch_s);
+}
+
 TEST(L2LEvaluate, RejectsIndivisibleBatchesAndVisitsOverTheMemory) {
   topo::Topology t = topo::load_topology("perlmutter");
   L2LCandidate s{3, {plan::StashTier::Host, true}, true};

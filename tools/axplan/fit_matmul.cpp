@@ -236,13 +236,13 @@ int run_fit_matmul(const FitMatmulOptions& o, std::ostream& out) {
   if (!timings.elementwise.empty() && bw > 0) {
     fmt::print(out, "\nelement-wise operations: measured vs the roofline's bytes / {:.0f} GB/s (ps per element)\n",
                bw / 1e9);
-    fmt::print(out, "{:<14} {:>12} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}\n", "op", "elements", "fwd meas", "fwd roof",
+    fmt::print(out, "{:<15} {:>12} {:>10} {:>10} {:>7} {:>10} {:>10} {:>7}\n", "op", "elements", "fwd meas", "fwd roof",
                "ratio", "bwd meas", "bwd roof", "ratio");
     for (const auto& e : timings.elementwise) {
       const planner::ElementwiseBytes b = planner::elementwise_bytes(e.op);
       const double n = static_cast<double>(e.elements), f = e.forward_s / n, r = b.forward / bw;
       const double fb = e.backward_s / n, rb = b.backward / bw;
-      fmt::print(out, "{:<14} {:>12} {:>10.2f} {:>10.2f} {:>7.2f} {:>10.2f} {:>10.2f} {:>7}\n", e.op, e.elements,
+      fmt::print(out, "{:<15} {:>12} {:>10.2f} {:>10.2f} {:>7.2f} {:>10.2f} {:>10.2f} {:>7}\n", e.op, e.elements,
                  f * 1e12, r * 1e12, f / r, fb * 1e12, rb * 1e12, rb > 0 ? fmt::format("{:.2f}", fb / rb) : "-");
     }
   }

@@ -166,7 +166,7 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
              e.microbatches, e.microbatch_seqs);
   const std::string header =
       fmt::format("{:<22} {:<9} {:>5}  {:>9} {:>9} {:>9}  {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}", "layer (first)",
-                  "kind", "count", "forward", "dI", "dW", "AG z", "RS z", "AR fwd", "AR dI", "AR data", "small");
+                  "kind", "count", "forward", "dI", "dW (+acc)", "AG z", "RS z", "AR fwd", "AR dI", "AR data", "small");
   out << header << "\n" << std::string(header.size(), '-') << "\n";
   for (const auto& l : x.layers) {
     const auto& k = l.costs;

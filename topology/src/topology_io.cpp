@@ -63,7 +63,10 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
       for (const auto& name : elementwise_op_names()) {
         if (!er.has(name)) continue;
         ObjectReader op = er.object(name);
-        t.compute.elementwise[name] = {op.non_negative_number("forward"), op.non_negative_number_or("backward", 0.0)};
+        const double backward = op.non_negative_number_or("backward", 0.0);
+        if (elementwise_forward_only(name) && backward != 0)
+          op.fail("backward", std::to_string(backward), "0 or absent: " + name + " has no backward");
+        t.compute.elementwise[name] = {op.non_negative_number("forward"), backward};
         op.finish();
       }
       er.finish();

@@ -207,7 +207,8 @@ ElementwiseBytes elementwise_bytes(const std::string& op) {
       {"cross_entropy", {4, 4}},  // read the logits, write log-probabilities; read those, write dlogits
       {"adam", {30, 0}},          // fp32 w, g, m, v read (16), w, m, v written (12), half w written (2),
                                   // whatever the plan's precision (the topology does not know it)
-      {"grad_accumulate", {10, 0}},  // fp32 gradient read and written (8), half dW read (2)
+      {"grad_accumulate", {10, 0}},  // fp32 gradient read and written (8), half dW read (2),
+                                     // whatever the plan's gradient precision (as adam)
   };
   auto it = bytes.find(op);
   return it == bytes.end() ? ElementwiseBytes{} : it->second;

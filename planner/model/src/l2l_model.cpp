@@ -113,7 +113,8 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
       const ElementwiseTime ew = elementwise_s(t, l, e.grid, mb, m.seq_len);
       c.forward_s += matmul.sum(forward_matmul_list(l, e.grid, mb, m.seq_len)) + ew.forward_s;
       c.backward_s += matmul.sum(backward_input_matmul_list(l, e.grid, mb, m.seq_len)) +
-                      matmul.sum(backward_weight_matmul_list(l, e.grid, mb, m.seq_len)) + ew.backward_s;
+                      matmul.sum(backward_weight_matmul_list(l, e.grid, mb, m.seq_len)) + ew.backward_s +
+                      gradient_accumulation_s(t, l, e.grid);  // dW into the unit's gradient, each micro-batch
       elements += static_cast<double>(l.weight_elements());
       adam_s += optimizer_s(t, l, e.grid);
     }

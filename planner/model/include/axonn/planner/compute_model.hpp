@@ -78,9 +78,10 @@ ElementwiseTime elementwise_s(const topo::Topology& t, const model::Layer& l, co
 double optimizer_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g);
 // Adding one backward pass's weight gradient into the shard's gradient buffer (the
 // grad_accumulate operation over the same local elements), seconds. Charged once per
-// micro-batch's backward pass: the runtime's first pass copies, the others add
-// (runtime/src/bucketed_reducer.cpp). 0 where the topology has neither a measured cost
-// nor a memory bandwidth, or sets the cost to 0 (fused into the dW product).
+// micro-batch's backward pass: the runtime zeroes the buffers once per step (not
+// charged) and every pass adds into them (runtime/src/bucketed_reducer.cpp). 0 where
+// the topology has neither a measured cost nor a memory bandwidth, or sets the cost to
+// 0 (fused into the dW product).
 double gradient_accumulation_s(const topo::Topology& t, const model::Layer& l, const topo::Grid& g);
 
 // The measured rates of a layer's element-wise operations, looked up once per layer
