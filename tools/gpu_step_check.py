@@ -12,8 +12,10 @@ token embedding; per block a layer norm, qkv with bias, attention (Q K^T, scale,
 mask, softmax, P V as batched products), attn_out with bias and a residual add, a layer
 norm, fc1 with bias and GELU, fc2 with bias and a residual add; a final layer norm, the
 head without bias and cross-entropy. bf16 weights and activations, no dropout, no
-recomputation unless --checkpoint (then each block's forward runs again in the backward,
-as the planner's checkpoint interval 1), no fused kernels. Each bf16 gradient is added
+recomputation unless --checkpoint (then each block's whole forward runs again in the
+backward, as the planner's checkpoint interval 1: PyTorch's early stop, which skips the
+block's last product, is turned off; files before 2026-11-27 had it on), no fused
+kernels. Each bf16 gradient is added
 into an fp32 gradient as soon as autograd produces it and then freed (Megatron-LM's
 main_grad), so the state is the planner's 18 bytes per parameter: bf16 weights, fp32
 gradients, fp32 master weights and Adam's two moments. Adam (fused) updates the master
@@ -90,8 +92,12 @@ class Gpt:
         torch, F, h = self.torch, self.torch.nn.functional, self.h
         x = F.embedding(tokens, self.emb)                                    # (mb, s, h)
         for b in self.blocks:
-            if self.checkpoint:  # the block's forward runs again in the backward
-                x = torch.utils.checkpoint.checkpoint(self.block, x, b, use_reentrant=False)
+            if self.checkpoint:  # the block's whole forward runs again in the backward
+                # Without early stop: PyTorch's default ends the recompute once the backward's
+                # saved tensors exist, before fc2's product, bias and residual; axonn's runtime
+                # (and the planner, and Megatron-LM's full recompute) run the whole block.
+                with torch.utils.checkpoint.set_checkpoint_early_stop(False):
+                    x = torch.utils.checkpoint.checkpoint(self.block, x, b, use_reentrant=False)
             else:
                 x = self.block(x, b)
         y = F.layer_norm(x, (h,), *self.ln_f)
@@ -197,7 +203,8 @@ def main(argv):
               f"peak {r['peak_bytes'] / 2**30:.1f} GiB, loss {r['losses'][0]:.3f}", flush=True)
     doc = {"format": "axonn-gpu-steps", "version": 1, "device": torch.cuda.get_device_name(),
            "software": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
-           "method": f"median of {a.steps} steps after {a.warmup}, CUDA events", "steps": results}
+           "method": f"median of {a.steps} steps after {a.warmup}, CUDA events; recompute without early stop",
+           "steps": results}
     tool_json.write(a.out, doc)
     print(f"wrote {a.out}")
 
