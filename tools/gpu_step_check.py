@@ -14,8 +14,9 @@ norm, fc1 with bias and GELU, fc2 with bias and a residual add; a final layer no
 head without bias and cross-entropy. bf16 weights and activations, no dropout, no
 recomputation unless --checkpoint (then each block's whole forward runs again in the
 backward, as the planner's checkpoint interval 1: PyTorch's early stop, which skips the
-block's last product, is turned off; files before 2026-11-27 had it on), no fused
-kernels. Each bf16 gradient is added
+block's last product, is turned off, and each checkpointed step says so with
+"checkpoint_early_stop": false; files written before this change, the 2026-11-27 ones
+included, had it on), no fused kernels. Each bf16 gradient is added
 into an fp32 gradient as soon as autograd produces it and then freed (Megatron-LM's
 main_grad), so the state is the planner's 18 bytes per parameter: bf16 weights, fp32
 gradients, fp32 master weights and Adam's two moments. Adam (fused) updates the master
@@ -178,7 +179,7 @@ def time_config(torch, cfg, steps, warmup, checkpoint):
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
     return {"hidden": h, "heads": heads, "layers": layers, "batch_seqs": batch, "microbatch_seqs": mb,
-            "checkpoint": checkpoint,
+            "checkpoint": checkpoint, **({"checkpoint_early_stop": False} if checkpoint else {}),
             "step_s": statistics.median(step_t), "forward_backward_s": statistics.median(fb_t),
             "optimizer_s": statistics.median(opt_t),
             "forward_s": statistics.median(fwd_t), "backward_s": statistics.median(bwd_t),
@@ -203,8 +204,7 @@ def main(argv):
               f"peak {r['peak_bytes'] / 2**30:.1f} GiB, loss {r['losses'][0]:.3f}", flush=True)
     doc = {"format": "axonn-gpu-steps", "version": 1, "device": torch.cuda.get_device_name(),
            "software": f"torch {torch.__version__}, CUDA {torch.version.cuda}",
-           "method": f"median of {a.steps} steps after {a.warmup}, CUDA events; recompute without early stop",
-           "steps": results}
+           "method": f"median of {a.steps} steps after {a.warmup}, CUDA events", "steps": results}
     tool_json.write(a.out, doc)
     print(f"wrote {a.out}")
 

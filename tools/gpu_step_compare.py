@@ -45,6 +45,14 @@ def predict(axplan, topology, step, workdir):
     return float(time.group(1)), float(memory.group(1)), m * forward, (m - 1) * backward + last
 
 
+def ckpt_label(step):
+    """no; yes (the block's whole forward recomputed, as the planner charges); yes* (PyTorch's
+    early stop on: the recompute skipped each block's last product, bias and residual add)."""
+    if not step.get("checkpoint", False):
+        return "no"
+    return "yes" if step.get("checkpoint_early_stop", True) is False else "yes*"
+
+
 def read_steps(path):
     steps = tool_json.read_list("gpu_step_compare", path, "axonn-gpu-steps", "steps",
                                 "a steps file (tools/gpu_step_check.py)")
@@ -57,9 +65,11 @@ def read_steps(path):
                 tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/{key}: expected an integer >= 1")
         if not isinstance(s.get("checkpoint", False), bool):
             tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/checkpoint: expected true or false")
+        if not isinstance(s.get("checkpoint_early_stop", True), bool):
+            tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/checkpoint_early_stop: expected true or false")
         for key in ("step_s", "peak_bytes", "forward_s", "backward_s"):
             if key not in s and key in ("forward_s", "backward_s"):
-                continue  # steps files before 2026-11-27 did not time the passes apart
+                continue  # steps files written before the passes were timed apart
             v = s.get(key)
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not v > 0:
                 tool_json.bad_input("gpu_step_compare", f"{path}: /steps/{i}/{key}: expected a number > 0")
@@ -84,7 +94,7 @@ def main(argv):
     with tempfile.TemporaryDirectory() as work:
         for name, s in rows:
             line = (f"{name:<34} {s['hidden']:>5} {s['layers']:>2} {s['batch_seqs']:>3} {s['microbatch_seqs']:>3} "
-                    f"{'yes' if s.get('checkpoint', False) else 'no':>4} {s['step_s'] * 1e3:>8.1f} {s['peak_bytes'] / 2**30:>5.1f}")
+                    f"{ckpt_label(s):>4} {s['step_s'] * 1e3:>8.1f} {s['peak_bytes'] / 2**30:>5.1f}")
             for t in a.topology:
                 predicted, gib, forward, backward = predict(a.axplan, t, s, work)
                 if "forward_s" in s and "backward_s" in s:
@@ -96,13 +106,16 @@ def main(argv):
     for t in a.topology:
         print(f"{t}: mean |error| {100 * sum(errors[t]) / len(errors[t]):.1f}% over {len(errors[t])} steps, "
               f"worst {100 * max(errors[t]):.1f}%")
+    if any(ckpt_label(s) == "yes*" for _, s in rows):
+        print("yes*: recomputed with PyTorch's early stop (files from before gpu_step_check.py turned it off): each "
+              "block's fc2 product, bias and residual add were not recomputed, which the planner charges")
     if phases:
         print("\nforward and backward passes of a step (ms; the backward with the recompute and the accumulation):")
         print(f"{'file':<34} {'h':>5} {'ckpt':>4} {'topology':>16} {'fwd meas':>9} {'pred':>8} {'err':>7} "
               f"{'bwd meas':>9} {'pred':>8} {'err':>7}")
         for name, s, t, forward, backward in phases:
             ef, eb = forward / s["forward_s"] - 1, backward / s["backward_s"] - 1
-            print(f"{name:<34} {s['hidden']:>5} {'yes' if s.get('checkpoint', False) else 'no':>4} "
+            print(f"{name:<34} {s['hidden']:>5} {ckpt_label(s):>4} "
                   f"{os.path.basename(t)[:16]:>16} {s['forward_s'] * 1e3:>9.1f} {forward * 1e3:>8.1f} {100 * ef:>+6.1f}% "
                   f"{s['backward_s'] * 1e3:>9.1f} {backward * 1e3:>8.1f} {100 * eb:>+6.1f}%")
 

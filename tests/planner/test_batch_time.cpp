@@ -294,18 +294,20 @@ TEST(TopologyCompute, MeasuredFieldsRoundTripAndAreChecked) {
     EXPECT_NE(std::string(e.what()).find("softmaxx"), std::string::npos) << e.what();
   }
   // Adam and the gradient accumulation have no backward: a nonzero one is refused.
-  nlohmann::json acc = j;
-  acc["compute"]["elementwise_s_per_element"]["grad_accumulate"] = {{"forward", 1e-9}, {"backward", 0.0}};
-  EXPECT_DOUBLE_EQ(topo::topology_from_json(acc, "acc.json").compute.elementwise.at("grad_accumulate").forward_s_per_element,
-                   1e-9);
-  acc["compute"]["elementwise_s_per_element"]["grad_accumulate"]["backward"] = 1e-9;
-  try {
-    topo::topology_from_json(acc, "acc.json");
-    ADD_FAILURE() << "a backward for grad_accumulate accepted";
-  } catch (const Error& e) {
-    const std::string what = e.what();
-    EXPECT_NE(what.find("acc.json"), std::string::npos) << what;
-    EXPECT_NE(what.find("grad_accumulate has no backward"), std::string::npos) << what;
+  for (const std::string forward_only : {"adam", "grad_accumulate"}) {
+    nlohmann::json acc = j;
+    acc["compute"]["elementwise_s_per_element"][forward_only] = {{"forward", 1e-9}, {"backward", 0.0}};
+    EXPECT_DOUBLE_EQ(
+        topo::topology_from_json(acc, "acc.json").compute.elementwise.at(forward_only).forward_s_per_element, 1e-9);
+    acc["compute"]["elementwise_s_per_element"][forward_only]["backward"] = 1e-9;
+    try {
+      topo::topology_from_json(acc, "acc.json");
+      ADD_FAILURE() << "a backward for " << forward_only << " accepted";
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("acc.json"), std::string::npos) << what;
+      EXPECT_NE(what.find(forward_only + " has no backward"), std::string::npos) << what;
+    }
   }
   j["compute"]["matmul_table"][0]["flops"] = 1;
   try {
@@ -371,4 +373,24 @@ TEST(ComputeModel, ExplainedPassesSumTheLayersOfOneMicroBatch) {
     EXPECT_NEAR(x.evaluation.batch_s, 4 * (p.forward_s + p.backward_s) + p.optimizer_s, 1e-12);
     EXPECT_GT(recompute, 0.0);
   }
+  // Over 2 GPUs of a Y group the passes also wait for all-reduces: busy exceeds the
+  // compute inside, which is still the layers' sums.
+  o.gpus = 2;
+  o.activation_checkpointing = true;
+  const Explanation x = explain(m, t, topo::Grid{1, 2, 1, 1, 1}, o);
+  ASSERT_TRUE(x.evaluation.feasible) << x.evaluation.rejected_because;
+  ASSERT_EQ(x.stages.size(), 1u);
+  double forward = 0, backward = 0;
+  for (const auto& l : x.layers) {
+    const double n = static_cast<double>(l.count);
+    forward += n * l.costs.forward_s;
+    backward += n * (l.costs.backward_input_s + l.costs.backward_weight_s) +
+                (l.name.rfind("block", 0) == 0 ? n * l.costs.forward_s : 0.0);
+  }
+  const StagePasses& p = x.stages[0];
+  EXPECT_NEAR(p.forward_compute_s, forward, 1e-12);
+  EXPECT_NEAR(p.backward_compute_s, backward, 1e-12);
+  EXPECT_NEAR(p.last_backward_compute_s, backward, 1e-12);
+  EXPECT_GT(p.forward_s, p.forward_compute_s);
+  EXPECT_GT(p.backward_s, p.backward_compute_s);
 }

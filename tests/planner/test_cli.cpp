@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -249,7 +250,11 @@ TEST(Cli, ExplainAndJsonShowThePipeline) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("pipeline 1f1b: units per stage 4,4,4,4,4,4,4,4, checkpoint interval 1;"), std::string::npos)
       << r.out;
-  // The passes of one micro-batch per stage: the middle six stages alike share a row.
+  // The passes of one micro-batch per stage: the middle six stages alike share a row,
+  // in the format tools/gpu_step_compare.py reads ("busy (compute)" per pass, then the
+  // optimizer).
+  const std::regex row(R"((^|\n)0\s+[0-9.]+ \([0-9.]+\)\s+[0-9.]+ \([0-9.]+\)\s+[0-9.]+ \([0-9.]+\)\s+[0-9.]+\n)");
+  EXPECT_TRUE(std::regex_search(r.out, row)) << r.out;
   EXPECT_NE(r.out.find("passes of one micro-batch"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n1-6 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\n0 "), std::string::npos) << r.out;

@@ -166,6 +166,16 @@ TEST(FitMatmulCli, ShapesThenTimingsOfAKnownModelGiveThatModelBack) {
   EXPECT_NE(err.find("zoo:nothing"), std::string::npos) << err;
   EXPECT_EQ(run_cli({"matmul-shapes"}, &out, &err), 2);
   EXPECT_NE(err.find("--runs and/or --model"), std::string::npos) << err;
+  // Adam and the gradient accumulation have no backward: a timed one is refused, not
+  // written into a topology that the reader would refuse.
+  for (const char* op : {"adam", "grad_accumulate"}) {
+    nlohmann::json ew = t;
+    ew["elementwise"] = {{{"op", op}, {"elements", 1024}, {"forward_s", 1e-6}, {"backward_s", 1e-6}}};
+    EXPECT_EQ(run_cli({"fit-matmul", "--timings", write_temp("ew-timings.json", ew.dump())}, &out, &err), 2) << op;
+    EXPECT_NE(err.find("ew-timings.json"), std::string::npos) << err;
+    EXPECT_NE(err.find("/elementwise/0/backward_s"), std::string::npos) << err;
+    EXPECT_NE(err.find(std::string(op) + " has no backward"), std::string::npos) << err;
+  }
   // A group whose products are all memory-bound cannot give a rate: the error names
   // the timings file and the groups.
   EXPECT_EQ(run_cli({"fit-matmul", "--timings", timings_path, "--fit-groups", "zoo:gpt-tiny"}, &out, &err), 2);

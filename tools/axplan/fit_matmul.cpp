@@ -132,7 +132,12 @@ MatmulTimings read_matmul_timings(const std::string& path) {
       te.op = e.one_of("op", topo::elementwise_op_names());
       te.elements = e.positive_int_at_most("elements", int64_t{1} << 40);
       te.forward_s = e.positive_number("forward_s");
-      te.backward_s = topo::elementwise_forward_only(te.op) ? e.non_negative_number("backward_s") : e.positive_number("backward_s");
+      if (topo::elementwise_forward_only(te.op)) {  // no backward: the topology would refuse one
+        te.backward_s = e.non_negative_number("backward_s");
+        if (te.backward_s != 0) e.fail("backward_s", fmt::format("{}", te.backward_s), "0: " + te.op + " has no backward");
+      } else {
+        te.backward_s = e.positive_number("backward_s");
+      }
       e.finish();
       t.elementwise.push_back(te);
     }
