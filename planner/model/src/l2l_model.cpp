@@ -110,13 +110,14 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
     double elements = 0, adam_s = 0;
     for (size_t i = lay.first_layer; i < lay.last_layer; ++i) {
       const model::Layer& l = m.layers[i];
-      const ElementwiseTime ew = elementwise_s(t, l, e.grid, mb, m.seq_len);
+      const ElementwiseRates rates = elementwise_rates(t, l);  // looked up once for the three uses
+      const ElementwiseTime ew = elementwise_s(rates, l, e.grid, mb, m.seq_len);
       c.forward_s += matmul.sum(forward_matmul_list(l, e.grid, mb, m.seq_len)) + ew.forward_s;
       c.backward_s += matmul.sum(backward_input_matmul_list(l, e.grid, mb, m.seq_len)) +
                       matmul.sum(backward_weight_matmul_list(l, e.grid, mb, m.seq_len)) + ew.backward_s +
-                      gradient_accumulation_s(t, l, e.grid);  // dW into the unit's gradient, each micro-batch
+                      gradient_accumulation_s(rates, l, e.grid);  // dW into the unit's gradient, each micro-batch
       elements += static_cast<double>(l.weight_elements());
-      adam_s += optimizer_s(t, l, e.grid);
+      adam_s += optimizer_s(rates, l, e.grid);
     }
     c.fetch_s = link > 0 ? w * elements / link : 0;
     c.push_s = c.fetch_s;  // the gradient, in the compute type, the other way
