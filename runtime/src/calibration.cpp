@@ -2,6 +2,7 @@
 #include "axonn/runtime/calibration.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "axonn/common/clock.hpp"
 #include "axonn/common/median.hpp"
@@ -71,12 +72,12 @@ double time_point_to_point(Communicator& world, int a, int b, double bytes, int 
   return median(times);
 }
 
-// The sync-wait samples of `group`, p consecutive ranks of `world` (docs/model.md
+// One round of sync-wait samples of `group`, p consecutive ranks of `world` (docs/model.md
 // section 8): every rank of the world runs the same burst of 128^3 matmuls at once,
 // then a one-element all-reduce over its group; per burst size, each rank's medians
 // over `repeats` runs (after a warm-up), then the medians over the ranks.
 void time_sync_waits(MpiCommunicator& world, MpiCommunicator& group, const std::vector<int>& bursts, int repeats,
-                     std::vector<topo::SyncWaitTiming>& out) {
+                     int64_t round, std::vector<topo::SyncWaitTiming>& out) {
   const at::Tensor a = at::randn({128, 128}), b = at::randn({128, 128});
   at::Tensor c;
   float one = 1.0f;
@@ -90,7 +91,8 @@ void time_sync_waits(MpiCommunicator& world, MpiCommunicator& group, const std::
       AXONN_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_FLOAT, MPI_SUM, group.handle()));
       if (r > 0) compute.push_back(t1 - t0), wait.push_back(now_s() - t1);
     }
-    out.push_back({group.size(), median_over_ranks(world, median(compute)), median_over_ranks(world, median(wait))});
+    out.push_back(
+        {group.size(), median_over_ranks(world, median(compute)), median_over_ranks(world, median(wait)), round});
   }
 }
 
@@ -102,6 +104,18 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   m.world = n;
   m.gpus_per_node = gpn;
   m.nonblocking.all_gather = MpiCommunicator::kAllGatherAlgorithm;
+  // The sync-wait groups (ip = 1, every size): their rounds run half at the start and
+  // half at the end, so that the spread over rounds covers the whole calibration.
+  std::vector<std::unique_ptr<Communicator>> sync_groups;
+  if (!r.sync_wait_bursts.empty())
+    for (int64_t p = 2; p <= n; ++p)
+      if (n % p == 0) sync_groups.push_back(world.split(static_cast<int>(rank / p), static_cast<int>(rank), "sync-wait"));
+  auto sync_wait_rounds = [&](int first, int last) {
+    for (int round = first; round < last; ++round)
+      for (auto& g : sync_groups)  // the MPI backend splits into its own kind
+        time_sync_waits(world, static_cast<MpiCommunicator&>(*g), r.sync_wait_bursts, r.repeats, round, m.sync_waits);
+  };
+  sync_wait_rounds(0, r.sync_wait_rounds / 2);
   for (int64_t p = 2; p <= n; ++p) {
     if (n % p != 0) continue;
     for (int64_t ip = 1; ip * p <= n; ++ip) {
@@ -111,7 +125,6 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
       auto split = world.split(static_cast<int>(block * ip + offset), static_cast<int>(rank), "calibrate");
       auto& group = static_cast<MpiCommunicator&>(*split);  // the MPI backend splits into its own kind
       const bool inside = ip * p <= gpn && gpn % (ip * p) == 0;
-      if (ip == 1) time_sync_waits(world, group, r.sync_wait_bursts, r.repeats, m.sync_waits);
       for (double bytes : r.sizes_bytes)
         for (auto op : {topo::CollectiveOp::AllGather, topo::CollectiveOp::ReduceScatter, topo::CollectiveOp::AllReduce})
           m.collectives.push_back({op, ip, p, inside, bytes, time_collective(group, op, bytes, r.repeats)});
@@ -133,6 +146,7 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
     m.elementwise[op] = {median_over_ranks(world, mine.forward_s_per_element),
                          median_over_ranks(world, mine.backward_s_per_element)};
   }
+  sync_wait_rounds(r.sync_wait_rounds / 2, r.sync_wait_rounds);
   return m;
 }
 

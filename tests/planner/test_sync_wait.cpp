@@ -110,8 +110,8 @@ topo::ClusterMeasurements four_ranks_two_nodes() {
 TEST(SyncWait, CalibrateFitsTheFractionPerGroupSize) {
   topo::ClusterMeasurements m = four_ranks_two_nodes();
   for (double compute : {0.001, 0.004, 0.016}) {
-    m.sync_waits.push_back({2, compute, 5e-5 + 0.1 * compute});
-    m.sync_waits.push_back({4, compute, 5e-5 + 0.3 * compute});
+    m.sync_waits.push_back({2, compute, 5e-5 + 0.1 * compute, 0});
+    m.sync_waits.push_back({4, compute, 5e-5 + 0.3 * compute, 0});
   }
   m.nonblocking.all_gather = topo::AllGatherAlgorithm::Linear;  // the MPI backend's
   const CalibratedCluster c = calibrated_topology(topo::load_topology("perlmutter"), m, "mine", "test");
@@ -120,18 +120,49 @@ TEST(SyncWait, CalibrateFitsTheFractionPerGroupSize) {
   EXPECT_EQ(c.topology.sync_wait[0].ranks, 2);
   EXPECT_NEAR(c.topology.sync_wait[0].fraction, 0.1, 1e-9);
   EXPECT_NEAR(c.topology.sync_wait[1].fraction, 0.3, 1e-9);
-  ASSERT_TRUE(c.sync_waits[1].fit.has_value());
-  EXPECT_NEAR(c.sync_waits[1].fit->alpha_s, 5e-5, 1e-9);
-  EXPECT_NEAR(c.sync_waits[1].fit->r2, 1.0, 1e-9);
+  ASSERT_EQ(c.sync_waits[1].rounds.size(), 1u);
+  ASSERT_TRUE(c.sync_waits[1].rounds[0].fit.has_value());
+  EXPECT_NEAR(c.sync_waits[1].rounds[0].fit->alpha_s, 5e-5, 1e-9);
+  EXPECT_NEAR(c.sync_waits[1].rounds[0].fit->r2, 1.0, 1e-9);
 
   // Waits that fall as the bursts grow: no fit, fraction 0, and the reason.
   topo::ClusterMeasurements flat = four_ranks_two_nodes();
-  flat.sync_waits = {{2, 0.001, 3e-4}, {2, 0.01, 1e-4}};
+  flat.sync_waits = {{2, 0.001, 3e-4, 0}, {2, 0.01, 1e-4, 0}};
   const CalibratedCluster f = calibrated_topology(topo::load_topology("perlmutter"), flat, "mine", "test");
   ASSERT_EQ(f.topology.sync_wait.size(), 1u);
   EXPECT_DOUBLE_EQ(f.topology.sync_wait[0].fraction, 0.0);
-  EXPECT_FALSE(f.sync_waits[0].fit.has_value());
-  EXPECT_FALSE(f.sync_waits[0].note.empty());
+  ASSERT_EQ(f.sync_waits[0].rounds.size(), 1u);
+  EXPECT_FALSE(f.sync_waits[0].rounds[0].fit.has_value());
+  EXPECT_FALSE(f.sync_waits[0].rounds[0].note.empty());
+}
+
+TEST(SyncWait, CalibrateWritesTheMeanOverRoundsWithItsErrorAndRange) {
+  // Five rounds of a group of 4, fitted one by one: fractions 0.05, 0.4, 0.08, 0.1 and
+  // a round whose waits fall (no fit, 0); the samples arrive interleaved by round.
+  topo::ClusterMeasurements m = four_ranks_two_nodes();
+  const std::vector<double> fractions = {0.05, 0.4, 0.08, 0.1};
+  for (double compute : {0.002, 0.008, 0.032}) {
+    for (size_t r = 0; r < fractions.size(); ++r)
+      m.sync_waits.push_back({4, compute, 1e-4 + fractions[r] * compute, static_cast<int64_t>(r)});
+    m.sync_waits.push_back({4, compute, 1e-3 - compute / 100, 4});
+  }
+  const CalibratedCluster c = calibrated_topology(topo::load_topology("perlmutter"), m, "mine", "test");
+  ASSERT_EQ(c.sync_waits.size(), 1u);
+  const SyncWaitFit& w = c.sync_waits[0];
+  ASSERT_EQ(w.rounds.size(), 5u);
+  for (size_t r = 0; r < fractions.size(); ++r) {
+    EXPECT_EQ(w.rounds[r].round, static_cast<int64_t>(r));
+    EXPECT_NEAR(w.rounds[r].fraction(), fractions[r], 1e-9);
+  }
+  EXPECT_FALSE(w.rounds[4].fit.has_value());
+  EXPECT_DOUBLE_EQ(w.rounds[4].fraction(), 0.0);
+  // the mean of {0.05, 0.4, 0.08, 0.1, 0}, its standard error sqrt(0.09952 / 4 / 5), the range
+  EXPECT_NEAR(w.fraction, 0.126, 1e-9);
+  EXPECT_NEAR(w.standard_error, std::sqrt(0.09952 / 20), 1e-9);
+  EXPECT_DOUBLE_EQ(w.lowest, 0.0);
+  EXPECT_NEAR(w.highest, 0.4, 1e-9);
+  ASSERT_EQ(c.topology.sync_wait.size(), 1u);
+  EXPECT_NEAR(c.topology.sync_wait[0].fraction, 0.126, 1e-9);
 }
 
 TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {

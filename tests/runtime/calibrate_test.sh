@@ -15,9 +15,10 @@ timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" ca
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
 
 # --model: every matmul shape of gpt-tiny on 2 GPUs is timed and lands in the table,
-# with the element-wise costs and the sync wait of the group of 2; the planner then uses the table (its exact entries).
+# with the element-wise costs and the sync wait of the group of 2 (its mean over 3 rounds, each
+# fitted and printed); the planner then uses the table (its exact entries).
 timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
-  --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
+  --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 --sync-wait-rounds 3 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/model.json" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["compute"]
@@ -36,7 +37,7 @@ assert [e["ranks"] for e in w] == [2] and w[0]["fraction"] >= 0, w
 # so the field that would say "linear" is left out (docs/model.md section 1)
 assert "nonblocking_collectives" not in json.load(open(sys.argv[1]))
 PY
-then grep -q "sync wait over 2 ranks" "$T/out" && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait line"; else bad "calibrate --model (rc $rc)"; fi
+then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"; else bad "calibrate --model (rc $rc)"; fi
 "$AXPLAN" calibrate --gpus-per-node 1 --model gpt-tiny >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "calibrate --model without mpirun: exit 2" || bad "calibrate --model without mpirun (rc $rc)"
 
@@ -45,7 +46,7 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
   # a bounded retry, reported, instead of a 240 s stall.
   for attempt in 1 2; do
     timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- "$AXPLAN" calibrate --gpus-per-node 2 \
-      --repeats 5 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
+      --repeats 5 --sync-wait-rounds 1 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
     [ $rc -ne 124 ] && break
     echo "emulated cluster run timed out (attempt $attempt)"
   done

@@ -38,6 +38,7 @@ struct Options {
   std::string model;  // empty: no kernel timing
   int64_t batch_seqs = 0;
   int matmul_repeats = 3;
+  int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
 };
 
 std::string fit_row(const std::string& what, const planner::BandwidthFit& f, double scale, const char* unit) {
@@ -65,12 +66,15 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
     fmt::print(out, "matmul ({} shapes of {}): no fit ({}); aggregate {:.3f} GFLOP/s\n", shapes, o.model,
                c.matmul_note, c.topology.compute.matmul_flops_per_s / 1e9);
   for (const auto& w : c.sync_waits) {
-    if (w.fit)
-      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective, + {:.1f} us  "
-                 "R^2 {:.3f}  max rel. err {:.1f}%\n",
-                 w.p, 1.0 / w.fit->beta_bytes_per_s, w.fit->alpha_s * 1e6, w.fit->r2, 100 * w.fit->max_relative_error);
-    else
-      fmt::print(out, "sync wait over {} ranks: no fit ({}); 0\n", w.p, w.note);
+    fmt::print(out, "sync wait over {} ranks: {:.3f} +- {:.3f} s per s of compute since the last collective (mean of "
+               "{} rounds +- its standard error; rounds {:.3f} to {:.3f})\n",
+               w.p, w.fraction, w.standard_error, w.rounds.size(), w.lowest, w.highest);
+    for (const auto& r : w.rounds)
+      if (r.fit)
+        fmt::print(out, "  round {}: {:.3f}, + {:.1f} us  R^2 {:.3f}  max rel. err {:.1f}%\n", r.round, r.fraction(),
+                   r.fit->alpha_s * 1e6, r.fit->r2, 100 * r.fit->max_relative_error);
+      else
+        fmt::print(out, "  round {}: no fit ({}); 0\n", r.round, r.note);
   }
   if (!c.topology.nonblocking.rings())
     fmt::print(out, "non-blocking all-gather: linear (the runtime's MPI backend has no ring; the model scales its "
@@ -98,6 +102,10 @@ int main(int argc, char** argv) {
   app.add_option("--batch-seqs", o.batch_seqs, "global batch (sequences) the matmul shapes are taken for")
       ->check(CLI::PositiveNumber)
       ->needs(model_opt);
+  app.add_option("--sync-wait-rounds", o.sync_wait_rounds,
+                 "rounds of the sync-wait bursts (half at the start, half at the end); their mean is written")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--matmul-repeats", o.matmul_repeats, "timed runs per kernel shape")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -120,6 +128,7 @@ int main(int argc, char** argv) {
     request.gpus_per_node = o.gpus_per_node;
     request.repeats = o.repeats;
     request.kernel_repeats = o.matmul_repeats;
+    request.sync_wait_rounds = o.sync_wait_rounds;
     if (!o.model.empty()) {
       const model::ModelDescription m = model::load_model(o.model);
       for (const auto& s : planner::model_matmul_shapes(m, world.size(), o.batch_seqs))

@@ -2,6 +2,7 @@
 #include "axonn/planner/calibration.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "axonn/common/error.hpp"
@@ -82,18 +83,32 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
     }
   }
 
-  std::map<int64_t, std::vector<CollectiveSample>> waits;
-  for (const auto& w : m.sync_waits) waits[w.p].push_back({1, w.compute_s, w.wait_s});
+  std::map<int64_t, std::map<int64_t, std::vector<CollectiveSample>>> waits;  // by p, then round
+  for (const auto& w : m.sync_waits) waits[w.p][w.round].push_back({1, w.compute_s, w.wait_s});
   c.sync_wait.clear();
-  for (const auto& [p, s] : waits) {
-    SyncWaitFit f{p, std::nullopt, ""};
-    try {
-      f.fit = fit_latency_bandwidth(s);
-      c.sync_wait.push_back({p, 1.0 / f.fit->beta_bytes_per_s});
-    } catch (const Error& e) {  // waits that do not grow with the compute: none
-      f.note = e.what();
-      c.sync_wait.push_back({p, 0.0});
+  for (const auto& [p, rounds] : waits) {
+    SyncWaitFit f{p, {}, 0, 0, 0, 0};
+    std::vector<double> fractions;
+    for (const auto& [round, s] : rounds) {
+      SyncWaitRoundFit r{round, std::nullopt, ""};
+      try {
+        r.fit = fit_latency_bandwidth(s);
+      } catch (const Error& e) {  // waits that do not grow with the compute: none
+        r.note = e.what();
+      }
+      fractions.push_back(r.fraction());
+      f.rounds.push_back(r);
     }
+    const double n = static_cast<double>(fractions.size());
+    for (double x : fractions) f.fraction += x / n;
+    if (fractions.size() > 1) {
+      double squares = 0;
+      for (double x : fractions) squares += (x - f.fraction) * (x - f.fraction);
+      f.standard_error = std::sqrt(squares / (n - 1) / n);
+    }
+    f.lowest = *std::min_element(fractions.begin(), fractions.end());
+    f.highest = *std::max_element(fractions.begin(), fractions.end());
+    c.sync_wait.push_back({p, f.fraction});
     out.sync_waits.push_back(f);
   }
   return out;

@@ -10,7 +10,8 @@
 // cluster). A ping-pong between ranks 0 and 1 (same
 // node) and 0 and gpus_per_node (next node) gives the point-to-point times. For each
 // group with ip = 1, every rank computes bursts of matmuls and then all-reduces one
-// element over its group: the wait for the group's last member (sync_waits). Kernels
+// element over its group: the wait for the group's last member (sync_waits), in
+// `sync_wait_rounds` rounds, half before everything else and half after it. Kernels
 // are timed by every rank at once (ranks of a node share its cores, as in training);
 // each shape keeps the median over ranks of each rank's median (a rank descheduled
 // for a long stretch is an outlier, not the rate the ranks get).
@@ -37,6 +38,7 @@ struct CalibrationRequest {
   std::map<std::string, topo::ElementwiseShape> elementwise;        // operations to time
   int kernel_repeats = 3;
   std::vector<int> sync_wait_bursts = {8, 32, 128};  // 128^3 matmuls per burst; empty: no sync waits
+  int sync_wait_rounds = 20;                         // rounds of every burst size (>= 1), each fitted alone
 };
 
 topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const CalibrationRequest& r);

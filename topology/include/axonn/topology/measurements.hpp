@@ -36,11 +36,13 @@ struct PointToPointTiming {
 
 // Every rank computes the same burst of matmuls, then a one-element all-reduce over
 // its group of `p` consecutive ranks: the medians over ranks of the burst's time and
-// of the all-reduce's (the wait for the group's last member plus its latency).
+// of the all-reduce's (the wait for the group's last member plus its latency). Calibrate
+// repeats the bursts in rounds at different times; each round is fitted alone.
 struct SyncWaitTiming {
   int64_t p = 2;
   double compute_s = 0;
   double wait_s = 0;
+  int64_t round = 0;
 };
 
 // The operand of one element-wise measurement: `rows` x `width` elements (softmax:

@@ -9,9 +9,11 @@
 //  - matmuls: the table of measured shapes plus a fit t = overhead + flops / rate (or,
 //    when the times do not grow with FLOPs, the aggregate rate);
 //  - element-wise costs: copied;
-//  - sync waits, per group size: wait = alpha + fraction * compute fitted to the
-//    bursts (fraction = 1 / the fit's beta), written as the topology's sync_wait; a
-//    group whose waits do not grow with the burst gets fraction 0 and a note.
+//  - sync waits, per group size and round: wait = alpha + fraction * compute fitted to
+//    the round's bursts (fraction = 1 / the fit's beta); a round whose waits do not
+//    grow with the burst has fraction 0 and a note. The mean over the rounds is written
+//    as the topology's sync_wait (a step's waits add up, so their expected sum is the
+//    mean fraction's), with its standard error and the rounds' range beside it.
 // Memory and peak FLOP/s come from the base topology.
 //
 // Example:
@@ -38,12 +40,22 @@ struct GroupFit {
   BandwidthFit fit;
 };
 
-// The sync-wait fit of groups of p ranks: fit.alpha_s the wait after no compute (the
-// all-reduce's own latency), 1 / fit.beta_bytes_per_s the fraction.
+// One round's sync-wait fit of groups of p ranks: fit.alpha_s the wait after no compute
+// (the all-reduce's own latency), 1 / fit.beta_bytes_per_s the fraction.
+struct SyncWaitRoundFit {
+  int64_t round = 0;
+  std::optional<BandwidthFit> fit;
+  std::string note;  // why there is no fit (then the fraction is 0)
+  double fraction() const { return fit ? 1.0 / fit->beta_bytes_per_s : 0.0; }
+};
+
+// The sync wait of groups of p ranks over every round calibrate ran.
 struct SyncWaitFit {
   int64_t p = 2;
-  std::optional<BandwidthFit> fit;
-  std::string note;  // why there is no fit
+  std::vector<SyncWaitRoundFit> rounds;  // by round
+  double fraction = 0;                   // the mean of the rounds' fractions (s of wait per s of compute)
+  double standard_error = 0;             // of that mean (0 for one round)
+  double lowest = 0, highest = 0;        // the rounds' smallest and largest fraction
 };
 
 struct CalibratedCluster {
