@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "axonn/common/clock.hpp"
+#include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/runtime/kernel_timing.hpp"
 
@@ -106,6 +109,9 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   m.nonblocking.all_gather = MpiCommunicator::kAllGatherAlgorithm;
   // The sync-wait groups (ip = 1, every size): their rounds run half at the start and
   // half at the end, so that the spread over rounds covers the whole calibration.
+  if (!r.sync_wait_bursts.empty() && r.sync_wait_rounds < 1)
+    throw InputError("calibrate", fmt::format("{} sync-wait rounds", r.sync_wait_rounds), "sync_wait_rounds",
+                     "at least 1 (or no bursts)");
   std::vector<std::unique_ptr<Communicator>> sync_groups;
   if (!r.sync_wait_bursts.empty())
     for (int64_t p = 2; p <= n; ++p)

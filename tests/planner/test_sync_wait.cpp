@@ -120,7 +120,11 @@ TEST(SyncWait, CalibrateFitsTheFractionPerGroupSize) {
   EXPECT_EQ(c.topology.sync_wait[0].ranks, 2);
   EXPECT_NEAR(c.topology.sync_wait[0].fraction, 0.1, 1e-9);
   EXPECT_NEAR(c.topology.sync_wait[1].fraction, 0.3, 1e-9);
-  ASSERT_EQ(c.sync_waits[1].rounds.size(), 1u);
+  ASSERT_EQ(c.sync_waits[1].rounds.size(), 1u);  // one round: its fraction is every summary
+  EXPECT_NEAR(c.sync_waits[1].fraction, 0.3, 1e-9);
+  EXPECT_DOUBLE_EQ(c.sync_waits[1].start_fraction, c.sync_waits[1].fraction);
+  EXPECT_DOUBLE_EQ(c.sync_waits[1].end_fraction, c.sync_waits[1].fraction);
+  EXPECT_DOUBLE_EQ(c.sync_waits[1].lowest, c.sync_waits[1].highest);
   ASSERT_TRUE(c.sync_waits[1].rounds[0].fit.has_value());
   EXPECT_NEAR(c.sync_waits[1].rounds[0].fit->alpha_s, 5e-5, 1e-9);
   EXPECT_NEAR(c.sync_waits[1].rounds[0].fit->r2, 1.0, 1e-9);
@@ -136,7 +140,7 @@ TEST(SyncWait, CalibrateFitsTheFractionPerGroupSize) {
   EXPECT_FALSE(f.sync_waits[0].rounds[0].note.empty());
 }
 
-TEST(SyncWait, CalibrateWritesTheMeanOverRoundsWithItsErrorAndRange) {
+TEST(SyncWait, CalibrateWritesTheMeanOverRoundsAndDescribesItsHalvesAndRange) {
   // Five rounds of a group of 4, fitted one by one: fractions 0.05, 0.4, 0.08, 0.1 and
   // a round whose waits fall (no fit, 0); the samples arrive interleaved by round.
   topo::ClusterMeasurements m = four_ranks_two_nodes();
@@ -156,13 +160,17 @@ TEST(SyncWait, CalibrateWritesTheMeanOverRoundsWithItsErrorAndRange) {
   }
   EXPECT_FALSE(w.rounds[4].fit.has_value());
   EXPECT_DOUBLE_EQ(w.rounds[4].fraction(), 0.0);
-  // the mean of {0.05, 0.4, 0.08, 0.1, 0}, its standard error sqrt(0.09952 / 4 / 5), the range
+  // the mean of {0.05, 0.4, 0.08, 0.1, 0}; of the first 2 rounds (5 / 2, as calibrate
+  // runs them at the start) and of the last 3; the range
   EXPECT_NEAR(w.fraction, 0.126, 1e-9);
-  EXPECT_NEAR(w.standard_error, std::sqrt(0.09952 / 20), 1e-9);
+  EXPECT_NEAR(w.start_fraction, 0.225, 1e-9);
+  EXPECT_NEAR(w.end_fraction, 0.06, 1e-9);
   EXPECT_DOUBLE_EQ(w.lowest, 0.0);
   EXPECT_NEAR(w.highest, 0.4, 1e-9);
   ASSERT_EQ(c.topology.sync_wait.size(), 1u);
   EXPECT_NEAR(c.topology.sync_wait[0].fraction, 0.126, 1e-9);
+  EXPECT_NE(c.topology.description.find("4 ranks 0.126 (0.225, 0.060; 0.000-0.400)"), std::string::npos)
+      << c.topology.description;
 }
 
 TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "axonn/common/load_average.hpp"
@@ -191,6 +192,28 @@ TEST(Validation, RunSpreadIsTheRangeOverTheMedianAndItsMedianIsReported) {
   for (size_t i : {0, 2, 3}) c[i].status = RunStatus::Measured, c[i].measured_s = 1.0 + static_cast<double>(i);
   c[1].runs_s = {1.0, 9.0};  // not measured: not counted
   EXPECT_NEAR(compare_with_measurements(c).median_spread, 0.1 / 1.05, 1e-12);
+}
+
+// The MAPE that the runs' scatter alone gives, per configuration run at least twice,
+// averaged over those. Known answers: two runs, |a - b| / 2 over their mean; three, the
+// mean's expected error sqrt(2 / (3 pi)) sigma with sigma = s / c4(3), c4(3) = sqrt(pi) / 2.
+TEST(Validation, NoiseFloorIsTheExpectedErrorOfTheRunsMeanAveragedOverRepeatedConfigurations) {
+  const double pi = std::acos(-1.0);
+  EXPECT_DOUBLE_EQ(expected_noise_error({}), 0.0);
+  EXPECT_DOUBLE_EQ(expected_noise_error({2.0}), 0.0);
+  EXPECT_DOUBLE_EQ(expected_noise_error({2.0, 2.0}), 0.0);
+  const double two = 0.05 / 1.05;                                                  // {1.0, 1.1}
+  const double three = std::sqrt(2.0 / (3 * pi)) * 0.3 / (std::sqrt(pi) / 2) / 3.3;  // {3.0, 3.6, 3.3}: s = 0.3
+  EXPECT_NEAR(expected_noise_error({1.0, 1.1}), two, 1e-12);
+  EXPECT_NEAR(expected_noise_error({1.1, 1.0}), two, 1e-12);
+  EXPECT_NEAR(expected_noise_error({3.0, 3.6, 3.3}), three, 1e-12);
+  auto c = four_configs();
+  c[0].runs_s = {1.0, 1.1}, c[2].runs_s = {3.0, 3.6, 3.3}, c[3].runs_s = {4.0};  // c[3] ran once: not counted
+  for (size_t i : {0, 2, 3}) c[i].status = RunStatus::Measured, c[i].measured_s = 1.0 + static_cast<double>(i);
+  c[1].runs_s = {1.0, 9.0};  // not measured: not counted
+  EXPECT_NEAR(compare_with_measurements(c).noise_floor_mape, (two + three) / 2, 1e-12);
+  for (auto& d : c) d.runs_s.resize(std::min<size_t>(d.runs_s.size(), 1));
+  EXPECT_DOUBLE_EQ(compare_with_measurements(c).noise_floor_mape, 0.0);  // none ran twice
 }
 
 TEST(LoadAverage, ReadsTheThreeAveragesOrNothing) {

@@ -188,15 +188,18 @@ for c in measured:
     assert sorted(runs)[0] <= c["measured_batch_s"] <= sorted(runs)[1]
 spreads = sorted(c["run_spread"] for c in measured)
 assert abs(r["statistics"]["median_run_spread"] - spreads[1]) < 1e-12
+# the MAPE from the runs' scatter alone: for two runs |a - b| / 2 over their mean, averaged
+floor = sum(abs(a - b) / 2 / ((a + b) / 2) for a, b in (c["measured_runs_s"] for c in measured)) / len(measured)
+assert abs(r["statistics"]["noise_floor_mape"] - floor) < 1e-12, (r["statistics"]["noise_floor_mape"], floor)
 load = r["machine_load"]["before"]
 assert load["cores"] >= 1 and load["one_min"] >= 0, load
 orders = [[a["name"] for a in json.load(open(p))["mesh"]] for p in glob.glob(d + "/runs/*.plan.json")]
 assert len(orders) == 3 and all(sorted(o) == ["data", "pipe", "x", "y", "z"] for o in orders), orders
 assert len(glob.glob(d + "/runs/*.run2.log")) == 3
 md = open(d + "/summary.md").read()
-assert "ran 2 times" in md and "run-to-run spread" in md and "load average" in md, md
+assert "ran 2 times" in md and "run-to-run spread" in md and "scatter alone" in md and "load average" in md, md
 PY
-then ok "--repeats 2: two runs each, their spread and the machine's load"; else bad "--repeats (rc $rc)"; fi
+then ok "--repeats 2: two runs each, their spread, the MAPE from their scatter and the machine's load"; else bad "--repeats (rc $rc)"; fi
 # Its configurations ran in searched orders, which the report does not record: --rescore refuses it.
 "$AXPLAN" validate --rescore "$T/repeats/report.json" --topology "$T/four.json" --out-dir "$T/x" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "placement orders" "$T/out" && ok "--rescore of a --search-order sweep: exit 2" \

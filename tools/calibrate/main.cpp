@@ -66,9 +66,13 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
     fmt::print(out, "matmul ({} shapes of {}): no fit ({}); aggregate {:.3f} GFLOP/s\n", shapes, o.model,
                c.matmul_note, c.topology.compute.matmul_flops_per_s / 1e9);
   for (const auto& w : c.sync_waits) {
-    fmt::print(out, "sync wait over {} ranks: {:.3f} +- {:.3f} s per s of compute since the last collective (mean of "
-               "{} rounds +- its standard error; rounds {:.3f} to {:.3f})\n",
-               w.p, w.fraction, w.standard_error, w.rounds.size(), w.lowest, w.highest);
+    if (w.rounds.size() == 1)
+      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (one round)\n",
+                 w.p, w.fraction);
+    else
+      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (mean of {} rounds; "
+                 "first half {:.3f}, second half {:.3f}; rounds {:.3f} to {:.3f})\n",
+                 w.p, w.fraction, w.rounds.size(), w.start_fraction, w.end_fraction, w.lowest, w.highest);
     for (const auto& r : w.rounds)
       if (r.fit)
         fmt::print(out, "  round {}: {:.3f}, + {:.1f} us  R^2 {:.3f}  max rel. err {:.1f}%\n", r.round, r.fraction(),
@@ -105,15 +109,15 @@ int main(int argc, char** argv) {
   app.add_option("--sync-wait-rounds", o.sync_wait_rounds,
                  "rounds of the sync-wait bursts (half at the start, half at the end); their mean is written")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 10000));
   app.add_option("--matmul-repeats", o.matmul_repeats, "timed runs per kernel shape")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (rank == 0) return app.exit(e);
-    return e.get_exit_code() == 0 ? 0 : kExitUsage;
+    const int code = rank == 0 ? app.exit(e) : e.get_exit_code();  // rank 0 prints the message or the help
+    return code == 0 ? 0 : kExitUsage;
   }
   at::set_num_threads(1);
   runtime::CalibrationRequest request;

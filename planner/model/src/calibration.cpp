@@ -2,14 +2,16 @@
 #include "axonn/planner/calibration.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
+
+#include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/plan/tensor_mode.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/planner/statistics.hpp"
 
 namespace axonn::planner {
 
@@ -87,7 +89,7 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
   for (const auto& w : m.sync_waits) waits[w.p][w.round].push_back({1, w.compute_s, w.wait_s});
   c.sync_wait.clear();
   for (const auto& [p, rounds] : waits) {
-    SyncWaitFit f{p, {}, 0, 0, 0, 0};
+    SyncWaitFit f{p, {}, 0, 0, 0, 0, 0};
     std::vector<double> fractions;
     for (const auto& [round, s] : rounds) {
       SyncWaitRoundFit r{round, std::nullopt, ""};
@@ -99,17 +101,20 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       fractions.push_back(r.fraction());
       f.rounds.push_back(r);
     }
-    const double n = static_cast<double>(fractions.size());
-    for (double x : fractions) f.fraction += x / n;
-    if (fractions.size() > 1) {
-      double squares = 0;
-      for (double x : fractions) squares += (x - f.fraction) * (x - f.fraction);
-      f.standard_error = std::sqrt(squares / (n - 1) / n);
-    }
+    const auto middle = fractions.begin() + static_cast<long>(fractions.size() / 2);
+    f.fraction = mean(fractions);
+    f.start_fraction = fractions.size() > 1 ? mean(std::vector<double>(fractions.begin(), middle)) : f.fraction;
+    f.end_fraction = mean(std::vector<double>(middle, fractions.end()));
     f.lowest = *std::min_element(fractions.begin(), fractions.end());
     f.highest = *std::max_element(fractions.begin(), fractions.end());
     c.sync_wait.push_back({p, f.fraction});
     out.sync_waits.push_back(f);
+  }
+  if (!out.sync_waits.empty()) {
+    c.description += "; sync wait per s of compute, mean over rounds (first half, second half; range):";
+    for (const auto& f : out.sync_waits)
+      c.description += fmt::format(" {} ranks {:.3f} ({:.3f}, {:.3f}; {:.3f}-{:.3f})", f.p, f.fraction,
+                                   f.start_fraction, f.end_fraction, f.lowest, f.highest);
   }
   return out;
 }

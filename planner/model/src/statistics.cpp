@@ -102,4 +102,19 @@ size_t predicted_rank_of_measured_best(const std::vector<double>& predicted, con
   return static_cast<size_t>(std::find(p.begin(), p.end(), best) - p.begin()) + 1;
 }
 
+double mean(const std::vector<double>& x) {
+  if (x.empty()) throw InternalError("statistics", "mean of an empty sample", "", "at least one value");
+  double sum = 0;
+  for (double v : x) sum += v;
+  return sum / static_cast<double>(x.size());
+}
+
+double sample_standard_deviation(const std::vector<double>& x) {
+  const double m = mean(x);
+  if (x.size() < 2) return 0;
+  double squares = 0;
+  for (double v : x) squares += (v - m) * (v - m);
+  return std::sqrt(squares / static_cast<double>(x.size() - 1));
+}
+
 }  // namespace axonn::planner

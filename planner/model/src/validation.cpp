@@ -163,6 +163,14 @@ double run_spread(const std::vector<double>& runs_s) {
   return (*hi - *lo) / median(runs_s);
 }
 
+double expected_noise_error(const std::vector<double>& runs_s) {
+  if (runs_s.size() < 2) return 0;
+  constexpr double kPi = 3.14159265358979323846;
+  const double n = static_cast<double>(runs_s.size());
+  const double c4 = std::sqrt(2.0 / (n - 1)) * std::exp(std::lgamma(n / 2) - std::lgamma((n - 1) / 2));
+  return std::sqrt(2.0 / (kPi * n)) * sample_standard_deviation(runs_s) / c4 / mean(runs_s);
+}
+
 namespace {
 
 // The measured times and both predictions of the measured configurations that `keep` accepts.
@@ -217,6 +225,10 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
   for (const auto& c : configs)
     if (c.status == RunStatus::Measured) spreads.push_back(run_spread(c.runs_s));
   out.median_spread = median(spreads);
+  double noise_sum = 0, repeated = 0;
+  for (const auto& c : configs)
+    if (c.status == RunStatus::Measured && c.runs_s.size() >= 2) noise_sum += expected_noise_error(c.runs_s), ++repeated;
+  out.noise_floor_mape = repeated > 0 ? noise_sum / repeated : 0.0;
   for (bool pipelines : {true, false}) {
     const MeasuredTimes t =
         measured_where(configs, [&](const ValidationConfig& c) { return (c.aware.grid.ginter > 1) == pipelines; });

@@ -42,7 +42,7 @@ struct SyncWaitTiming {
   int64_t p = 2;
   double compute_s = 0;
   double wait_s = 0;
-  int64_t round = 0;
+  int64_t round = 0;  // 0-based, in the order calibrate ran the rounds
 };
 
 // The operand of one element-wise measurement: `rows` x `width` elements (softmax:

@@ -13,7 +13,9 @@
 //    the round's bursts (fraction = 1 / the fit's beta); a round whose waits do not
 //    grow with the burst has fraction 0 and a note. The mean over the rounds is written
 //    as the topology's sync_wait (a step's waits add up, so their expected sum is the
-//    mean fraction's), with its standard error and the rounds' range beside it.
+//    mean fraction's), and the means of the rounds run at the start and at the end and
+//    the rounds' range are appended to its description. Rounds in a row are alike (the
+//    wait changes over seconds), so their standard error would understate the spread.
 // Memory and peak FLOP/s come from the base topology.
 //
 // Example:
@@ -54,8 +56,10 @@ struct SyncWaitFit {
   int64_t p = 2;
   std::vector<SyncWaitRoundFit> rounds;  // by round
   double fraction = 0;                   // the mean of the rounds' fractions (s of wait per s of compute)
-  double standard_error = 0;             // of that mean (0 for one round)
-  double lowest = 0, highest = 0;        // the rounds' smallest and largest fraction
+  // The mean fractions of the rounds run at the start (round < n/2 of n rounds, as
+  // calibrate orders them) and at the end; with one round, both are its fraction.
+  double start_fraction = 0, end_fraction = 0;
+  double lowest = 0, highest = 0;  // the rounds' smallest and largest fraction
 };
 
 struct CalibratedCluster {

@@ -7,6 +7,7 @@
 //   top_k_overlap |best k by prediction  ∩  best k by measurement| / k  (best = least time;
 //                 1 = the same k configurations)
 //   predicted_rank_of_measured_best   1-based rank, by prediction, of the fastest measured
+//   mean, sample_standard_deviation (n - 1 in the denominator; 0 for fewer than 2 values)
 //
 // Example:
 //   spearman({1, 2, 3}, {10, 30, 20});        // 0.5
@@ -24,5 +25,8 @@ double kendall_tau_b(const std::vector<double>& x, const std::vector<double>& y)
 double mape(const std::vector<double>& predicted, const std::vector<double>& measured);
 double top_k_overlap(const std::vector<double>& predicted, const std::vector<double>& measured, size_t k);
 size_t predicted_rank_of_measured_best(const std::vector<double>& predicted, const std::vector<double>& measured);
+// Throw InternalError for an empty sample.
+double mean(const std::vector<double>& x);
+double sample_standard_deviation(const std::vector<double>& x);
 
 }  // namespace axonn::planner

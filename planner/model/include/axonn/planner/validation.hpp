@@ -126,6 +126,15 @@ double measured_batch_s(const std::vector<double>& steps_s);
 // batch times; 0 with fewer than two runs.
 double run_spread(const std::vector<double>& runs_s);
 
+// What the runs' own scatter alone costs a model that predicted the configuration's
+// expected batch time exactly, for normal scatter: E|mean of n runs - expected| /
+// expected = sqrt(2 / (pi n)) * sigma / mean, sigma estimated without bias as s / c4(n)
+// (s the runs' sample standard deviation, c4(n) = sqrt(2 / (n-1)) G(n/2) / G((n-1)/2)).
+// For two runs, whose median is their mean, that is |a - b| / 2 / mean; for more, the
+// median (measured_s) scatters up to 25% more than the mean, so it is a lower bound.
+// 0 with fewer than two runs.
+double expected_noise_error(const std::vector<double>& runs_s);
+
 struct ModelStatistics {
   double spearman = 0, kendall = 0, mape = 0, top5 = 0;
   size_t best_rank = 0;  // predicted rank (among the measured) of the measured best
@@ -149,6 +158,10 @@ struct ValidationStatistics {
   // The median over the measured configurations of run_spread (0 when each ran once):
   // what the same configuration varies by, to set beside the MAPE.
   double median_spread = 0;
+  // The mean of expected_noise_error over the configurations that ran at least twice
+  // (0 when none did; the MAPE counts every measured one): the batch-time MAPE that a
+  // model exact in expectation would still show against these measurements.
+  double noise_floor_mape = 0;
 };
 
 // Over the Measured configurations; throws InputError with fewer than two.
