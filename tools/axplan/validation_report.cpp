@@ -275,15 +275,15 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
                       sg.best_rank);
     md += fmt::format("| top-5 overlap | {:.2f} | {:.2f} |\n", sa.top5, sg.top5);
     md += fmt::format("| batch-time MAPE | {:.1f}% | {:.1f}% |\n", 100 * sa.mape, 100 * sg.mape);
-    if (run.repeats > 1)
+    if (run.repeats > 1) {
       md += fmt::format("| run-to-run spread ((max - min) / median of a configuration's {} runs; median over the "
                         "configurations) | {:.1f}% | (the same runs) |\n",
                         run.repeats, 100 * stats->median_spread);
-    if (run.repeats > 1)
       md += fmt::format("| MAPE from the runs' scatter alone (what a model exact in expectation would show: the "
                         "expected error of a configuration's measured time, from its {} runs' standard deviation; "
                         "mean over the configurations) | {:.1f}% | (the same runs) |\n",
                         run.repeats, 100 * stats->noise_floor_mape);
+    }
     if (stats->pipelines_measured > 0)
       md += fmt::format("| MAPE of the {} pipeline grids / of the {} others | {:.1f}% / {:.1f}% | {:.1f}% / {:.1f}% |\n",
                         stats->pipelines_measured, stats->measured - stats->pipelines_measured,

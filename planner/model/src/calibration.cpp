@@ -89,10 +89,12 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
   for (const auto& w : m.sync_waits) waits[w.p][w.round].push_back({1, w.compute_s, w.wait_s});
   c.sync_wait.clear();
   for (const auto& [p, rounds] : waits) {
-    SyncWaitFit f{p, {}, 0, 0, 0, 0, 0};
+    SyncWaitFit f;
+    f.p = p;
     std::vector<double> fractions;
     for (const auto& [round, s] : rounds) {
-      SyncWaitRoundFit r{round, std::nullopt, ""};
+      SyncWaitRoundFit r;
+      r.round = round;
       try {
         r.fit = fit_latency_bandwidth(s);
       } catch (const Error& e) {  // waits that do not grow with the compute: none

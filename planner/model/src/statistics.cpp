@@ -104,17 +104,14 @@ size_t predicted_rank_of_measured_best(const std::vector<double>& predicted, con
 
 double mean(const std::vector<double>& x) {
   if (x.empty()) throw InternalError("statistics", "mean of an empty sample", "", "at least one value");
-  double sum = 0;
-  for (double v : x) sum += v;
-  return sum / static_cast<double>(x.size());
+  return Eigen::Map<const Eigen::VectorXd>(x.data(), static_cast<Eigen::Index>(x.size())).mean();
 }
 
 double sample_standard_deviation(const std::vector<double>& x) {
   const double m = mean(x);
   if (x.size() < 2) return 0;
-  double squares = 0;
-  for (double v : x) squares += (v - m) * (v - m);
-  return std::sqrt(squares / static_cast<double>(x.size() - 1));
+  const Eigen::Map<const Eigen::VectorXd> v(x.data(), static_cast<Eigen::Index>(x.size()));
+  return std::sqrt((v.array() - m).matrix().squaredNorm() / static_cast<double>(x.size() - 1));
 }
 
 }  // namespace axonn::planner

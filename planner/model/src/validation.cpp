@@ -221,14 +221,14 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
     }
     out.modes.push_back(s);
   }
-  std::vector<double> spreads;
-  for (const auto& c : configs)
-    if (c.status == RunStatus::Measured) spreads.push_back(run_spread(c.runs_s));
+  std::vector<double> spreads, noise;  // noise: of the configurations run at least twice
+  for (const auto& c : configs) {
+    if (c.status != RunStatus::Measured) continue;
+    spreads.push_back(run_spread(c.runs_s));
+    if (c.runs_s.size() >= 2) noise.push_back(expected_noise_error(c.runs_s));
+  }
   out.median_spread = median(spreads);
-  double noise_sum = 0, repeated = 0;
-  for (const auto& c : configs)
-    if (c.status == RunStatus::Measured && c.runs_s.size() >= 2) noise_sum += expected_noise_error(c.runs_s), ++repeated;
-  out.noise_floor_mape = repeated > 0 ? noise_sum / repeated : 0.0;
+  out.noise_floor_mape = noise.empty() ? 0.0 : mean(noise);
   for (bool pipelines : {true, false}) {
     const MeasuredTimes t =
         measured_where(configs, [&](const ValidationConfig& c) { return (c.aware.grid.ginter > 1) == pipelines; });
