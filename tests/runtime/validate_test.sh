@@ -196,10 +196,49 @@ assert load["cores"] >= 1 and load["one_min"] >= 0, load
 orders = [[a["name"] for a in json.load(open(p))["mesh"]] for p in glob.glob(d + "/runs/*.plan.json")]
 assert len(orders) == 3 and all(sorted(o) == ["data", "pipe", "x", "y", "z"] for o in orders), orders
 assert len(glob.glob(d + "/runs/*.run2.log")) == 3
+# the scatter ceiling: the relative variance pooled over the configurations (two runs:
+# s^2 = (a - b)^2 / 2), and statistics an exact model can reach, within their ranges
+ceiling = r["statistics"]["scatter_ceiling"]
+pooled = sum((a - b) ** 2 / 2 / ((a + b) / 2) ** 2 for a, b in (c["measured_runs_s"] for c in measured)) / len(measured)
+assert ceiling["configurations"] == 3 and ceiling["draws"] == 4000, ceiling
+assert abs(ceiling["relative_sigma"] - pooled ** 0.5) < 1e-12, (ceiling, pooled ** 0.5)
+assert 0 <= ceiling["mape"] and -1 <= ceiling["spearman"] <= 1 and 0 <= ceiling["top5_overlap"] <= 1, ceiling
+assert 0 <= ceiling["best_first"] <= 1, ceiling
 md = open(d + "/summary.md").read()
 assert "ran 2 times" in md and "run-to-run spread" in md and "scatter alone" in md and "load average" in md, md
+assert "exact in expectation would reach" in md, md
 PY
-then ok "--repeats 2: two runs each, their spread, the MAPE from their scatter and the machine's load"; else bad "--repeats (rc $rc)"; fi
+then ok "--repeats 2: two runs each, their spread, the MAPE from their scatter, its ceiling and the machine's load"; else bad "--repeats (rc $rc)"; fi
+# compare-sweeps: a sweep against itself agrees exactly.
+"$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/repeats/report.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 0 ] && grep -q "| batch-time MAPE | 0.0% |" "$T/out" && grep -q "| Spearman rank correlation | 1.000 |" "$T/out" \
+  && grep -q "| top-5 overlap | 1.00 |" "$T/out" && grep -q "| B's measured best, ranked by A | 1 |" "$T/out" \
+  && ok "compare-sweeps: a sweep agrees with itself" || bad "compare-sweeps of a sweep with itself (rc $rc)"
+# The stored 2x4 and 4x2 sweeps of 2026-11-27, each run twice with the same axrun
+# (docs/validation.md, "What the scatter allows"): the figures a Python reading of the
+# two reports gives (MAPE |A - B| / B; B's fastest by A's order; the five fastest of each).
+D=$(cd "$(dirname "$0")/../../docs/validation" && pwd)
+"$AXPLAN" compare-sweeps "$D/emulated-2x4-200mbit-2026-11-27-report.json" "$D/emulated-2x4-200mbit-2026-11-27-rounds-report.json" >"$T/out" 2>&1
+rc1=$?; cp "$T/out" "$T/out24"
+"$AXPLAN" compare-sweeps "$D/emulated-4x2-200mbit-2026-11-27-report.json" "$D/emulated-4x2-200mbit-2026-11-27-rounds-report.json" >"$T/out" 2>&1
+rc2=$?
+if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "^43 configurations measured in both" "$T/out24" \
+  && grep -q "| batch-time MAPE | 6.8% |" "$T/out24" && grep -q "| Spearman rank correlation | 0.937 |" "$T/out24" \
+  && grep -q "| B's measured best, ranked by A | 1 |" "$T/out24" && grep -q "| top-5 overlap | 0.20 |" "$T/out24" \
+  && grep -q "| batch-time MAPE | 8.2% |" "$T/out" && grep -q "| Spearman rank correlation | 0.906 |" "$T/out" \
+  && grep -q "| B's measured best, ranked by A | 14 |" "$T/out" && grep -q "| top-5 overlap | 0.40 |" "$T/out" \
+  && grep -q "^| 16 | " "$T/out"
+then ok "compare-sweeps: the stored 2x4 and 4x2 sweeps against their reruns"; else bad "compare-sweeps of the stored sweeps (rc $rc1, $rc2)"; fi
+python3 - "$T/repeats/report.json" "$T/other.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1])); r["batch_seqs"] = 8; json.dump(r, open(sys.argv[2], "w"))
+PY
+"$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/other.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "differ in batch_seqs: 4 in" "$T/out" && ok "compare-sweeps of different sweeps: exit 2" \
+  || bad "compare-sweeps of different sweeps (rc $rc)"
+"$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/missing.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "missing.json" "$T/out" && ok "compare-sweeps of a missing report: exit 2" \
+  || bad "compare-sweeps of a missing report (rc $rc)"
 # Its configurations ran in searched orders, which the report does not record: --rescore refuses it.
 "$AXPLAN" validate --rescore "$T/repeats/report.json" --topology "$T/four.json" --out-dir "$T/x" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "placement orders" "$T/out" && ok "--rescore of a --search-order sweep: exit 2" \

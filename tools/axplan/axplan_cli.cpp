@@ -514,6 +514,18 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->excludes(val_modes)
       ->excludes(val_search);
 
+  std::string sweep_a, sweep_b;
+  auto* compare_sweeps = app.add_subcommand(
+      "compare-sweeps",
+      "score one validate sweep's measured times as the prediction of another's (the same sweep run twice): the "
+      "agreement a model as good as a rerun would show, and each sweep's scatter ceiling");
+  compare_sweeps->add_option("A", sweep_a, "the first sweep's report.json (taken as the prediction)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  compare_sweeps->add_option("B", sweep_b, "the second sweep's report.json (taken as the measurement)")
+      ->required()
+      ->check(CLI::ExistingFile);
+
   FitPublishedOptions fitp;
   auto* fit_published = app.add_subcommand(
       "fit-published", "fit a GPU's compute model to published training runs and report the error on the runs left out");
@@ -576,6 +588,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       return run_program("axplan-calibrate", calibrate->remaining(), err);
     }
     if (validate->parsed()) return run_validate(val, out, err);
+    if (compare_sweeps->parsed()) return run_compare_sweeps(sweep_a, sweep_b, out);
     if (fit_published->parsed()) return run_fit_published(fitp, out);
     if (matmul_shapes->parsed()) return run_matmul_shapes(shapes_o, out);
     if (fit_matmul->parsed()) return run_fit_matmul(fitm, out);

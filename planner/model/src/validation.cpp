@@ -189,7 +189,9 @@ MeasuredTimes measured_where(const std::vector<ValidationConfig>& configs,
   return t;
 }
 
-ModelStatistics statistics(const std::vector<double>& predicted, const std::vector<double>& measured) {
+}  // namespace
+
+ModelStatistics score_prediction(const std::vector<double>& predicted, const std::vector<double>& measured) {
   ModelStatistics s;
   s.spearman = spearman(predicted, measured);
   s.kendall = kendall_tau_b(predicted, measured);
@@ -199,15 +201,15 @@ ModelStatistics statistics(const std::vector<double>& predicted, const std::vect
   return s;
 }
 
-}  // namespace
-
 ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs) {
   const MeasuredTimes all = measured_where(configs, [](const ValidationConfig&) { return true; });
   if (all.measured.size() < 2)
     throw InputError("validate", fmt::format("{} configuration(s) measured", all.measured.size()), "the sweep",
                      "at least two to compare rankings");
-  ValidationStatistics out{all.measured.size(), statistics(all.aware, all.measured),
-                           statistics(all.agnostic, all.measured), {}};
+  ValidationStatistics out;
+  out.measured = all.measured.size();
+  out.aware = score_prediction(all.aware, all.measured);
+  out.agnostic = score_prediction(all.agnostic, all.measured);
   for (const auto& c : configs) {
     if (c.status != RunStatus::Measured) continue;
     if (std::any_of(out.modes.begin(), out.modes.end(), [&](const ModeStatistics& s) { return s.mode == c.mode; }))
@@ -215,20 +217,23 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
     const MeasuredTimes t = measured_where(configs, [&](const ValidationConfig& d) { return d.mode == c.mode; });
     ModeStatistics s{c.mode, t.measured.size(), t.measured.size() >= 2, {}, {}};
     if (s.ranked) {
-      s.aware = statistics(t.aware, t.measured), s.agnostic = statistics(t.agnostic, t.measured);
+      s.aware = score_prediction(t.aware, t.measured), s.agnostic = score_prediction(t.agnostic, t.measured);
     } else {
       s.aware.mape = mape(t.aware, t.measured), s.agnostic.mape = mape(t.agnostic, t.measured);
     }
     out.modes.push_back(s);
   }
   std::vector<double> spreads, noise;  // noise: of the configurations run at least twice
+  std::vector<std::vector<double>> runs;
   for (const auto& c : configs) {
     if (c.status != RunStatus::Measured) continue;
     spreads.push_back(run_spread(c.runs_s));
     if (c.runs_s.size() >= 2) noise.push_back(expected_noise_error(c.runs_s));
+    runs.push_back(c.runs_s.empty() ? std::vector<double>{c.measured_s} : c.runs_s);
   }
   out.median_spread = median(spreads);
   out.noise_floor_mape = noise.empty() ? 0.0 : mean(noise);
+  out.ceiling = scatter_ceiling(runs, kCeilingDraws, kCeilingSeed);
   for (bool pipelines : {true, false}) {
     const MeasuredTimes t =
         measured_where(configs, [&](const ValidationConfig& c) { return (c.aware.grid.ginter > 1) == pipelines; });

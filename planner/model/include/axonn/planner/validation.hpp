@@ -11,11 +11,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "axonn/planner/planner.hpp"
+#include "axonn/planner/scatter_ceiling.hpp"
 
 namespace axonn::planner {
 
@@ -139,6 +141,9 @@ struct ModelStatistics {
   double spearman = 0, kendall = 0, mape = 0, top5 = 0;
   size_t best_rank = 0;  // predicted rank (among the measured) of the measured best
 };
+// How well `predicted` ranks and matches `measured` (equal lengths, two or more): the
+// statistics of statistics.hpp, as validate scores a model.
+ModelStatistics score_prediction(const std::vector<double>& predicted, const std::vector<double>& measured);
 // The same statistics over one tensor mode's measured configurations. Spearman,
 // Kendall and the best's rank need two of them (ranked = false with one: MAPE only).
 struct ModeStatistics {
@@ -162,7 +167,13 @@ struct ValidationStatistics {
   // (0 when none did; the MAPE counts every measured one): the batch-time MAPE that a
   // model exact in expectation would still show against these measurements.
   double noise_floor_mape = 0;
+  // What a model exact in expectation would score, drawn from the runs' scatter
+  // (scatter_ceiling.hpp: kCeilingDraws draws, seed kCeilingSeed); nullopt when no
+  // configuration ran twice.
+  std::optional<ScatterCeiling> ceiling;
 };
+inline constexpr size_t kCeilingDraws = 4000;
+inline constexpr uint64_t kCeilingSeed = 1;
 
 // Over the Measured configurations; throws InputError with fewer than two.
 ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs);

@@ -1,0 +1,120 @@
+// What a model exact in expectation can score against a sweep whose runs scatter
+// (axonn/planner/scatter_ceiling.hpp): the pooled scatter by hand, the limits (no
+// scatter, equal expectations, configurations far apart), the mean error against its
+// closed form, and the ceiling in validate's statistics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "axonn/common/error.hpp"
+#include "axonn/planner/scatter_ceiling.hpp"
+#include "axonn/planner/validation.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+
+namespace {
+
+// `count` configurations with expected times 1.0, 1.1, ... each run twice at
+// mean * (1 -+ d): a relative sample standard deviation of d * sqrt(2).
+std::vector<std::vector<double>> spaced(size_t count, double d) {
+  std::vector<std::vector<double>> runs;
+  for (size_t i = 0; i < count; ++i) {
+    const double mu = 1.0 + 0.1 * static_cast<double>(i);
+    runs.push_back({mu * (1 - d), mu * (1 + d)});
+  }
+  return runs;
+}
+
+}  // namespace
+
+// sigma^2 = sum (n - 1) s^2 / mu^2 / sum (n - 1) over the configurations run twice or more:
+// {1, 3}: s^2 = 2, mu = 2, one degree; {2, 2}: 0, one; {3.0, 3.6, 3.3}: s^2 = 0.09,
+// mu = 3.3, two; {5}: none.
+TEST(ScatterCeiling, PoolsTheRelativeVarianceOverTheConfigurationsRunTwiceOrMore) {
+  const auto c = scatter_ceiling({{1, 3}, {2, 2}, {3.0, 3.6, 3.3}, {5}}, 10, 1);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->configurations, 4u);
+  EXPECT_EQ(c->draws, 10u);
+  EXPECT_NEAR(c->relative_sigma, std::sqrt((0.5 + 0 + 2 * 0.09 / (3.3 * 3.3)) / 4), 1e-12);
+}
+
+TEST(ScatterCeiling, WithoutScatterTheExactModelIsPerfect) {
+  const auto c = scatter_ceiling(spaced(7, 0.0), 50, 3);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_DOUBLE_EQ(c->relative_sigma, 0.0);
+  EXPECT_DOUBLE_EQ(c->mape, 0.0);
+  EXPECT_DOUBLE_EQ(c->spearman, 1.0);
+  EXPECT_DOUBLE_EQ(c->top5, 1.0);
+  EXPECT_DOUBLE_EQ(c->best_first, 1.0);
+}
+
+TEST(ScatterCeiling, NothingToPoolGivesNoneAndBadRunsAreRefused) {
+  EXPECT_FALSE(scatter_ceiling({{1.0}, {2.0}}, 10, 1).has_value());  // none ran twice
+  EXPECT_FALSE(scatter_ceiling({{1.0, 1.1}}, 10, 1).has_value());    // nothing to rank
+  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {}}, 10, 1), InputError);
+  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {2.0, -2.0}}, 10, 1), InputError);
+  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {2.0, std::numeric_limits<double>::quiet_NaN()}}, 10, 1), InputError);
+  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {2.0, 2.1}}, 0, 1), InputError);
+}
+
+// Two configurations with the same expected time: which one a sweep measures faster is a
+// coin flip (4000 draws: the share's standard error is 0.008). Far apart beside the
+// scatter, the exact model always has the best first.
+TEST(ScatterCeiling, TheBestIsFirstByChanceBetweenEqualExpectationsAndAlwaysWhenFarApart) {
+  const auto tie = scatter_ceiling({{1.0, 1.1}, {1.1, 1.0}}, 4000, 7);
+  ASSERT_TRUE(tie.has_value());
+  EXPECT_NEAR(tie->best_first, 0.5, 0.05);
+  const auto apart = scatter_ceiling({{1.0, 1.02}, {2.0, 2.04}, {3.0, 3.06}}, 4000, 7);
+  ASSERT_TRUE(apart.has_value());
+  EXPECT_DOUBLE_EQ(apart->best_first, 1.0);
+  EXPECT_DOUBLE_EQ(apart->spearman, 1.0);
+}
+
+// The mean error of the mean of n runs, for small sigma: E|m - mu| / m ~ sqrt(2 / pi)
+// sigma / sqrt(n). Ten configurations run twice at mu (1 -+ 0.05): sigma = 0.05 sqrt(2).
+// More runs of each shrink it by sqrt(n) and rank better; more scatter ranks worse.
+TEST(ScatterCeiling, TheErrorFollowsSigmaOverRootNAndTheRankingWorsensWithScatter) {
+  const double pi = std::acos(-1.0), sigma = 0.05 * std::sqrt(2.0);
+  const auto two = scatter_ceiling(spaced(10, 0.05), 4000, 11);
+  const auto eight = scatter_ceiling(spaced(10, 0.05), 4000, 11, 8);
+  ASSERT_TRUE(two && eight);
+  EXPECT_NEAR(two->relative_sigma, sigma, 1e-12);
+  EXPECT_NEAR(two->mape, std::sqrt(2 / pi) * sigma / std::sqrt(2.0), 0.03 * two->mape);
+  EXPECT_NEAR(eight->mape, std::sqrt(2 / pi) * sigma / std::sqrt(8.0), 0.03 * eight->mape);
+  EXPECT_GT(eight->spearman, two->spearman);
+  EXPECT_GT(eight->best_first, two->best_first);
+  const auto wide = scatter_ceiling(spaced(10, 0.2), 4000, 11);
+  ASSERT_TRUE(wide.has_value());
+  EXPECT_LT(wide->spearman, two->spearman);
+  EXPECT_LT(wide->top5, two->top5);
+  EXPECT_LT(wide->best_first, two->best_first);
+  // The same seed draws the same sweeps.
+  const auto again = scatter_ceiling(spaced(10, 0.05), 4000, 11);
+  EXPECT_DOUBLE_EQ(again->spearman, two->spearman);
+  EXPECT_DOUBLE_EQ(again->mape, two->mape);
+}
+
+// validate's statistics carry the ceiling of the measured configurations' runs (a
+// configuration run once counts as its one run), and none when no configuration ran twice.
+TEST(ScatterCeiling, ValidateStatisticsCarryTheCeilingOfTheMeasuredRuns) {
+  std::vector<ValidationConfig> configs(4);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    auto& c = configs[i];
+    c.name = "c" + std::to_string(i);
+    c.status = i == 3 ? RunStatus::Failed : RunStatus::Measured;
+    c.measured_s = 1.0 + static_cast<double>(i);
+    c.runs_s = i == 0 ? std::vector<double>{0.9, 1.1} : std::vector<double>{c.measured_s};
+    c.aware.batch_s = c.agnostic.batch_s = c.measured_s;
+  }
+  configs[3].runs_s = {1.0, 9.0};  // failed: not counted
+  const auto stats = compare_with_measurements(configs);
+  ASSERT_TRUE(stats.ceiling.has_value());
+  const auto direct = scatter_ceiling({{0.9, 1.1}, {2.0}, {3.0}}, kCeilingDraws, kCeilingSeed);
+  EXPECT_EQ(stats.ceiling->configurations, 3u);
+  EXPECT_DOUBLE_EQ(stats.ceiling->relative_sigma, direct->relative_sigma);
+  EXPECT_DOUBLE_EQ(stats.ceiling->spearman, direct->spearman);
+  configs[0].runs_s = {1.0};
+  EXPECT_FALSE(compare_with_measurements(configs).ceiling.has_value());
+}
