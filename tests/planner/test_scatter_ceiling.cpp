@@ -1,11 +1,14 @@
 // What a model exact in expectation can score against a sweep whose runs scatter
-// (axonn/planner/scatter_ceiling.hpp): the pooled scatter by hand, the limits (no
-// scatter, equal expectations, configurations far apart), the mean error against its
-// closed form, and the ceiling in validate's statistics.
+// (axonn/planner/scatter_ceiling.hpp): the pooled scatter and the shrinkage by hand, the
+// limits (no scatter, equal expectations, configurations far apart), the mean error
+// against its closed form, the shares that meet targets, and the ceiling in validate's
+// statistics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 
 #include "axonn/common/error.hpp"
 #include "axonn/planner/scatter_ceiling.hpp"
@@ -32,12 +35,25 @@ std::vector<std::vector<double>> spaced(size_t count, double d) {
 // sigma^2 = sum (n - 1) s^2 / mu^2 / sum (n - 1) over the configurations run twice or more:
 // {1, 3}: s^2 = 2, mu = 2, one degree; {2, 2}: 0, one; {3.0, 3.6, 3.3}: s^2 = 0.09,
 // mu = 3.3, two; {5}: none.
-TEST(ScatterCeiling, PoolsTheRelativeVarianceOverTheConfigurationsRunTwiceOrMore) {
+// The shrinkage keeps the share of the log-means' variance that the scatter of a mean
+// does not explain: k = 1 - sigma^2 mean(1/n) / var(ln mu), with var's n - 1.
+TEST(ScatterCeiling, PoolsTheRelativeVarianceAndShrinksTheMeansByWhatItExplains) {
   const auto c = scatter_ceiling({{1, 3}, {2, 2}, {3.0, 3.6, 3.3}, {5}}, 10, 1);
   ASSERT_TRUE(c.has_value());
   EXPECT_EQ(c->configurations, 4u);
   EXPECT_EQ(c->draws, 10u);
-  EXPECT_NEAR(c->relative_sigma, std::sqrt((0.5 + 0 + 2 * 0.09 / (3.3 * 3.3)) / 4), 1e-12);
+  const double sigma2 = (0.5 + 0 + 2 * 0.09 / (3.3 * 3.3)) / 4;
+  EXPECT_NEAR(c->relative_sigma, std::sqrt(sigma2), 1e-12);
+  const std::vector<double> logs = {std::log(2.0), std::log(2.0), std::log(3.3), std::log(5.0)};
+  const double centre = (logs[0] + logs[1] + logs[2] + logs[3]) / 4;
+  double var = 0;
+  for (double l : logs) var += (l - centre) * (l - centre) / 3;
+  const double noise = sigma2 * (1.0 / 2 + 1.0 / 2 + 1.0 / 3 + 1.0) / 4;
+  EXPECT_NEAR(c->shrinkage, 1 - noise / var, 1e-12);
+  // Means closer together than the scatter explains: nothing of their spread is kept.
+  const auto flat = scatter_ceiling({{1.0, 1.5}, {1.5, 1.02}, {1.06, 1.5}}, 10, 1);
+  ASSERT_TRUE(flat.has_value());
+  EXPECT_DOUBLE_EQ(flat->shrinkage, 0.0);
 }
 
 TEST(ScatterCeiling, WithoutScatterTheExactModelIsPerfect) {
@@ -48,15 +64,27 @@ TEST(ScatterCeiling, WithoutScatterTheExactModelIsPerfect) {
   EXPECT_DOUBLE_EQ(c->spearman, 1.0);
   EXPECT_DOUBLE_EQ(c->top5, 1.0);
   EXPECT_DOUBLE_EQ(c->best_first, 1.0);
+  EXPECT_DOUBLE_EQ(c->shrinkage, 1.0);
+  EXPECT_DOUBLE_EQ(c->meets_all, 1.0);
 }
 
 TEST(ScatterCeiling, NothingToPoolGivesNoneAndBadRunsAreRefused) {
   EXPECT_FALSE(scatter_ceiling({{1.0}, {2.0}}, 10, 1).has_value());  // none ran twice
   EXPECT_FALSE(scatter_ceiling({{1.0, 1.1}}, 10, 1).has_value());    // nothing to rank
-  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {}}, 10, 1), InputError);
-  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {2.0, -2.0}}, 10, 1), InputError);
-  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {2.0, std::numeric_limits<double>::quiet_NaN()}}, 10, 1), InputError);
-  EXPECT_THROW(scatter_ceiling({{1.0, 1.1}, {2.0, 2.1}}, 0, 1), InputError);
+  // validate refuses such measurements before they get here: a caller's error.
+  const auto refused = [](const std::vector<std::vector<double>>& runs, size_t draws, const std::string& what) {
+    try {
+      scatter_ceiling(runs, draws, 1);
+      ADD_FAILURE() << "accepted " << what;
+    } catch (const InternalError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("scatter_ceiling"), std::string::npos) << e.what();
+    }
+  };
+  refused({{1.0, 1.1}, {}}, 10, "configuration 1 of 2 has runs ");
+  refused({{1.0, 1.1}, {2.0, -2.0}}, 10, "configuration 1 of 2 has runs 2, -2");
+  refused({{1.0, 1.1}, {2.0, std::numeric_limits<double>::quiet_NaN()}}, 10, "has runs 2, nan");
+  refused({{1.0, 1.1}, {2.0, 2.1}}, 0, "0 draws");
 }
 
 // Two configurations with the same expected time: which one a sweep measures faster is a
@@ -90,6 +118,19 @@ TEST(ScatterCeiling, TheErrorFollowsSigmaOverRootNAndTheRankingWorsensWithScatte
   EXPECT_LT(wide->spearman, two->spearman);
   EXPECT_LT(wide->top5, two->top5);
   EXPECT_LT(wide->best_first, two->best_first);
+  // The shares of the draws that meet targets, issue #16's by default. A draw's MAPE is
+  // the mean of 10 half-normal errors of scale sigma / sqrt(n): with two runs, mean
+  // 0.0399 and standard deviation 0.05 sqrt(1 - 2 / pi) / sqrt(10) = 0.0095, so about
+  // Phi((0.05 - 0.0399) / 0.0095) = 0.86 of the draws meet 5% (normal approximation);
+  // with eight runs (half the error) all but a few. None meets a target no draw can
+  // meet; all four together at most the least of them.
+  EXPECT_NEAR(two->meets_mape, 0.86, 0.05);
+  EXPECT_GT(eight->meets_mape, 0.99);
+  EXPECT_LE(two->meets_all, std::min({two->meets_mape, two->meets_spearman, two->meets_top5, two->best_first}));
+  const auto strict = scatter_ceiling(spaced(10, 0.05), 4000, 11, 0, AcceptanceTargets{0.0, 1.0, 1.0});
+  EXPECT_DOUBLE_EQ(strict->meets_mape, 0.0);
+  EXPECT_DOUBLE_EQ(strict->meets_all, 0.0);
+  EXPECT_DOUBLE_EQ(strict->mape, two->mape);  // the same draws
   // The same seed draws the same sweeps.
   const auto again = scatter_ceiling(spaced(10, 0.05), 4000, 11);
   EXPECT_DOUBLE_EQ(again->spearman, two->spearman);

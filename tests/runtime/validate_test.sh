@@ -200,10 +200,16 @@ assert len(glob.glob(d + "/runs/*.run2.log")) == 3
 # s^2 = (a - b)^2 / 2), and statistics an exact model can reach, within their ranges
 ceiling = r["statistics"]["scatter_ceiling"]
 pooled = sum((a - b) ** 2 / 2 / ((a + b) / 2) ** 2 for a, b in (c["measured_runs_s"] for c in measured)) / len(measured)
+import math
 assert ceiling["configurations"] == 3 and ceiling["draws"] == 4000, ceiling
 assert abs(ceiling["relative_sigma"] - pooled ** 0.5) < 1e-12, (ceiling, pooled ** 0.5)
-assert 0 <= ceiling["mape"] and -1 <= ceiling["spearman"] <= 1 and 0 <= ceiling["top5_overlap"] <= 1, ceiling
-assert 0 <= ceiling["best_first"] <= 1, ceiling
+# three configurations: the top 5 is all of them; the mean error of a 2-run mean is
+# sqrt(2 / pi) sigma / sqrt(2) (closed form, within the simulation's few percent)
+assert ceiling["top5_overlap"] == 1.0, ceiling
+expected_mape = math.sqrt(2 / math.pi) * pooled ** 0.5 / math.sqrt(2)
+assert abs(ceiling["mape"] - expected_mape) < 0.05 * expected_mape, (ceiling, expected_mape)
+assert -1 <= ceiling["spearman"] <= 1 and 0 <= ceiling["best_first"] <= 1 and 0 <= ceiling["shrinkage"] <= 1, ceiling
+assert ceiling["meets_all"] <= min(ceiling["meets_mape"], ceiling["meets_spearman"], ceiling["best_first"]), ceiling
 md = open(d + "/summary.md").read()
 assert "ran 2 times" in md and "run-to-run spread" in md and "scatter alone" in md and "load average" in md, md
 assert "exact in expectation would reach" in md, md
@@ -229,13 +235,30 @@ if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "^43 configurations measured in b
   && grep -q "| B's measured best, ranked by A | 14 |" "$T/out" && grep -q "| top-5 overlap | 0.40 |" "$T/out" \
   && grep -q "^| 16 | " "$T/out"
 then ok "compare-sweeps: the stored 2x4 and 4x2 sweeps against their reruns"; else bad "compare-sweeps of the stored sweeps (rc $rc1, $rc2)"; fi
-python3 - "$T/repeats/report.json" "$T/other.json" <<'PY'
+# Refused: another batch, another cluster layout (2 x 4 against 4 x 2), no configuration
+# in common. A sweep run once has no ceiling: its row says so.
+python3 - "$T/repeats/report.json" "$T" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1])); r["batch_seqs"] = 8; json.dump(r, open(sys.argv[2], "w"))
+r = json.load(open(sys.argv[1]))
+json.dump(dict(r, batch_seqs=8), open(sys.argv[2] + "/other.json", "w"))
+renamed = dict(r, configs=[dict(c, name="renamed-" + c["name"]) for c in r["configs"]])
+json.dump(renamed, open(sys.argv[2] + "/renamed.json", "w"))
+once = dict(r, repeats=1, configs=[dict(c, measured_runs_s=c["measured_runs_s"][:1]) if c["status"] == "measured" else c
+                                   for c in r["configs"]])
+json.dump(once, open(sys.argv[2] + "/once.json", "w"))
 PY
 "$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/other.json" >"$T/out" 2>&1
-rc=$?; [ $rc -eq 2 ] && grep -q "differ in batch_seqs: 4 in" "$T/out" && ok "compare-sweeps of different sweeps: exit 2" \
-  || bad "compare-sweeps of different sweeps (rc $rc)"
+rc=$?; [ $rc -eq 2 ] && grep -q "differ in batch_seqs: 4 in" "$T/out" && ok "compare-sweeps of different batches: exit 2" \
+  || bad "compare-sweeps of different batches (rc $rc)"
+"$AXPLAN" compare-sweeps "$D/emulated-2x4-200mbit-2026-11-27-report.json" "$D/emulated-4x2-200mbit-2026-11-27-report.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "differ in launcher" "$T/out" && grep -q -- "--nodes 4 --gpus-per-node 2" "$T/out" \
+  && ok "compare-sweeps of two cluster layouts: exit 2" || bad "compare-sweeps of two cluster layouts (rc $rc)"
+"$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/renamed.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "0 configuration(s) measured in both" "$T/out" \
+  && ok "compare-sweeps with nothing in common: exit 2" || bad "compare-sweeps with nothing in common (rc $rc)"
+"$AXPLAN" compare-sweeps "$T/once.json" "$T/once.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 0 ] && grep -q "once.json | 1 | - | - |" "$T/out" && ! grep -q "runs of each configuration" "$T/out" \
+  && ok "compare-sweeps of sweeps run once: no ceiling" || bad "compare-sweeps of sweeps run once (rc $rc)"
 "$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/missing.json" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "missing.json" "$T/out" && ok "compare-sweeps of a missing report: exit 2" \
   || bad "compare-sweeps of a missing report (rc $rc)"

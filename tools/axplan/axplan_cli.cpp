@@ -21,6 +21,7 @@
 #include "report.hpp"
 #include "fit_matmul.hpp"
 #include "fit_published.hpp"
+#include "compare_sweeps.hpp"
 #include "validate.hpp"
 
 namespace axonn::tools {

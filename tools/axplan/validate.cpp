@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -91,6 +92,8 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
     const nlohmann::json m = nlohmann::json::parse(f);
     for (const auto& s : m.at("steps")) {
       steps.push_back(s.at("batch_s").get<double>());
+      if (!(std::isfinite(steps.back()) && steps.back() > 0))
+        throw std::runtime_error(fmt::format("step {} of {} took {} s", steps.size(), measure, steps.back()));
       if (steps.size() == 1 || !s.contains("breakdown")) continue;
       std::map<std::string, double> busy_s, count;
       for (const auto& [kind, stats] : s.at("breakdown").at("by_kind").items()) {
@@ -291,59 +294,6 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
     err << "axplan: validate: fewer than 2 configurations measured (see " << o.out_dir << "/runs/*.log)\n";
     return 1;
   }
-  return 0;
-}
-
-}  // namespace axonn::tools
-
-namespace axonn::tools {
-
-int run_compare_sweeps(const std::string& path_a, const std::string& path_b, std::ostream& out) {
-  const EarlierReport a = read_validation_report(path_a), b = read_validation_report(path_b);
-  const auto differ = [&](const char* field, const auto& va, const auto& vb) {
-    if (va != vb)
-      throw InputError("validate", fmt::format("the sweeps differ in {}: {} in {}, {} in {}", field, va, path_a, vb, path_b),
-                       path_b + ": " + field, "two runs of the same sweep (model, GPUs, batch, steps, overlap level)");
-  };
-  differ("model", a.run.model, b.run.model);
-  differ("gpus", a.run.gpus, b.run.gpus);
-  differ("batch_seqs", a.run.batch_seqs, b.run.batch_seqs);
-  differ("steps", a.run.steps, b.run.steps);
-  differ("overlap_level", a.run.overlap_level, b.run.overlap_level);
-
-  SweepComparison c;
-  std::vector<double> ta, tb;
-  std::vector<std::vector<double>> runs_a, runs_b;
-  for (const auto& [name, ca] : a.measured) {
-    const auto it = b.measured.find(name);
-    if (it == b.measured.end()) continue;
-    c.common.push_back(name);
-    ta.push_back(ca.measured_s), tb.push_back(it->second.measured_s);
-    runs_a.push_back(ca.runs_s.empty() ? std::vector<double>{ca.measured_s} : ca.runs_s);
-    runs_b.push_back(it->second.runs_s.empty() ? std::vector<double>{it->second.measured_s} : it->second.runs_s);
-  }
-  if (c.common.size() < 2)
-    throw InputError("validate", fmt::format("{} configuration(s) measured in both", c.common.size()),
-                     path_a + " and " + path_b, "at least two configurations measured in both sweeps");
-  c.a_predicts_b = planner::score_prediction(ta, tb);
-  const auto scatter = [](const std::string& path, const ValidationRun& run,
-                          const std::vector<std::vector<double>>& runs) {
-    SweepScatter w;
-    w.path = path, w.repeats = run.repeats;
-    w.ceiling = planner::scatter_ceiling(runs, planner::kCeilingDraws, planner::kCeilingSeed);
-    std::vector<double> noise;
-    for (const auto& r : runs)
-      if (r.size() >= 2) noise.push_back(planner::expected_noise_error(r));
-    if (!noise.empty()) w.noise_floor_mape = planner::mean(noise);
-    return w;
-  };
-  c.a = scatter(path_a, a.run, runs_a);
-  c.b = scatter(path_b, b.run, runs_b);
-  if (c.b.ceiling)
-    for (size_t runs : {2, 4, 8, 16})
-      c.b.with_more_runs.emplace_back(
-          runs, *planner::scatter_ceiling(runs_b, planner::kCeilingDraws, planner::kCeilingSeed, runs));
-  out << sweep_comparison_summary(c);
   return 0;
 }
 

@@ -63,16 +63,4 @@ struct ValidateOptions {
 // fewer were (the report is still written), 2 for bad input.
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
 
-//   axplan compare-sweeps A/report.json B/report.json
-//
-// How far the same sweep run twice agrees with itself: A's measured batch times scored
-// as if they were a model's predictions of B's, over the configurations both measured
-// (MAPE, Spearman, Kendall, B's best ranked by A, top-5 overlap), beside what a model
-// exact in expectation would reach on each (planner::scatter_ceiling). No model meets an
-// acceptance target on both sweeps that the sweeps themselves are too far apart for
-// (docs/validation.md, "What the scatter allows"). Prints a markdown summary; InputError
-// (exit 2) when the two differ in model, GPUs, batch, steps or overlap level, or share
-// fewer than two measured configurations.
-int run_compare_sweeps(const std::string& a, const std::string& b, std::ostream& out);
-
 }  // namespace axonn::tools

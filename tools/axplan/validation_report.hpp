@@ -48,22 +48,10 @@ struct EarlierReport {
 };
 EarlierReport read_validation_report(const std::string& path);
 
-// axplan compare-sweeps (validate.hpp): sweep A's measured times as the prediction of
-// sweep B's, over the configurations both measured, and each sweep's scatter.
-struct SweepScatter {
-  std::string path;
-  int64_t repeats = 1;
-  double noise_floor_mape = 0;                     // mean expected_noise_error (0: run once)
-  std::optional<planner::ScatterCeiling> ceiling;  // over the configurations in common
-  // The same with more runs of each configuration: (runs, ceiling), B's only.
-  std::vector<std::pair<size_t, planner::ScatterCeiling>> with_more_runs;
-};
-struct SweepComparison {
-  SweepScatter a, b;
-  std::vector<std::string> common;                 // configurations measured in both, by name
-  planner::ModelStatistics a_predicts_b;
-};
-std::string sweep_comparison_summary(const SweepComparison& c);
+
+// A scatter ceiling's MAPE, Spearman, top-5 overlap and best-first share, joined by
+// `sep` (summary.md's row; compare-sweeps' tables).
+std::string ceiling_values(const planner::ScatterCeiling& c, const char* sep);
 
 // Measured batch time by each model's predicted rank (among the measured), the 4D
 // paper's Fig. 7; and predicted against measured with y = x. Need one measured config.
