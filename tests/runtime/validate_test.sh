@@ -4,8 +4,10 @@
 # fails is recorded as failed and the sweep goes on to measure the others (the
 # pipeline grid included) and write the report, the summary and two well-formed SVG
 # plots; with --tensor-mode all, every mode is run and has its statistics; with
-# --repeats, each configuration runs in rounds and its spread is reported; --rescore
-# scores a report's measurements under another topology.
+# --repeats, each configuration runs in rounds and its spread, noise floor and scatter
+# ceiling are reported; a step that took no time fails its configuration; --rescore
+# scores a report's measurements under another topology; compare-sweeps scores one
+# sweep against another (the stored 2x4 and 4x2 reruns) and refuses unlike sweeps.
 #   validate_test.sh AXPLAN AXRUN MPIRUN LAUNCHER_SCRIPT
 set -uo pipefail
 AXPLAN=$1 AXRUN=$2 MPIRUN_BIN=$3 LAUNCHER=$4
@@ -215,6 +217,24 @@ assert "ran 2 times" in md and "run-to-run spread" in md and "scatter alone" in 
 assert "exact in expectation would reach" in md, md
 PY
 then ok "--repeats 2: two runs each, their spread, the MAPE from their scatter, its ceiling and the machine's load"; else bad "--repeats (rc $rc)"; fi
+# A measurement whose step took no time is refused: the configuration fails with the
+# step named, the sweep goes on (a launcher that writes such a measurement, runs nothing).
+cat >"$T/zero_launcher.sh" <<'SH'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do [ "$1" = "--measure" ] && m=$2; shift; done
+echo '{"steps": [{"batch_s": 0.5}, {"batch_s": 0.0}]}' >"$m"
+SH
+chmod +x "$T/zero_launcher.sh"
+"$AXPLAN" "${common[@]}" --topology "$T/two.json" --gpus 2 --top 1 --launcher "$T/zero_launcher.sh" \
+  --out-dir "$T/zero" >"$T/out" 2>&1
+rc=$?
+if [ $rc -eq 1 ] && python3 - "$T/zero/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+failed = [c for c in r["configs"] if c["status"] == "failed"]
+assert len(failed) == 1 and "step 2 of" in failed[0]["reason"] and "took 0 s" in failed[0]["reason"], failed
+PY
+then ok "a step that took no time: the configuration fails, naming the step"; else bad "a step that took no time (rc $rc)"; fi
 # compare-sweeps: a sweep against itself agrees exactly.
 "$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/repeats/report.json" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 0 ] && grep -q "| batch-time MAPE | 0.0% |" "$T/out" && grep -q "| Spearman rank correlation | 1.000 |" "$T/out" \
