@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include "axonn/common/error.hpp"
-#include "axonn/planner/statistics.hpp"
 #include "validation_report.hpp"
 
 namespace axonn::tools {
@@ -17,10 +16,7 @@ SweepScatter scatter_of(const std::string& path, const ValidationRun& run,
   SweepScatter w;
   w.path = path, w.repeats = run.repeats;
   w.ceiling = planner::scatter_ceiling(runs, planner::kCeilingDraws, planner::kCeilingSeed);
-  std::vector<double> noise;
-  for (const auto& r : runs)
-    if (r.size() >= 2) noise.push_back(planner::expected_noise_error(r));
-  if (!noise.empty()) w.noise_floor_mape = planner::mean(noise);
+  w.noise_floor_mape = planner::noise_floor_mape(runs);
   return w;
 }
 

@@ -22,7 +22,6 @@
 #include "axonn/common/median.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/planner/planner.hpp"
-#include "axonn/planner/statistics.hpp"
 #include "axonn/planner/validation.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "validation_report.hpp"

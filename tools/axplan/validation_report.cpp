@@ -29,7 +29,6 @@ nlohmann::json ceiling_json(const planner::ScatterCeiling& c) {
           {"meets_top5", c.meets_top5}, {"meets_all", c.meets_all}};
 }
 
-
 nlohmann::json prediction_json(const planner::Evaluation& e, int64_t rank) {
   return {{"batch_s", e.batch_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", e.exposed_comm_s},
           {"comm_s", e.comm_s},   {"rank", rank}};

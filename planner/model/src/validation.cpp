@@ -171,6 +171,13 @@ double expected_noise_error(const std::vector<double>& runs_s) {
   return std::sqrt(2.0 / (kPi * n)) * sample_standard_deviation(runs_s) / c4 / mean(runs_s);
 }
 
+double noise_floor_mape(const std::vector<std::vector<double>>& runs_s) {
+  std::vector<double> noise;
+  for (const auto& runs : runs_s)
+    if (runs.size() >= 2) noise.push_back(expected_noise_error(runs));
+  return noise.empty() ? 0.0 : mean(noise);
+}
+
 namespace {
 
 // The measured times and both predictions of the measured configurations that `keep` accepts.
@@ -223,16 +230,15 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
     }
     out.modes.push_back(s);
   }
-  std::vector<double> spreads, noise;  // noise: of the configurations run at least twice
+  std::vector<double> spreads;
   std::vector<std::vector<double>> runs;
   for (const auto& c : configs) {
     if (c.status != RunStatus::Measured) continue;
     spreads.push_back(run_spread(c.runs_s));
-    if (c.runs_s.size() >= 2) noise.push_back(expected_noise_error(c.runs_s));
     runs.push_back(c.runs_s.empty() ? std::vector<double>{c.measured_s} : c.runs_s);
   }
   out.median_spread = median(spreads);
-  out.noise_floor_mape = noise.empty() ? 0.0 : mean(noise);
+  out.noise_floor_mape = noise_floor_mape(runs);
   out.ceiling = scatter_ceiling(runs, kCeilingDraws, kCeilingSeed);
   for (bool pipelines : {true, false}) {
     const MeasuredTimes t =

@@ -136,6 +136,9 @@ double run_spread(const std::vector<double>& runs_s);
 // median (measured_s) scatters up to 25% more than the mean, so it is a lower bound.
 // 0 with fewer than two runs.
 double expected_noise_error(const std::vector<double>& runs_s);
+// The mean of expected_noise_error over the configurations (each its runs) that ran at
+// least twice; 0 when none did.
+double noise_floor_mape(const std::vector<std::vector<double>>& runs_s);
 
 struct ModelStatistics {
   double spearman = 0, kendall = 0, mape = 0, top5 = 0;
