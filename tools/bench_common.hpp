@@ -43,13 +43,19 @@ struct ModeGrid {
 };
 
 // Colossal-AI's modes that fit `n` ranks, each on all of them, in this order: 1d 1,n,1;
-// 2d 1,q,q (n = q^2); 2.5d 1,2,2 with depth n/4 (n/4 >= 2); 3d l,l,l (n = l^3).
+// 2d 1,q,q (n = q^2) and its broadcast form; 2.5d 1,2,2 with depth n/4 (n/4 >= 2) and
+// its broadcast form; 3d l,l,l (n = l^3).
 inline std::vector<ModeGrid> colossal_mode_grids(int64_t n, const std::string& module) {
   const std::string t = std::to_string(n) + ",1,1";
   std::vector<ModeGrid> out = {{"1d", topo::parse_group_grid(topo::GroupMode::OneD, t, module, "1d")}};
-  if (topo::exact_root(n, 2) >= 2) out.push_back({"2d", topo::parse_group_grid(topo::GroupMode::TwoD, t, module, "2d")});
-  if (n % 4 == 0 && n / 4 >= 2)
-    out.push_back({fmt::format("2.5d d={}", n / 4), topo::parse_group_grid(topo::GroupMode::TwoD, t, module, "2.5d", n / 4)});
+  auto summa = [&](const std::string& name, int64_t depth) {  // both forms of SUMMA's grid
+    topo::Grid g = topo::parse_group_grid(topo::GroupMode::TwoD, t, module, name, depth);
+    out.push_back({name, g});
+    g.layout = topo::TensorLayout::TwoDBroadcast;
+    out.push_back({name + " broadcast", g});
+  };
+  if (topo::exact_root(n, 2) >= 2) summa("2d", 1);
+  if (n % 4 == 0 && n / 4 >= 2) summa(fmt::format("2.5d d={}", n / 4), n / 4);
   if (topo::exact_root(n, 3) >= 2) out.push_back({"3d", topo::parse_group_grid(topo::GroupMode::ThreeD, t, module, "3d")});
   return out;
 }

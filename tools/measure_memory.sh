@@ -9,7 +9,8 @@
 # model state measured (live device bytes after the step) and predicted, and the host
 # tier. A third: the same in mixed precision (bf16 weights; bf16 gradients as AxoNN
 # 2022, and fp32 gradients as Megatron-LM) on 1 and 4 data-parallel ranks, ZeRO-3 included.
-# A fourth: each tensor mode (1d, AxoNN's 3D, 2d, 2.5d, 3d, sequence) on 4 and 8 ranks,
+# A fourth: each tensor mode (1d, AxoNN's 3D, 2d, 2.5d, both in SUMMA's broadcast form too, 3d,
+# sequence) on 4 and 8 ranks,
 # measured and predicted, each also as a ratio to 1d on as many ranks (issue #11).
 #
 #   tools/measure_memory.sh [BUILD/tools] [1|2|3|4|all]     (which tables; default all)
@@ -95,6 +96,7 @@ for n in 4 8; do
   measure 4 gpt-bench $n $n,1,1 --tensor-mode 1d
   if [ $n = 4 ]; then measure 4 gpt-bench 4 1,2,2,1,1 --tensor-mode axonn3d; else measure 4 gpt-bench 8 2,2,2,1,1 --tensor-mode axonn3d; fi
   if [ $n = 4 ]; then measure 4 gpt-bench 4 4,1,1 --tensor-mode 2d; else measure 4 gpt-bench 8 8,1,1 --tensor-mode 2.5d --tensor-depth 2; fi
+  if [ $n = 4 ]; then measure 4 gpt-bench 4 4,1,1 --tensor-mode 2d-broadcast; else measure 4 gpt-bench 8 8,1,1 --tensor-mode 2d-broadcast --tensor-depth 2; fi
   if [ $n = 8 ]; then measure 4 gpt-bench 8 8,1,1 --tensor-mode 3d; fi
   measure 4 gpt-bench $n $n,1,1 --tensor-mode sequence
 done

@@ -53,7 +53,8 @@ void BucketedReducer::accumulate(int64_t layer, const at::Tensor& grad_shard) {
 void BucketedReducer::begin_backward(const std::vector<LayerInstruction>& program, bool last) {
   ops_.clear();
   for (const auto& i : program)
-    if (i.op == LayerOp::ReduceScatter || i.op == LayerOp::BucketAllReduce) ops_.push_back(i);
+    if (i.op == LayerOp::ReduceScatter || i.op == LayerOp::ReducedGradient || i.op == LayerOp::BucketAllReduce)
+      ops_.push_back(i);
   next_ = 0;
   last_ = last;
   scattered_.clear();
@@ -69,14 +70,15 @@ void BucketedReducer::take_buckets() {
 }
 
 void BucketedReducer::reduce_scatter(int64_t layer, const at::Tensor& dw_block) {
-  if (next_ >= ops_.size() || ops_[next_].op != LayerOp::ReduceScatter || ops_[next_].layer != layer)
+  const bool reduced = next_ < ops_.size() && ops_[next_].op == LayerOp::ReducedGradient;
+  if (next_ >= ops_.size() || (ops_[next_].op != LayerOp::ReduceScatter && !reduced) || ops_[next_].layer != layer)
     throw InternalError("runtime", "the model reduce-scattered the gradient of layer " + std::to_string(layer),
                         "the schedule's pass program",
                         next_ < ops_.size() ? ops_[next_].to_string() : "no more reduce-scatters in this pass");
   recorder_.record(ops_[next_++]);
   scattered_.push_back(layer);
   at::Tensor flat = dw_block.contiguous().view({-1});
-  if (grid_.z().size() == 1) {
+  if (grid_.z().size() == 1 || reduced) {  // a ReducedGradient: summed over Z by the operator
     accumulate(layer, flat);
     rs_done_[static_cast<size_t>(layer)] = true;
   } else {

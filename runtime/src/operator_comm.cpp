@@ -30,6 +30,16 @@ OperatorComm::InFlight OperatorComm::issue_reduce_scatter(Communicator& c, const
   return issue(c, kind, [&] { return c.reduce_scatter(in, out); });
 }
 
+OperatorComm::InFlight OperatorComm::issue_broadcast(Communicator& c, const at::Tensor& t, int root,
+                                                     plan::CollectiveKind kind) {
+  return issue(c, kind, [&] { return c.broadcast(t, root); });
+}
+
+OperatorComm::InFlight OperatorComm::issue_reduce(Communicator& c, const at::Tensor& t, int root,
+                                                  plan::CollectiveKind kind) {
+  return issue(c, kind, [&] { return c.reduce(t, root); });
+}
+
 void OperatorComm::wait(InFlight& f) {
   if (!f.work) return;
   const double t0 = tracer_ ? tracer_->now() : 0;

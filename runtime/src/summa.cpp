@@ -16,65 +16,106 @@ using torch::autograd::tensor_list;
 
 namespace {
 
+// Step t's copy of `mine`'s block: member t's, broadcast (mine itself there).
+struct Broadcast {
+  at::Tensor block;
+  SummaMoves::Pending wait;
+};
+template <class Issue>
+Broadcast broadcast_from(int64_t my_rank, const at::Tensor& mine, int64_t t, Issue&& issue) {
+  at::Tensor b = my_rank == t ? mine : at::empty_like(mine);
+  return {b, issue(b, t)};
+}
+
+}  // namespace
+
+at::Tensor summa_forward(SummaMoves& m, const at::Tensor& x, const at::Tensor& w) {
+  const int64_t q = m.q();
+  auto along_row = [&](const at::Tensor& b, int64_t t) { return m.broadcast_row(b, t); };
+  auto along_column = [&](const at::Tensor& b, int64_t t) { return m.broadcast_column(b, t); };
+  at::Tensor y = at::zeros({x.size(0), w.size(1)}, x.options());
+  // X_it along the row, W_tj along the column; step t + 1's in flight under step t's matmul.
+  Broadcast xs = broadcast_from(m.row_rank(), x, 0, along_row), ws = broadcast_from(m.column_rank(), w, 0, along_column);
+  for (int64_t t = 0; t < q; ++t) {
+    xs.wait();
+    ws.wait();
+    Broadcast x_next, w_next;
+    if (t + 1 < q)
+      x_next = broadcast_from(m.row_rank(), x, t + 1, along_row),
+      w_next = broadcast_from(m.column_rank(), w, t + 1, along_column);
+    m.multiply(false, [&] { return y.addmm_(xs.block, ws.block); });
+    xs = std::move(x_next), ws = std::move(w_next);
+  }
+  return y;
+}
+
+std::pair<at::Tensor, at::Tensor> summa_backward(SummaMoves& m, const at::Tensor& x, const at::Tensor& w,
+                                                 const at::Tensor& dy_in) {
+  const at::Tensor dy = dy_in.contiguous();
+  const int64_t q = m.q();
+  at::Tensor dx, dw;
+  for (int64_t t = 0; t < q; ++t) {
+    // dX_it: this rank's dY_ij W_tj^T, summed over the row at column t.
+    Broadcast ws = broadcast_from(m.column_rank(), w, t, [&](const at::Tensor& b, int64_t r) { return m.broadcast_column(b, r); });
+    ws.wait();
+    at::Tensor part_x = m.multiply(true, [&] { return at::matmul(dy, ws.block.t()); });
+    SummaMoves::Pending reduce_x = m.reduce_row(part_x, t);
+    // dW_tj: X_it^T dY_ij, summed over the column at row t.
+    Broadcast xs = broadcast_from(m.row_rank(), x, t, [&](const at::Tensor& b, int64_t r) { return m.broadcast_row(b, r); });
+    xs.wait();
+    at::Tensor part_w = m.multiply(true, [&] { return at::matmul(xs.block.t(), dy); });
+    SummaMoves::Pending reduce_w = m.reduce_column(part_w, t);
+    reduce_x();
+    reduce_w();
+    if (m.row_rank() == t) dx = part_x;
+    if (m.column_rank() == t) dw = part_w;
+  }
+  return {dx, dw};
+}
+
+namespace {
+
 int64_t to_handle(Communicator* c) { return static_cast<int64_t>(reinterpret_cast<intptr_t>(c)); }
 Communicator& group_of(const AutogradContext* ctx, const char* key) {
   return *reinterpret_cast<Communicator*>(static_cast<intptr_t>(ctx->saved_data.at(key).toInt()));
 }
 
-// Step t's copy of `mine`'s block in `group`: member t's, broadcast (mine itself there).
-struct Broadcast {
-  at::Tensor block;
-  WorkHandle work;
+// The bare operator's moves: the communicators themselves.
+class CommunicatorMoves final : public SummaMoves {
+ public:
+  CommunicatorMoves(Communicator& row, Communicator& column) : row_(row), column_(column) {}
+  int64_t q() const override { return row_.size(); }
+  int64_t row_rank() const override { return row_.rank(); }
+  int64_t column_rank() const override { return column_.rank(); }
+  Pending broadcast_row(const at::Tensor& t, int64_t root) override { return pending(row_.broadcast(t, static_cast<int>(root))); }
+  Pending broadcast_column(const at::Tensor& t, int64_t root) override {
+    return pending(column_.broadcast(t, static_cast<int>(root)));
+  }
+  Pending reduce_row(const at::Tensor& t, int64_t root) override { return pending(row_.reduce(t, static_cast<int>(root))); }
+  Pending reduce_column(const at::Tensor& t, int64_t root) override {
+    return pending(column_.reduce(t, static_cast<int>(root)));
+  }
+
+ private:
+  static Pending pending(WorkHandle w) {
+    return [work = std::shared_ptr<Work>(std::move(w))] { work->wait(); };
+  }
+  Communicator &row_, &column_;
 };
-Broadcast broadcast_from(Communicator& group, const at::Tensor& mine, int64_t t) {
-  at::Tensor b = group.rank() == t ? mine : at::empty_like(mine);
-  return {b, group.broadcast(b, static_cast<int>(t))};
-}
 
 struct SummaFn : public torch::autograd::Function<SummaFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor w, int64_t row, int64_t column) {
     ctx->saved_data["row"] = row;
     ctx->saved_data["column"] = column;
-    Communicator &r = group_of(ctx, "row"), &c = group_of(ctx, "column");
-    const int64_t q = r.size();
-    at::Tensor y = at::zeros({x.size(0), w.size(1)}, x.options());
-    // X_it along the row, W_tj along the column; step t + 1's in flight under step t's matmul.
-    Broadcast xs = broadcast_from(r, x, 0), ws = broadcast_from(c, w, 0);
-    for (int64_t t = 0; t < q; ++t) {
-      xs.work->wait();
-      ws.work->wait();
-      Broadcast x_next, w_next;
-      if (t + 1 < q) x_next = broadcast_from(r, x, t + 1), w_next = broadcast_from(c, w, t + 1);
-      y.addmm_(xs.block, ws.block);
-      xs = std::move(x_next), ws = std::move(w_next);
-    }
+    CommunicatorMoves moves(group_of(ctx, "row"), group_of(ctx, "column"));
     ctx->save_for_backward({x, w});
-    return y;
+    return summa_forward(moves, x, w);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    Communicator &r = group_of(ctx, "row"), &c = group_of(ctx, "column");
+    CommunicatorMoves moves(group_of(ctx, "row"), group_of(ctx, "column"));
     const auto saved = ctx->get_saved_variables();
-    const at::Tensor &x = saved[0], &w = saved[1];
-    const at::Tensor dy = grads[0].contiguous();
-    const int64_t q = r.size();
-    at::Tensor dx, dw;
-    for (int64_t t = 0; t < q; ++t) {
-      // dX_it: this rank's dY_ij W_tj^T, summed over the row at column t.
-      Broadcast ws = broadcast_from(c, w, t);
-      ws.work->wait();
-      at::Tensor part_x = at::matmul(dy, ws.block.t());
-      WorkHandle reduce_x = r.reduce(part_x, static_cast<int>(t));
-      // dW_tj: X_it^T dY_ij, summed over the column at row t.
-      Broadcast xs = broadcast_from(r, x, t);
-      xs.work->wait();
-      at::Tensor part_w = at::matmul(xs.block.t(), dy);
-      WorkHandle reduce_w = c.reduce(part_w, static_cast<int>(t));
-      reduce_x->wait();
-      reduce_w->wait();
-      if (r.rank() == t) dx = part_x;
-      if (c.rank() == t) dw = part_w;
-    }
+    auto [dx, dw] = summa_backward(moves, saved[0], saved[1], grads[0]);
     return {dx, dw, at::Tensor(), at::Tensor()};
   }
 };

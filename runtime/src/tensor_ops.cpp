@@ -14,6 +14,10 @@ at::Tensor summa_linear_op(Engine& e, int64_t layer, const at::Tensor& x, const 
                            const LinearShape& shape) {
   return tp2d_linear(e, layer, x, bias, shape.k, shape.n);  // no roles: every layer is normal
 }
+at::Tensor summa_broadcast_op(Engine& e, int64_t layer, const at::Tensor& x, const at::Tensor& bias,
+                              const LinearShape& shape) {
+  return tp2d_broadcast_linear(e, layer, x, bias, shape.k, shape.n);
+}
 ShardSpec role_matrix(bool transposed, int64_t heads) { return ShardSpec::matrix(transposed, heads); }
 ShardSpec normal_matrix(bool, int64_t heads) { return ShardSpec::matrix(false, heads); }
 ShardSpec natural_vector(Axis axis, int64_t heads) { return ShardSpec::vector(axis, heads); }
@@ -45,12 +49,16 @@ const TensorOps& tensor_ops(TensorLayout layout) {
                                  std::nullopt, std::nullopt, whole_sequences, tensor_group};
   static const TensorOps two_d{TensorLayout::TwoD, summa_linear_op, tp2d_embedding, normal_matrix, y_vector,
                                std::nullopt, std::nullopt, whole_sequences, tensor_group};
+  static const TensorOps two_d_broadcast{TensorLayout::TwoDBroadcast, summa_broadcast_op, tp2d_embedding,
+                                         normal_matrix, y_vector, std::nullopt, std::nullopt, whole_sequences,
+                                         tensor_group};
   static const TensorOps three_d{TensorLayout::ThreeD, tp3d_linear, tp_embedding, role_matrix, natural_vector,
                                  Axis::Y, Axis::X, whole_sequences, tensor_group};
   switch (layout) {
     case TensorLayout::Axonn3d: return axonn3d;
     case TensorLayout::TwoD: return two_d;
     case TensorLayout::ThreeD: return three_d;
+    case TensorLayout::TwoDBroadcast: return two_d_broadcast;
   }
   throw InternalError("runtime", "a layout without operators", "tensor_ops", "a layout of topo::TensorLayout");
 }

@@ -5,6 +5,7 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/plan/layout_rules.hpp"
+#include "axonn/runtime/summa.hpp"
 
 namespace axonn::runtime {
 
@@ -25,16 +26,21 @@ bool splits_rows(const Engine& e) { return plan::layout_rules(e.grid.grid().layo
 
 void record(Engine& e, LayerOp op, int64_t layer) { e.recorder.record({op, static_cast<int32_t>(layer)}); }
 
-// Runs a compute of a layer: recorded, and timed when the engine traces.
+// Runs a compute of a layer, timed when the engine traces.
 template <class F>
-at::Tensor compute(Engine& e, LayerOp op, int64_t layer, F&& f) {
-  record(e, op, layer);
+at::Tensor timed(Engine& e, LayerOp op, int64_t layer, F&& f) {
   Tracer* t = e.tracer();
   if (!t || !t->keeps_events()) return f();
   const double t0 = t->now();
   at::Tensor out = f();
   t->compute(std::string(schedule::layer_op_name(op)) + " " + std::to_string(layer), t0, t->now());
   return out;
+}
+// The same, recorded as the pass program's instruction `op`.
+template <class F>
+at::Tensor compute(Engine& e, LayerOp op, int64_t layer, F&& f) {
+  record(e, op, layer);
+  return timed(e, op, layer, std::forward<F>(f));
 }
 
 // The 3d layout's row collectives over `c` (member i holds row block i): the rows'
@@ -218,6 +224,73 @@ struct Linear2dFn : public torch::autograd::Function<Linear2dFn> {
     record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f = e.ops.issue_reduce_scatter(y, dfull, dinput, plan::CollectiveKind::RsY);
     weight_gradient(e, layer, f, full, dout);
+    return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+};
+
+// SUMMA's moves through the engine (2d-broadcast): rows are the Y groups (this rank's
+// input blocks, dI's reduces), columns the Z groups (the weight's blocks, dW's); each
+// move traced by its kind, each product timed as the instruction it belongs to.
+class EngineMoves final : public SummaMoves {
+ public:
+  EngineMoves(Engine& e, int64_t layer) : e_(e), layer_(layer) {}
+  int64_t q() const override { return e_.grid.y().size(); }
+  int64_t row_rank() const override { return e_.grid.y().rank(); }
+  int64_t column_rank() const override { return e_.grid.z().rank(); }
+  Pending broadcast_row(const at::Tensor& t, int64_t root) override {
+    return pending(e_.ops.issue_broadcast(e_.grid.y(), t, static_cast<int>(root), plan::CollectiveKind::BcY));
+  }
+  Pending broadcast_column(const at::Tensor& t, int64_t root) override {
+    return pending(e_.ops.issue_broadcast(e_.grid.z(), t, static_cast<int>(root), plan::CollectiveKind::BcZ));
+  }
+  Pending reduce_row(const at::Tensor& t, int64_t root) override {
+    return pending(e_.ops.issue_reduce(e_.grid.y(), t, static_cast<int>(root), plan::CollectiveKind::RdY));
+  }
+  Pending reduce_column(const at::Tensor& t, int64_t root) override {
+    return pending(e_.ops.issue_reduce(e_.grid.z(), t, static_cast<int>(root), plan::CollectiveKind::RdZ));
+  }
+  at::Tensor multiply(bool backward, const std::function<at::Tensor()>& f) override {
+    return timed(e_, backward ? LayerOp::BackwardInput : LayerOp::Forward, layer_, f);
+  }
+
+ private:
+  Pending pending(OperatorComm::InFlight f) {
+    auto in_flight = std::make_shared<OperatorComm::InFlight>(std::move(f));
+    return [this, in_flight] { e_.ops.wait(*in_flight); };
+  }
+  Engine& e_;
+  int64_t layer_;
+};
+
+// The 2d-broadcast layout's linear: SUMMA as the paper runs it, on this rank's own
+// weight block (never gathered) and input block [rows, k/q]. The forward is one Forward
+// instruction; the backward's dI and dW products interleave (summa_backward), so they
+// are recorded as its BackwardInput, followed by an empty BackwardWeight, and dW, summed
+// over Z already, goes to the reducer as the program's ReducedGradient.
+struct Linear2dBroadcastFn : public torch::autograd::Function<Linear2dBroadcastFn> {
+  static at::Tensor forward(AutogradContext* ctx, at::Tensor input, at::Tensor weight_shard, int64_t engine,
+                            int64_t layer, int64_t k_local, int64_t n_local) {
+    Engine& e = engine_of(engine);
+    at::Tensor w = weight_shard.detach().view({k_local, n_local});
+    record(e, LayerOp::Forward, layer);
+    EngineMoves moves(e, layer);
+    at::Tensor out = summa_forward(moves, input, w);
+    ctx->saved_data["engine"] = engine;
+    ctx->saved_data["layer"] = layer;
+    ctx->save_for_backward({input, w});
+    return out;
+  }
+
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    Engine& e = engine_of(ctx);
+    const int64_t layer = ctx->saved_data["layer"].toInt();
+    const auto saved = ctx->get_saved_variables();
+    record(e, LayerOp::BackwardInput, layer);
+    EngineMoves moves(e, layer);
+    auto [dinput, dw] = summa_backward(moves, saved[0], saved[1], grads[0]);
+    record(e, LayerOp::BackwardWeight, layer);
+    e.grads.reduce_scatter(layer, dw);
+    e.poll();
     return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
@@ -418,6 +491,13 @@ at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows) {
 
 at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n) {
   at::Tensor out = Linear2dFn::apply(input, *e.weights.shard(layer), to_handle(&e), layer, k, n / e.grid.grid().gy);
+  return bias.defined() ? out + bias : out;
+}
+
+at::Tensor tp2d_broadcast_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k,
+                                 int64_t n) {
+  const int64_t q = e.grid.grid().gy;
+  at::Tensor out = Linear2dBroadcastFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, k / q, n / q);
   return bias.defined() ? out + bias : out;
 }
 

@@ -10,6 +10,7 @@
 
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/plan/layout_rules.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/tensor_ops.hpp"
 
@@ -67,6 +68,11 @@ struct Trainer::Impl {
                        "plan pipeline.schedule (axrun --pipeline-schedule)",
                        "1f1b or gpipe: every replica's stage runs one step program, so the weight gathers of its "
                        "passes happen in one order");
+    // ZeRO-3 gathers a weight over data at its fetch; a local weight (2d-broadcast) has none.
+    if (sched.optimizer.zero >= 3 && plan::layout_rules(grid.grid().layout).linear_weight_local && grid.data().size() > 1)
+      throw InputError("runtime", "ZeRO-3 with the 2d-broadcast layout", "plan optimizer.zero (axrun --zero)",
+                       "--zero 0, 1 or 2 (SUMMA's broadcast form moves each rank's own weight block, which ZeRO-3 "
+                       "would shard over data), or a 2d plan");
     AdamSettings adam;
     adam.learning_rate = options.learning_rate;
     optimizer = make_optimizer(grid, model.parameters(), sched.optimizer, sched.precision, adam, se.engine().tracer());

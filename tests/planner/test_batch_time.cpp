@@ -318,8 +318,6 @@ TEST(TopologyCompute, MeasuredFieldsRoundTripAndAreChecked) {
   }
 }
 
-}  // namespace
-}  // namespace axonn::planner
 
 TEST(BatchTime, OffloadedOptimizerPhaseOverlapsChunks) {
   // 4 chunks of all-reduce 1 s and update 2 s in all: 0.25 + 3 * max(0.25, 0.5) + 0.5.
@@ -394,3 +392,6 @@ TEST(ComputeModel, ExplainedPassesSumTheLayersOfOneMicroBatch) {
   EXPECT_GT(p.forward_s, p.forward_compute_s);
   EXPECT_GT(p.backward_s, p.backward_compute_s);
 }
+
+}  // namespace
+}  // namespace axonn::planner

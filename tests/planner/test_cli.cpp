@@ -243,6 +243,22 @@ TEST(Cli, ExplainShowsPlacementLayersAndVerdict) {
   expect_usage_error(axplan(with({"explain"}, kGpt20b)), "--grid");
 }
 
+// 2d-broadcast: --grid t,gdata,ginter makes the 2d grid in the broadcast layout, and
+// explain lists SUMMA's moves per layer (they are inside the computes, not in the
+// collective columns): q steps, each move's time and what the passes leave exposed.
+TEST(Cli, ExplainShowsSummasMoves) {
+  auto r = axplan(with({"explain", "--tensor-mode", "2d-broadcast", "--grid", "4,8,1", "--no-memory-limit"}, kGpt20b));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("grid gx=1 gy=2 gz=2 gdata=8 ginter=1 2d-broadcast: feasible"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SUMMA's moves (2d-broadcast)"), std::string::npos) << r.out;
+  const std::regex fc1(R"(\nblock0\.fc1\s+2\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\n)");
+  EXPECT_TRUE(std::regex_search(r.out, fc1)) << r.out;
+  EXPECT_EQ(r.out.find("\nembedding              2"), std::string::npos) << "the embedding is gathered, not SUMMA's";
+  auto two = axplan(with({"explain", "--tensor-mode", "2d", "--grid", "4,8,1", "--no-memory-limit"}, kGpt20b));
+  ASSERT_EQ(two.rc, 0) << two.err;
+  EXPECT_EQ(two.out.find("SUMMA's moves"), std::string::npos) << two.out;
+}
+
 TEST(Cli, ExplainAndJsonShowThePipeline) {
   // 32 blocks on 8 stages: 4 each (the embedding and the head ride along with the first
   // and last; 20B's blocks dwarf them).

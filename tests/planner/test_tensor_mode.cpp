@@ -40,13 +40,13 @@ TEST(TensorModeRegistry, EachModeOwnsItsCandidatesAndTheRankedTogetherDoNotOverl
   }
   PlannerOptions o;
   select_tensor_modes(o, "all", "--tensor-mode");
-  EXPECT_EQ(o.tensor_modes, (std::vector<std::string>{"axonn3d", "sequence", "2d", "3d"}));
+  EXPECT_EQ(o.tensor_modes, (std::vector<std::string>{"axonn3d", "sequence", "2d", "2d-broadcast", "3d"}));
   select_tensor_modes(o, "2.5d", "--tensor-mode");
   EXPECT_EQ(o.tensor_modes, (std::vector<std::string>{"2.5d"}));
   EXPECT_NE(std::string(test::error_of([&] { select_tensor_modes(o, "4d", "--tensor-mode"); })).find("or all"),
             std::string::npos);
   EXPECT_NE(std::string(test::error_of([] { plan::find_tensor_mode("4d", "axplan", "--tensor-mode"); }))
-                .find("axonn3d, 1d, sequence, 2d, 2.5d, 3d"),
+                .find("axonn3d, 1d, sequence, 2d, 2d-broadcast, 2.5d, 3d"),
             std::string::npos);
 }
 
@@ -70,7 +70,7 @@ TEST(TensorModeRegistry, AliasesAddNothingAndTheOrderOfNamesDoesNotMatter) {
   EXPECT_NE(std::string(test::error_of([] { ranked({"axonn3d", "bogus"}); })).find("bogus"), std::string::npos);
 }
 
-// The planner's layout entries (layout_costs.hpp): the modes' grids use all three
+// The planner's layout entries (layout_costs.hpp): the modes' grids use all four
 // layouts, and what each entry's properties do to a row-parallel layer and the stage's
 // activations, by hand.
 TEST(LayoutCosts, EveryModesGridsHaveTheirLayoutsEntry) {
@@ -86,7 +86,7 @@ TEST(LayoutCosts, EveryModesGridsHaveTheirLayoutsEntry) {
       mode.candidates(g, grids);
     for (const topo::Grid& g : grids) seen.insert(static_cast<int>(g.layout));
   }
-  EXPECT_EQ(seen.size(), 3u);  // axonn3d, 2d and 3d layouts all met
+  EXPECT_EQ(seen.size(), 4u);  // axonn3d, 2d, 2d-broadcast and 3d layouts all met
   topo::Grid two_d{1, 2, 2, 1, 1}, three_d{2, 2, 2, 1, 1};
   two_d.layout = topo::TensorLayout::TwoD;
   three_d.layout = topo::TensorLayout::ThreeD;
@@ -153,7 +153,8 @@ TEST(LayoutRules, TheInstructionsAndTheDivisibilityOfEachLayoutComeFromItsEntry)
       // layout, hidden axis, input gathered, forward collective, dO gathered
       {TensorLayout::Axonn3d, Axis::X, false, true, false},
       {TensorLayout::TwoD, Axis::Y, true, false, false},
-      {TensorLayout::ThreeD, Axis::X, true, true, true}};
+      {TensorLayout::ThreeD, Axis::X, true, true, true},
+      {TensorLayout::TwoDBroadcast, Axis::Y, false, false, false}};
   for (const auto& [layout, hidden, gathers, forward, grad_gather] : expected) {
     const plan::LayoutRules& r = plan::layout_rules(layout);
     EXPECT_EQ(r.layout, layout);
@@ -164,6 +165,9 @@ TEST(LayoutRules, TheInstructionsAndTheDivisibilityOfEachLayoutComeFromItsEntry)
     EXPECT_EQ(l.forward_collective, forward) << topo::layout_name(r.layout);
     EXPECT_EQ(l.gathers_output_grad, grad_gather) << topo::layout_name(r.layout);
     EXPECT_FALSE(schedule::pass_layer(embedding, false, 1, 0, layout).gathers_input) << topo::layout_name(r.layout) << ": tokens";
+    // Only 2d-broadcast keeps a linear layer's weight local; never an embedding's.
+    EXPECT_EQ(l.local_weight, layout == TensorLayout::TwoDBroadcast) << topo::layout_name(r.layout);
+    EXPECT_FALSE(schedule::pass_layer(embedding, false, 1, 0, layout).local_weight) << topo::layout_name(r.layout);
   }
   // Divisibility through the entries: 2d's q x q shape and its blocks k/q x n/q, 3d's
   // rows split by whole sequences, AxoNN's blocks otherwise.

@@ -175,6 +175,22 @@ check "a 2d plan on a mesh with an X axis" 2 "the 2d layout on gx=2 gy=2 gz=2.*t
 check "2.5d (q=2, d=2) over 8 ranks" 0 "grid gx=1 gy=2 gz=2 gdata=2 ginter=1 2d" -- "${MPIRUN[@]}" -np 8 "$AXRUN" \
   --plan "$T/tess.json" --steps 4 --seed 5 --log-every 1
 same_as_one "2.5d_over_8_ranks"
+# SUMMA as the paper runs it (2d-broadcast: block broadcasts, no weight gathered), on
+# 2 x 2 and at depth 2 over 8 ranks; ZeRO-3, which gathers weights at their fetch, is
+# refused by planner and runtime alike.
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --precision fp32 \
+  --tensor-mode 2d-broadcast --grid 4,1 --output "$T/twodb.json" >/dev/null
+trains_as_one "2d-broadcast over a 2 x 2 grid" "grid gx=1 gy=2 gz=2 gdata=1 ginter=1 2d-broadcast" "$T/twodb.json"
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 8 --batch-seqs 8 --precision fp32 \
+  --tensor-mode 2d-broadcast --tensor-depth 2 --grid 8,1 --output "$T/tessb.json" >/dev/null
+check "2d-broadcast at depth 2 over 8 ranks" 0 "grid gx=1 gy=2 gz=2 gdata=2 ginter=1 2d-broadcast" -- "${MPIRUN[@]}" \
+  -np 8 "$AXRUN" --plan "$T/tessb.json" --steps 4 --seed 5 --log-every 1
+same_as_one "2d-broadcast_depth_2_over_8_ranks"
+check "axrun refuses ZeRO-3 with 2d-broadcast" 2 "ZeRO-3 with the 2d-broadcast layout" -- "${MPIRUN[@]}" -np 8 \
+  "$AXRUN" --plan "$T/tessb.json" --zero 3 --pipeline-schedule 1f1b --steps 1
+check "axplan refuses ZeRO-3 with 2d-broadcast" 2 "ZeRO-3 gathers each weight over the data group at its fetch" -- \
+  "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 8 --batch-seqs 8 --tensor-mode 2d-broadcast \
+  --tensor-depth 2 --grid 8,1 --zero 3 --output "$T/tessb_bad.json"
 check "--tensor-depth without 2.5d" 2 "--tensor-depth 2 with --tensor-mode 2d" -- "$AXPLAN" plan --model gpt-tiny \
   --topology perlmutter --gpus 8 --batch-seqs 8 --tensor-mode 2d --tensor-depth 2 --grid 8,1 --output "$T/tess_bad.json"
 # Colossal-AI's 3D on the 2 x 2 x 2 cube.
@@ -185,7 +201,7 @@ check "3d over a 2 x 2 x 2 cube" 0 "grid gx=2 gy=2 gz=2 gdata=1 ginter=1 3d" -- 
 same_as_one "3d_over_8_ranks"
 check "a 3d group that is not a cube" 2 "the 3d tensor group of 4 ranks is not a cube" -- "$AXPLAN" plan \
   --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --tensor-mode 3d --grid 4,1 --output "$T/cube_bad.json"
-for mode in 1d sequence 2d 3d axonn3d; do
+for mode in 1d sequence 2d 2d-broadcast 3d axonn3d; do
   check "--tensor-mode all ranks the $mode grids" 0 "\"tensor_mode\": \"$mode\"" -- "$AXPLAN" rank --model gpt-20b \
     --topology perlmutter --gpus 64 --batch-seqs 64 --tensor-mode all --top 0 --format json
 done

@@ -81,7 +81,7 @@ measured = [c for c in r["configs"] if c["status"] == "measured"]
 failed = [c["name"] + ": " + c.get("reason", "") for c in r["configs"] if c["status"] == "failed"]
 assert not failed, failed
 count = collections.Counter(c["tensor_mode"] for c in measured)
-assert count == {"axonn3d": 2, "1d": 2, "sequence": 2, "2d": 1}, count
+assert count == {"axonn3d": 2, "1d": 2, "sequence": 2, "2d": 1, "2d-broadcast": 1}, count
 assert any(c["name"] == "2d-1x2x2x1x1" and c["grid"]["layout"] == "2d" for c in measured), [c["name"] for c in measured]
 assert all(c["name"].startswith("seq") and c["grid"]["sequence"] > 1 for c in measured if c["tensor_mode"] == "sequence")
 per = {m["tensor_mode"]: m for m in r["statistics"]["per_tensor_mode"]}
@@ -101,8 +101,10 @@ for c in measured:
     t = c["comm_by_term"]
     assert "unknown" not in t, (c["name"], t)
     g = c["grid"]
-    if c["tensor_mode"] == "2d":
-        assert t["act_y"]["measured_busy_s"] > 0 and t["act_y"]["predicted_s"] > 0, (c["name"], t)
+    if c["tensor_mode"] in ("2d", "2d-broadcast"):
+        # 2d-broadcast: also SUMMA's weight broadcasts (ag_z) and dW's reduces (rs_z) over Z
+        for term in ("act_y", "ag_z", "rs_z") if c["tensor_mode"] == "2d-broadcast" else ("act_y",):
+            assert t[term]["measured_busy_s"] > 0 and t[term]["predicted_s"] > 0, (c["name"], term, t)
     elif g["gx"] > 1 or g["gy"] > 1:
         term = "ar_x" if g["gx"] > 1 else "ar_y"
         assert t[term]["measured_busy_s"] > 0 and t[term]["predicted_s"] > 0, (c["name"], t)

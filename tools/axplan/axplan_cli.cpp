@@ -234,7 +234,7 @@ Loaded load(const CommonArgs& a) {
   const bool all_modes = a.tensor_mode == "all";
   if (a.tensor_depth > 1 && (all_modes || !plan::find_tensor_mode(a.tensor_mode, "axplan", "--tensor-mode").takes_depth))
     throw InputError("axplan", "--tensor-depth " + std::to_string(a.tensor_depth) + " with --tensor-mode " + a.tensor_mode,
-                     "--tensor-depth", "--tensor-mode 2.5d (the depth of Tesseract's layers)");
+                     "--tensor-depth", "--tensor-mode 2.5d or 2d-broadcast (the depth of Tesseract's layers)");
   if (o.comm_model == planner::CommModel::Paper &&
       std::any_of(o.tensor_modes.begin(), o.tensor_modes.end(), [](const std::string& m) {
         return !plan::find_tensor_mode(m, "axplan", "--tensor-mode").paper_model;
@@ -287,10 +287,11 @@ planner::Ranking rank_or_throw(const Loaded& l) {
 // with the 2.5d depth).
 topo::Grid parse_grid(const std::string& text, int64_t gpus, const std::string& tensor_mode, int64_t depth) {
   const std::string where = "--grid " + text;
-  const std::optional<topo::GroupMode> group =  // all: AxoNN's five fields (explain)
-      tensor_mode == "all" ? std::nullopt : plan::find_tensor_mode(tensor_mode, "axplan", "--tensor-mode").group_grid;
-  const topo::Grid g =
-      group ? topo::parse_group_grid(*group, text, "axplan", where, depth) : topo::parse_grid(text, "axplan", where);
+  const plan::TensorMode* mode =  // all: AxoNN's five fields (explain)
+      tensor_mode == "all" ? nullptr : &plan::find_tensor_mode(tensor_mode, "axplan", "--tensor-mode");
+  const std::optional<topo::GroupMode> group = mode ? mode->group_grid : std::nullopt;
+  topo::Grid g = group ? topo::parse_group_grid(*group, text, "axplan", where, depth) : topo::parse_grid(text, "axplan", where);
+  if (mode && mode->grid_layout) g.layout = *mode->grid_layout;
   if (g.total() != gpus)
     throw InputError("axplan", fmt::format("grid product {} differs from the GPU count", g.total()), "--grid " + text,
                      fmt::format("{} whose product is {}", group ? "t,gdata,ginter" : "gx,gy,gz,gdata,ginter", gpus));
@@ -315,7 +316,8 @@ int cmd_plan(const CommonArgs& a, const std::string& grid_text, const std::strin
   if (!grid_text.empty()) {
     if (a.tensor_mode == "all")
       throw InputError("axplan", "--grid with --tensor-mode all", "--grid " + grid_text,
-                       "--tensor-mode axonn3d (gx,gy,gz,gdata,ginter), 1d, sequence, 2d, 2.5d or 3d (t,gdata,ginter) with --grid");
+                       "--tensor-mode axonn3d (gx,gy,gz,gdata,ginter), 1d, sequence, 2d, 2d-broadcast, 2.5d or 3d "
+                       "(t,gdata,ginter) with --grid");
     wanted = parse_grid(grid_text, l.options.gpus, a.tensor_mode, a.tensor_depth);
   }
   // With --grid, a ranking without feasible candidates still names the grid's rejection.

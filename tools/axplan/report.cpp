@@ -1,6 +1,7 @@
 // Printing ranked candidates; see report.hpp.
 #include "report.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <fmt/ostream.h>
@@ -176,6 +177,22 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
                k.comm.all_gather_s * 1e3, k.comm.reduce_scatter_s * 1e3, k.comm.forward_all_reduce_s * 1e3,
                k.comm.input_grad_all_reduce_s * 1e3, k.comm.data_all_reduce_s * 1e3,
                (k.comm.small_forward_s + k.comm.small_backward_s) * 1e3);
+  }
+  // 2d-broadcast: SUMMA's moves are inside the computes, not in the columns above.
+  if (std::any_of(x.layers.begin(), x.layers.end(), [](const auto& l) { return l.costs.comm.summa_steps > 0; })) {
+    fmt::print(out, "\nSUMMA's moves (2d-broadcast), milliseconds of one step's, and what a pass leaves exposed:\n");
+    const std::string summa = fmt::format("{:<22} {:>5}  {:>9} {:>9} {:>9} {:>9}  {:>11} {:>11}", "layer (first)",
+                                          "steps", "bcast in", "bcast W", "reduce dI", "reduce dW", "fwd exposed",
+                                          "bwd exposed");
+    out << summa << "\n" << std::string(summa.size(), '-') << "\n";
+    for (const auto& l : x.layers) {
+      const auto& k = l.costs;
+      if (k.comm.summa_steps == 0) continue;
+      fmt::print(out, "{:<22} {:>5}  {:>9.4f} {:>9.4f} {:>9.4f} {:>9.4f}  {:>11.4f} {:>11.4f}\n", l.name,
+                 k.comm.summa_steps, k.comm.summa_input_broadcast_s * 1e3, k.comm.summa_weight_broadcast_s * 1e3,
+                 k.comm.summa_input_reduce_s * 1e3, k.comm.summa_weight_reduce_s * 1e3, k.summa_forward_exposed_s * 1e3,
+                 k.summa_backward_exposed_s * 1e3);
+    }
   }
   if (e.small_calls > 0)
     fmt::print(out, "small = the layer norm's, the loss's and 3d's vector all-reduces of one forward and backward; "

@@ -240,7 +240,7 @@ int main(int argc, char** argv) {
         continue;
       }
       const plan::Plan p = planner::make_plan(desc, topology, po, e, 1, 1);
-      if (p.grid.summa()) summa_plans.emplace_back(m.name, p);
+      if (p.grid.layout == topo::TensorLayout::TwoD) summa_plans.emplace_back(m.name, p);
       double fwd_bwd = 0, step = 0, state = 0;
       {
         runtime::ProcessGrid pg(world, p.grid, p.placement_order);

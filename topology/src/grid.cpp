@@ -39,8 +39,7 @@ std::string Grid::to_string() const {
   std::ostringstream s;
   s << "gx=" << gx << " gy=" << gy << " gz=" << gz << " gdata=" << gdata << " ginter=" << ginter;
   if (sequence != 1) s << " sequence=" << sequence;
-  if (summa()) s << " 2d";
-  if (threed()) s << " 3d";
+  if (layout != TensorLayout::Axonn3d) s << " " << layout_name(layout);
   return s.str();
 }
 
@@ -50,9 +49,9 @@ std::optional<GridProblem> grid_problem(const Grid& g) {
                        "sequence group of " + std::to_string(g.sequence) + " does not divide gdata = " +
                            std::to_string(g.gdata),
                        "a divisor of gdata (the sequence group is the data axis's innermost members)"};
-  if (g.layout == TensorLayout::TwoD && (g.gx != 1 || g.gy != g.gz))
+  if (g.summa() && (g.gx != 1 || g.gy != g.gz))
     return GridProblem{"layout",
-                       "the 2d layout on gx=" + std::to_string(g.gx) + " gy=" + std::to_string(g.gy) +
+                       std::string("the ") + layout_name(g.layout) + " layout on gx=" + std::to_string(g.gx) + " gy=" + std::to_string(g.gy) +
                            " gz=" + std::to_string(g.gz),
                        "gx = 1 and gy = gz (a q x q grid on Y x Z)"};
   if (g.layout != TensorLayout::Axonn3d && g.sequence != 1)
@@ -66,14 +65,15 @@ const char* layout_name(TensorLayout l) {
     case TensorLayout::Axonn3d: return "axonn3d";
     case TensorLayout::TwoD: return "2d";
     case TensorLayout::ThreeD: return "3d";
+    case TensorLayout::TwoDBroadcast: return "2d-broadcast";
   }
   return "?";
 }
 
 TensorLayout parse_layout(const std::string& name, const std::string& module, const std::string& where) {
-  for (auto l : {TensorLayout::Axonn3d, TensorLayout::TwoD, TensorLayout::ThreeD})
+  for (auto l : {TensorLayout::Axonn3d, TensorLayout::TwoD, TensorLayout::ThreeD, TensorLayout::TwoDBroadcast})
     if (name == layout_name(l)) return l;
-  throw InputError(module, "unknown tensor layout \"" + name + "\"", where, "one of axonn3d, 2d, 3d");
+  throw InputError(module, "unknown tensor layout \"" + name + "\"", where, "one of axonn3d, 2d, 3d, 2d-broadcast");
 }
 
 namespace {

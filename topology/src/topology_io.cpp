@@ -196,7 +196,7 @@ Grid grid_from_json(ObjectReader r) {
   g.gdata = axis("gdata");
   g.ginter = axis("ginter");
   if (r.has("sequence")) g.sequence = r.positive_int_at_most("sequence", kMaxRanks);
-  if (r.has("layout")) g.layout = r.one_of("layout", {"2d", "3d"}) == "3d" ? TensorLayout::ThreeD : TensorLayout::TwoD;
+  if (r.has("layout")) g.layout = parse_layout(r.one_of("layout", {"2d", "3d", "2d-broadcast"}), "topology", "layout");
   if (auto p = grid_problem(g)) r.fail(p->field, p->what, p->expected);  // absent layout: AxoNN's 3D
   r.finish();
   return g;

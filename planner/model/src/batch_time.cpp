@@ -59,21 +59,31 @@ struct PassClock {
         if (in.source == Source::Prefetched) t = std::max(t, prefetch_done[in.layer]);
         break;
       case LayerOp::Forward:  // with sequence parallelism, attention waits for its ring
-        compute_for(l.forward_s);  // then its ring and its small collectives, one charge
-        t += blocking(l, l.comm.ring_forward_s + l.comm.small_forward_s,
-                      (l.comm.ring_forward_s > 0) + l.comm.small_forward_calls);
+        compute_for(l.forward_s);  // then its ring, SUMMA's moves and its small collectives, one charge
+        t += blocking(l, l.comm.ring_forward_s + l.summa_forward_exposed_s + l.comm.small_forward_s,
+                      (l.comm.ring_forward_s > 0) + 2 * l.comm.summa_steps + l.comm.small_forward_calls);
         break;
       case LayerOp::ForwardCollective: t += blocking(l, l.comm.forward_all_reduce_s); break;
       case LayerOp::InputGather: t += blocking(l, l.comm.input_gather_s); break;
       case LayerOp::OutputGradGather: t += blocking(l, l.comm.output_grad_gather_s); break;
-      case LayerOp::BackwardInput:
+      case LayerOp::BackwardInput:  // 2d-broadcast: SUMMA's backward moves, dW's products included
         compute_for(l.backward_input_s);
-        t += blocking(l, l.comm.ring_backward_s + l.comm.small_backward_s,
-                      (l.comm.ring_backward_s > 0) + l.comm.small_backward_calls);
+        t += blocking(l, l.comm.ring_backward_s + l.summa_backward_exposed_s + l.comm.small_backward_s,
+                      (l.comm.ring_backward_s > 0) + 4 * l.comm.summa_steps + l.comm.small_backward_calls);
         break;
       case LayerOp::InputGradCollective: input_grad_done = t + blocking(l, l.comm.input_grad_all_reduce_s); break;
       case LayerOp::InputGradWait: t = std::max(t, input_grad_done); break;
       case LayerOp::BackwardWeight: compute_for(l.backward_weight_s); break;
+      case LayerOp::ReducedGradient:  // already summed over Z: final at once
+        if (last) {
+          if (bucketed) {
+            bucket_ready = std::max(bucket_ready, t);
+            bucket_s += l.comm.data_all_reduce_s;
+          } else {
+            unbucketed_s += l.comm.data_all_reduce_s;
+          }
+        }
+        break;
       case LayerOp::ReduceScatter:
         if (async_rs) {
           const double w = wait_of(l, l.comm.reduce_scatter_s);

@@ -16,7 +16,13 @@ struct LocalLinear {
   int64_t rows, k, n;  // rows of I on this GPU; W's local block is k x n
 };
 
+// SUMMA in its broadcast form (2d-broadcast): q products of blocks per pass, one per
+// step, [rows, k/q] x [k/q, n/q]; as one batch of q (the runtime makes q calls).
+int64_t summa_steps(const topo::Grid& g) { return layout_costs(g.layout).rules->linear_weight_local ? g.gy : 1; }
+
 LocalLinear local_linear(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs, int64_t seq_len) {
+  if (summa_steps(g) > 1)
+    return {microbatch_seqs / g.gz * (seq_len / g.sequence), l.k / g.gy, l.n / g.gy};
   const bool swap = layout_costs(g.layout).swaps(l);
   const Axis a = swap ? Axis::Y : Axis::X;     // splits W's rows
   const Axis b = swap ? Axis::X : Axis::Y;     // splits W's columns
@@ -73,7 +79,7 @@ MatmulList forward_matmul_list(const model::Layer& l, const topo::Grid& g, int64
     case model::LayerKind::Linear: break;
   }
   const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
-  return list({{x.rows, x.k, x.n, 1}});
+  return list({{x.rows, x.k, x.n, summa_steps(g)}});
 }
 
 MatmulList backward_input_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
@@ -87,7 +93,7 @@ MatmulList backward_input_matmul_list(const model::Layer& l, const topo::Grid& g
     case model::LayerKind::Linear: break;
   }
   const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
-  return list({{x.rows, x.n, x.k, 1}});
+  return list({{x.rows, x.n, x.k, summa_steps(g)}});
 }
 
 MatmulList backward_weight_matmul_list(const model::Layer& l, const topo::Grid& g, int64_t microbatch_seqs,
@@ -100,7 +106,7 @@ MatmulList backward_weight_matmul_list(const model::Layer& l, const topo::Grid& 
     case model::LayerKind::Linear: break;
   }
   const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
-  return list({{x.k, x.rows, x.n, 1}});
+  return list({{x.k, x.rows, x.n, summa_steps(g)}});
 }
 
 ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& l) {

@@ -153,6 +153,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
                     fmt::format("--stage-units has {} stages of {} units in all; ginter={} of the model's {}",
                                 o.stage_units.size(), sum, g.ginter, m.num_units));
   }
+  if (o.optimizer.zero >= 3 && g.gdata > 1 && plan::layout_rules(g.layout).linear_weight_local)
+    return reject(e, Rejection::Divisibility,
+                  "ZeRO-3 gathers each weight over the data group at its fetch, and the 2d-broadcast layout's linear "
+                  "layers have no fetch: SUMMA broadcasts the rank's own block (--zero 0, 1 or 2, or --tensor-mode 2d)");
   if (o.optimizer.zero >= 3 && g.ginter > 1 && g.gdata > 1 && o.pipeline_schedule == plan::PipelineSchedule::MessageDriven)
     return reject(e, Rejection::Divisibility,
                   "ZeRO-3 gathers weights over the data group in every pass, and the message-driven pipeline orders "
@@ -223,6 +227,11 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
     }
     costs.comm = layer_collectives(l, g, bw, s);
+    if (costs.comm.summa_steps > 0) {  // 2d-broadcast: its moves beside its products
+      costs.summa_forward_exposed_s = summa_forward_exposed_s(costs.comm, matmul_.sum(forward_matmul_list(l, g, mb, m.seq_len)));
+      costs.summa_backward_exposed_s =
+          summa_backward_exposed_s(costs.comm, matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len)));
+    }
     costs.comm.sync_wait_fraction = sync_wait_fraction;
     costs.comm.sync_call_s = sync_call_s;
     sc.activation_per_row[c] = layer_activations(l, g, m.seq_len);
@@ -278,8 +287,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       const LayerCosts& k = sc.costs[static_cast<size_t>(class_of_[i])];
       const double recompute = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
       sc.unit_weight[static_cast<size_t>(m.layers[i].unit)] +=
-          recompute * (k.forward_s + k.comm.input_gather_s + k.comm.forward_all_reduce_s) + k.backward_input_s +
-          k.backward_weight_s;
+          recompute * (k.forward_s + k.comm.input_gather_s + k.comm.forward_all_reduce_s + k.summa_forward_exposed_s) +
+          k.backward_input_s + k.backward_weight_s + k.summa_backward_exposed_s;
     }
     e.stage_units = balanced_stage_units(sc.unit_weight, g.ginter);
   }

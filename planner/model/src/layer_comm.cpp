@@ -76,6 +76,20 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
 
 }  // namespace
 
+double summa_forward_exposed_s(const LayerCollectives& c, double compute_s) {
+  if (c.summa_steps <= 0) return 0.0;
+  const double q = static_cast<double>(c.summa_steps);
+  const double step = c.summa_input_broadcast_s + c.summa_weight_broadcast_s;
+  return step + (q - 1.0) * std::max(0.0, step - compute_s / q);
+}
+
+double summa_backward_exposed_s(const LayerCollectives& c, double weight_compute_s) {
+  if (c.summa_steps <= 0) return 0.0;
+  const double q = static_cast<double>(c.summa_steps);
+  return q * (c.summa_weight_broadcast_s + std::max(c.summa_input_reduce_s - weight_compute_s / q,
+                                                    c.summa_input_broadcast_s + c.summa_weight_reduce_s));
+}
+
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s) {
   const LayoutCosts& layout = layout_costs(g);

@@ -84,6 +84,29 @@ void summa_collectives(const model::Layer& l, const topo::Grid& g, const AxisBan
   c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), s.latency_s);
 }
 
+// SUMMA's broadcast form (section 15, "The broadcast form"): no gathers; q steps each
+// moving the input's block [m/q, k/q] along Y and the weight's [k/q, n/q] along Z. The
+// embedding is gathered and reduce-scattered over Z as in 2d.
+void summa_broadcast_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
+                                 const LayerCommSettings& s, LayerCollectives& c) {
+  if (l.kind == model::LayerKind::Embedding) {
+    summa_collectives(l, g, bw, s, c);
+    return;
+  }
+  const Sizes z(l, g, s);
+  c.a = c.b = Axis::Y;
+  const double q = static_cast<double>(g.gy), q2 = q * q;
+  const double input_block = z.w * z.m * z.k / (z.gz * q), weight_block = z.w * z.k * z.n / q2;
+  const double y_bw = axis_bandwidth(bw, Axis::Y), z_bw = axis_bandwidth(bw, Axis::Z);
+  c.summa_steps = g.gy;
+  c.summa_input_broadcast_s = ring_broadcast_s(g.gy, input_block, y_bw, s.latency_s);
+  c.summa_weight_broadcast_s = ring_broadcast_s(g.gz, weight_block, z_bw, s.latency_s);
+  c.summa_input_reduce_s = s.input_gradient ? ring_reduce_s(g.gy, input_block, y_bw, s.latency_s) : 0.0;
+  c.summa_weight_reduce_s = ring_reduce_s(g.gz, weight_block, z_bw, s.latency_s);
+  c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * z.k * z.n / q2;
+  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), s.latency_s);
+}
+
 // The sequence mode's ring self-attention (section 13): one member's chunk of K (its
 // tokens x the heads' widths on it) shifted round the sequence group, forward and
 // backward (V with it, and dK, dV back).
@@ -110,10 +133,11 @@ const LayoutCosts& layout_costs(const topo::Grid& g) {
 const LayoutCosts& layout_costs(topo::TensorLayout layout) {
   using topo::TensorLayout;
   // Indexed by topo::TensorLayout; built on first use, after the shared entries.
-  static const std::array<LayoutCosts, 3> entries = {{
+  static const std::array<LayoutCosts, 4> entries = {{
       {&plan::layout_rules(TensorLayout::Axonn3d), true, std::nullopt, axonn3d_collectives, nullptr},
       {&plan::layout_rules(TensorLayout::TwoD), false, Axis::Y, summa_collectives, nullptr},
       {&plan::layout_rules(TensorLayout::ThreeD), true, std::nullopt, threed_collectives, nullptr},
+      {&plan::layout_rules(TensorLayout::TwoDBroadcast), false, std::nullopt, summa_broadcast_collectives, nullptr},
   }};
   const auto i = static_cast<size_t>(layout);
   AXONN_ASSERT(i < entries.size() && entries[i].rules->layout == layout);

@@ -19,7 +19,9 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
   LayerActivations a;
   switch (l.kind) {
     case model::LayerKind::Linear: {
-      const double in = static_cast<double>(l.k) / g_in, out = static_cast<double>(l.n) / g_out;
+      // SUMMA's broadcast form (2d-broadcast) keeps its input block, k/q of each row.
+      const double in = static_cast<double>(l.k) / (layout.rules->linear_weight_local ? gy : g_in),
+                   out = static_cast<double>(l.n) / g_out;
       a.input_grad = in;
       // Where the input is gathered (2d), the norm's output is the block held; where
       // rows are split (3d), the input's rows held, before their gather over b.
@@ -35,6 +37,9 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
       // where rows are split (3d), the output gradient's rows arrive split over the
       // input's axis and are gathered, and dI's rows are scattered over the output's.
       a.backward_at_input = a.backward_at_weight = out + in;
+      // SUMMA's broadcast form: dY, and three input-sized blocks at the last step (dI
+      // from its own step, the received input block, the step's dI product).
+      if (layout.rules->linear_weight_local) a.backward_at_input = a.backward_at_weight = out + 3 * in;
       if (layout.input_gathered_over) a.backward_at_input += in, a.backward_at_weight += in / block;
       if (layout.rules->splits_rows) {
         a.backward_at_weight += out / g_in + in / g_out;
@@ -134,7 +139,12 @@ StageShape stage_shape(const MemoryLayer* layers, size_t count, const topo::Grid
 
 // Whether passes_peak walks the Gz > 1 weights and dW in time: a chain without segments.
 bool z_walked(const MemorySettings& s, const StageShape& sh, const topo::Grid& g) {
-  return s.chain && sh.segments == 0 && g.gz > 1;
+  return s.chain && sh.segments == 0 && g.gz > 1 && !layout_costs(g.layout).rules->linear_weight_local;
+}
+// The same chain in SUMMA's broadcast form (2d-broadcast): each layer's three
+// weight-sized blocks are walked at its own backward instead.
+bool summa_walked(const MemorySettings& s, const StageShape& sh, const topo::Grid& g) {
+  return s.chain && sh.segments == 0 && g.gz > 1 && layout_costs(g.layout).rules->linear_weight_local;
 }
 
 // Walks the backward pass of the step's last micro-batch, layer by layer in reverse, as
@@ -217,7 +227,7 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
   double kept_after = 0;  // a chain: what the layers kept whole after this one kept
   // A chain without segments with Gz > 1: the gathered weights and the Z reduce-scatters'
   // buffers are walked in time here (stage_memory leaves its whole-pass bounds out).
-  const bool z_exact = z_walked(s, sh, g);
+  const bool z_exact = z_walked(s, sh, g), summa_exact = summa_walked(s, sh, g);
   double z_pending = 0;  // bytes of the Z reduce-scatters pending at this point of the walk
   for (size_t r = count; r-- > 0;) {
     const MemoryLayer& l = layers[r];
@@ -247,6 +257,9 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
         z_dw = z_pending;
         if (l.weight_elements > 0 && s.overlap.async_weight_grad_reduce_scatter) z_pending += own_dw;
       }
+      // SUMMA's last backward step: the received weight block, the step's dW product and
+      // this rank's dW, each 1/Gz of the Gx*Gy block.
+      if (summa_exact) weights_here = 3 * w * block / gz;
       const double zero_in_flight = in_flight_before + handed(l.weight_elements);
       peak.at_least(w * rows * (kept + l.act->backward_at_input), issued, in_flight_before + z_dw,
                     gathered * block + weights_here);
@@ -335,7 +348,14 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
                             (static_cast<double>(s.precision.state_bytes_per_param) - w - wg) * owned +
                             (s.precision.mixed() ? 4 * bucket : 0.0);
   }
-  if (g.gz > 1 && !z_walked(s, sh, g)) {
+  if (g.gz > 1 && layout_costs(g.layout).rules->linear_weight_local) {
+    // SUMMA's broadcast form gathers no weight: at its backward's last step a rank holds
+    // three weight-sized blocks of the layer (the received one, the step's dW product,
+    // its own dW), a 1/Gz share of the Gx*Gy block (docs/model.md section 15); a
+    // chain without segments walks them at each layer (passes_peak), a stage of blocks
+    // takes the largest layer's for the whole pass.
+    if (!summa_walked(s, sh, g)) mem.gathered_weight_bytes = w * 3 * max_block / gz;
+  } else if (g.gz > 1 && !z_walked(s, sh, g)) {
     const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
     mem.gathered_weight_bytes = w * (inflight * max_block + cached_blocks);
     // ZeRO-2 bounds the reduce-scatters in flight (two, and the layer computing).

@@ -20,6 +20,7 @@ constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
     {"ar_x_norm", "small"},   {"ar_y_norm", "small"},   {"ar_x_vector", "small"},   {"ar_y_vector", "small"},
     {"ar_x_loss", "small"},   {"ar_y_loss", "small"},   {"ar_pipe_loss", "small"},
     {"p2p_seq", "p2p_seq"},
+    {"bc_y", "act_y"},        {"rd_y", "act_y"},        {"bc_z", "ag_z"},           {"rd_z", "rs_z"},
 }};
 
 }  // namespace

@@ -45,7 +45,7 @@ std::string summa_problem(const Layer& l, const Grid& g) {
 }
 std::optional<std::string> summa_shape(const Grid& g) {
   if (g.gx != 1 || g.gy != g.gz || g.sequence != 1)
-    return "the 2d layout on " + g.to_string() + ": it needs gx = 1, gy = gz (a q x q grid) and no sequence group";
+    return std::string("the ") + topo::layout_name(g.layout) + " layout on " + g.to_string() + ": it needs gx = 1, gy = gz (a q x q grid) and no sequence group";
   return std::nullopt;
 }
 
@@ -61,13 +61,15 @@ std::optional<std::string> threed_microbatch(const Grid& g, int64_t microbatch_s
 }
 
 // Indexed by topo::TensorLayout.
-const std::array<LayoutRules, 3> kRules = {{
+const std::array<LayoutRules, 4> kRules = {{
     {topo::TensorLayout::Axonn3d, topo::Axis::X, false, false, true, false, nullptr, nullptr, axonn_divides,
      axonn_problem},
     {topo::TensorLayout::TwoD, topo::Axis::Y, false, true, false, false, summa_shape, nullptr, summa_divides,
      summa_problem},
     {topo::TensorLayout::ThreeD, topo::Axis::X, true, true, true, true, threed_shape, threed_microbatch, axonn_divides,
      axonn_problem},
+    {topo::TensorLayout::TwoDBroadcast, topo::Axis::Y, false, false, false, false, summa_shape, nullptr, summa_divides,
+     summa_problem, true},
 }};
 
 }  // namespace

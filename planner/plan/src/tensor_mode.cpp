@@ -34,6 +34,12 @@ void two_d_grids(const Grid& g, std::vector<Grid>& out) {
   s.layout = TensorLayout::TwoD;
   out.push_back(s);
 }
+void two_d_broadcast_grids(const Grid& g, std::vector<Grid>& out) {
+  if (g.gx != 1 || g.gy != g.gz || g.gy < 2) return;
+  Grid s = g;
+  s.layout = TensorLayout::TwoDBroadcast;
+  out.push_back(s);
+}
 void three_d_grids(const Grid& g, std::vector<Grid>& out) {
   if (g.gx != g.gy || g.gy != g.gz || g.gx < 2) return;
   Grid s = g;
@@ -45,6 +51,7 @@ std::string axonn3d_label(const Grid&) { return strategy_name(Strategy::FourD); 
 std::string sequence_label(const Grid& g) { return "sequence " + std::to_string(g.sequence); }
 std::string sequence_tag(const Grid& g) { return "seq" + std::to_string(g.sequence); }
 std::string two_d_tag(const Grid&) { return "2d"; }
+std::string two_d_broadcast_tag(const Grid&) { return "2db"; }
 std::string three_d_tag(const Grid&) { return "3d"; }
 
 }  // namespace
@@ -60,9 +67,17 @@ const std::vector<TensorMode>& tensor_modes() {
        "ring self-attention, Colossal-AI: the sequence split over a group of the data axis; --grid t,gdata,ginter",
        true, false, false, GroupMode::Sequence, [](const Grid& g) { return g.sequence > 1; }, sequence_grids, nullptr,
        sequence_label, sequence_tag},
-      {"2d", "Colossal-AI's 2D, SUMMA on a q x q grid: --grid t,gdata,ginter with t = q^2", true, false, false,
-       GroupMode::TwoD, [](const Grid& g) { return g.summa() && g.sequence == 1; }, two_d_grids, nullptr, nullptr,
+      {"2d",
+       "Colossal-AI's 2D, SUMMA on a q x q grid in collective form (one all-gather of the input over Y, the "
+       "weight's over Z): --grid t,gdata,ginter with t = q^2",
+       true, false, false, GroupMode::TwoD,
+       [](const Grid& g) { return g.layout == TensorLayout::TwoD && g.sequence == 1; }, two_d_grids, nullptr, nullptr,
        two_d_tag},
+      {"2d-broadcast",
+       "Colossal-AI's 2D as the paper runs SUMMA: q steps of block broadcasts along rows and columns, no weight "
+       "gathered; --grid t,gdata,ginter with t = q^2 (--tensor-depth d: 2.5d's layers)",
+       true, false, true, GroupMode::TwoD, [](const Grid& g) { return g.layout == TensorLayout::TwoDBroadcast; },
+       two_d_broadcast_grids, nullptr, nullptr, two_d_broadcast_tag, TensorLayout::TwoDBroadcast},
       {"2.5d",
        "Tesseract: 2d on each of --tensor-depth d layers, which is 2d with d-way data parallelism; --grid "
        "t,gdata,ginter with t = d q^2",

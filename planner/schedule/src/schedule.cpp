@@ -22,6 +22,7 @@ const char* layer_op_name(LayerOp op) {
     case LayerOp::InputGradWait: return "InputGradWait";
     case LayerOp::BackwardWeight: return "BackwardWeight";
     case LayerOp::ReduceScatter: return "ReduceScatter";
+    case LayerOp::ReducedGradient: return "ReducedGradient";
     case LayerOp::BucketAllReduce: return "BucketAllReduce";
     case LayerOp::WaitReduceScatters: return "WaitReduceScatters";
     case LayerOp::InputGather: return "InputGather";
@@ -152,6 +153,7 @@ PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval
   p.forward_collective = rules.forward_collective;
   p.gathers_output_grad = rules.gathers_output_grad;
   p.weighted = l.weight_elements() > 0;
+  p.local_weight = p.weighted && rules.linear_weight_local && l.kind != model::LayerKind::Embedding;
   p.input_gradient = l.kind != model::LayerKind::Embedding;
   p.weight_in_backward = l.kind != model::LayerKind::Embedding;
   p.recomputed = checkpointing && l.recomputed;
@@ -162,7 +164,7 @@ PassLayer pass_layer(const model::Layer& l, bool checkpointing, int64_t interval
 void mark_cached(PassLayer* layers, size_t count, int64_t cache_layers) {
   int64_t n = 0;
   for (size_t i = 0; i < count; ++i) {
-    layers[i].cached = layers[i].weighted && layers[i].recomputed && n < cache_layers;
+    layers[i].cached = layers[i].weighted && !layers[i].local_weight && layers[i].recomputed && n < cache_layers;
     n += layers[i].cached;
   }
 }

@@ -53,6 +53,8 @@ class GradientReducer {
   virtual void set_sink(GradientSink* sink) = 0;
   // `last`: the step's last backward on this stage (gradients become final).
   virtual void begin_backward(const std::vector<schedule::LayerInstruction>& program, bool last) = 0;
+  // The layer's dW block: reduce-scattered over Z, or, where the program says
+  // ReducedGradient (2d-broadcast's linear layers), already summed over Z and taken as is.
   virtual void reduce_scatter(int64_t layer, const at::Tensor& dw_block) = 0;
   // WaitReduceScatters, and the program's last bucket.
   virtual void end_backward() = 0;

@@ -34,6 +34,9 @@ class OperatorComm {
   InFlight issue_all_gather(Communicator& c, const at::Tensor& in, const at::Tensor& out, plan::CollectiveKind kind);
   InFlight issue_reduce_scatter(Communicator& c, const at::Tensor& in, const at::Tensor& out,
                                 plan::CollectiveKind kind);
+  // Communicator::broadcast / reduce (in place, to or from member `root`; SUMMA's).
+  InFlight issue_broadcast(Communicator& c, const at::Tensor& t, int root, plan::CollectiveKind kind);
+  InFlight issue_reduce(Communicator& c, const at::Tensor& t, int root, plan::CollectiveKind kind);
   void wait(InFlight& f);
   void all_reduce(Communicator& c, const at::Tensor& t, plan::CollectiveKind kind, ReduceOp op = ReduceOp::Sum);
 

@@ -22,9 +22,37 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
+#include <utility>
+
 #include "axonn/runtime/communicator.hpp"
 
 namespace axonn::runtime {
+
+// How SUMMA's steps move blocks and multiply: the bare operator below calls the
+// communicators; the GPT's 2d-broadcast layers (tp2d_broadcast_linear) go through the
+// engine, which traces each move and times each product. A move is waited for by
+// calling what it returns.
+class SummaMoves {
+ public:
+  using Pending = std::function<void()>;
+  virtual ~SummaMoves() = default;
+  virtual int64_t q() const = 0;
+  virtual int64_t row_rank() const = 0;     // this rank's place in its row (its column index)
+  virtual int64_t column_rank() const = 0;  // and in its column (its row index)
+  // In place, from or to member `root` of this rank's row (the X blocks) or column (W).
+  virtual Pending broadcast_row(const at::Tensor& t, int64_t root) = 0;
+  virtual Pending broadcast_column(const at::Tensor& t, int64_t root) = 0;
+  virtual Pending reduce_row(const at::Tensor& t, int64_t root) = 0;
+  virtual Pending reduce_column(const at::Tensor& t, int64_t root) = 0;
+  // One product of a step; `backward`: of the backward pass.
+  virtual at::Tensor multiply(bool backward, const std::function<at::Tensor()>& f) { return f(); }
+};
+
+// The algorithm itself, shared by both: Y = X W from the blocks, and (dX, dW) from dY.
+at::Tensor summa_forward(SummaMoves& m, const at::Tensor& x_block, const at::Tensor& w_block);
+std::pair<at::Tensor, at::Tensor> summa_backward(SummaMoves& m, const at::Tensor& x_block, const at::Tensor& w_block,
+                                                 const at::Tensor& dy_block);
 
 // Differentiable in x_block [rows/q, k/q] and w_block [k/q, n/q]; `row` and `column`
 // have q members each and must outlive the autograd graph. Throws InputError for

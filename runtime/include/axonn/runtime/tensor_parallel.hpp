@@ -20,6 +20,10 @@
 //   2d embedding       tokens [rows] -> [rows, hidden/Gy]; table vocab x hidden/Gy (gathered over Z)
 //   layer norm         [rows, hidden/Gy], statistics all-reduced over Y
 //   vocab-parallel CE  as above (logits [rows, vocab/Gy])
+//   2d-broadcast linear  the same blocks, SUMMA as the paper runs it (summa.hpp): q
+//                      steps of broadcasts of input blocks along Y and of this rank's
+//                      weight block [k/Gy, n/Gy] (its shard, never gathered) along Z;
+//                      backward, dI reduced along Y and dW along Z to their owners.
 //
 // The 3d layout (topo::Grid::threed, Colossal-AI's 3D): AxoNN's weight blocks, and the
 // rows AxoNN replicates split instead, so a normal layer's input is [rows/Gy, k/Gx] and
@@ -77,6 +81,10 @@ at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows);
 
 // The 2d layout's linear (no transposed roles) and embedding.
 at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n);
+// The 2d-broadcast layout's linear: the same blocks in and out, SUMMA's broadcasts and
+// reduces on this rank's own weight block (summa.hpp); its embedding is tp2d_embedding.
+at::Tensor tp2d_broadcast_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k,
+                                 int64_t n);
 at::Tensor tp2d_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden);
 
 // Layer norm over the full hidden width when each rank holds hidden/Gx columns (2d:

@@ -45,11 +45,15 @@ Axis parse_axis(const std::string& name, const std::string& module, const std::s
 //    matrix (k block z, n block y), every activation block (z, y) of its matrix (the
 //    rows of Z-rank z's sequences, hidden block y): nothing is replicated in the
 //    tensor group, and every layer is a normal (non-transposed) one.
+//  - TwoDBroadcast: the same blocks, with SUMMA run as the paper states it (the
+//    `2d-broadcast` tensor mode, runtime/summa.hpp): a linear layer broadcasts its
+//    input's blocks along Y and its weight's blocks along Z, q steps each, instead of
+//    gathering them; a rank never holds more than its own block of a linear weight.
 //  - ThreeD: Colossal-AI's 3D (the `3d` tensor mode): AxoNN's blocks of W, and every
 //    activation also split by rows (whole sequences) over the axis AxoNN replicates it
 //    over, so nothing is replicated: a layer all-gathers its input's rows before its
 //    matmul and reduce-scatters its output's rows instead of all-reducing them.
-enum class TensorLayout : uint8_t { Axonn3d, TwoD, ThreeD };
+enum class TensorLayout : uint8_t { Axonn3d, TwoD, ThreeD, TwoDBroadcast };
 
 struct Grid {
   int64_t gx = 1, gy = 1, gz = 1, gdata = 1, ginter = 1;
@@ -58,14 +62,15 @@ struct Grid {
   // into contiguous chunks instead of taking sequences of their own. 1: none. Divides gdata.
   int64_t sequence = 1;
   TensorLayout layout = TensorLayout::Axonn3d;  // the tensor mode's (above)
-  bool summa() const { return layout == TensorLayout::TwoD; }
+  // SUMMA's blocks, in either form (2d, 2d-broadcast).
+  bool summa() const { return layout == TensorLayout::TwoD || layout == TensorLayout::TwoDBroadcast; }
   bool threed() const { return layout == TensorLayout::ThreeD; }
 
   int64_t size(Axis a) const;
   int64_t total() const { return gx * gy * gz * gdata * ginter; }
   // Model replicas over the data axis, each fed its own sequences: gdata / sequence.
   int64_t replicas() const { return gdata / sequence; }
-  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1" (+ " sequence=2", " 2d", " 3d")
+  std::string to_string() const;  // "gx=2 gy=4 gz=1 gdata=4 ginter=1" (+ " sequence=2", " 2d", " 2d-broadcast", " 3d")
   bool operator==(const Grid& o) const {
     return gx == o.gx && gy == o.gy && gz == o.gz && gdata == o.gdata && ginter == o.ginter && sequence == o.sequence &&
            layout == o.layout;

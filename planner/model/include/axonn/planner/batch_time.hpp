@@ -34,6 +34,9 @@ struct LayerCosts {
   double backward_input_s = 0;     // dI matmuls and element-wise work
   double backward_weight_s = 0;    // dW matmuls, and dW added into the gradient buffer
   LayerCollectives comm;           // its collectives (layer_comm.hpp; 0 where a group has size 1)
+  // 2d-broadcast: what SUMMA's moves leave exposed in its forward and in its backward
+  // (layer_comm.hpp's summa_*_exposed_s of comm and the products), blocking.
+  double summa_forward_exposed_s = 0, summa_backward_exposed_s = 0;
 };
 
 // What a hand-made layer is, for stage_time (the planner takes it from the model).

@@ -77,12 +77,30 @@ struct LayerCollectives {
   // them, and how many calls (each pays sync_call_s).
   double small_forward_s = 0, small_backward_s = 0;
   int64_t small_forward_calls = 0, small_backward_calls = 0;
+  // The 2d-broadcast layout (docs/model.md section 15, "The broadcast form"): SUMMA's
+  // q steps inside the layer's computes, each moving one block of the input along Y
+  // (broadcast; in the backward also dI's reduce) and one of the weight along Z
+  // (broadcast; dW's reduce), seconds of one step's move. 0 steps: another layout.
+  int64_t summa_steps = 0;
+  double summa_input_broadcast_s = 0, summa_weight_broadcast_s = 0;
+  double summa_input_reduce_s = 0, summa_weight_reduce_s = 0;
   // Gradient elements of the layer's vectors on one GPU (biases, the norm's gain and
   // shift): reduced over Z x data once per step (step_small_collectives).
   double vector_elements = 0;
 };
 LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                                    const LayerCommSettings& s);
+
+// What SUMMA's moves leave exposed in a 2d-broadcast layer's passes, seconds, given the
+// products they overlap (runtime/summa.hpp's order; docs/model.md section 15).
+// Forward, `compute_s` its products: step 0's two broadcasts, then each later step's
+// under the previous step's product:  B + (q - 1) max(0, B - compute_s / q),
+// B = input + weight broadcast.
+double summa_forward_exposed_s(const LayerCollectives& c, double compute_s);
+// Backward, `weight_compute_s` the dW products: per step the weight's broadcast, dI's
+// product, then dI's reduce beside the input's broadcast, dW's product and dW's reduce:
+//   q (Bw + max(Rx - cw, Bx + Rw)),  cw = weight_compute_s / q.
+double summa_backward_exposed_s(const LayerCollectives& c, double weight_compute_s);
 
 // Seconds per step, by collective, from one occurrence of each: `microbatches` times
 // (n_ag all-gathers, one reduce-scatter, n_fwd forward and one backward all-reduce,
@@ -103,6 +121,12 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
   } else {
     (one.a == topo::Axis::X ? c.ar_x : c.ar_y) += fwd;
     (one.b == topo::Axis::X ? c.ar_x : c.ar_y) += bwd;
+  }
+  if (one.summa_steps > 0) {  // n_fwd forwards and one backward: SUMMA's moves in full
+    const double q = static_cast<double>(one.summa_steps), forwards = static_cast<double>(forward_all_reduces);
+    c.act_y += mb * q * ((forwards + 1.0) * one.summa_input_broadcast_s + one.summa_input_reduce_s);
+    c.ag_z += mb * q * (forwards + 1.0) * one.summa_weight_broadcast_s;
+    c.rs_z += mb * q * one.summa_weight_reduce_s;
   }
   c.ar_data = one.data_all_reduce_s;
   c.small = mb * (static_cast<double>(forward_all_reduces) * one.small_forward_s + one.small_backward_s);

@@ -33,8 +33,10 @@ enum class CollectiveKind : uint8_t {
   ArXVector, ArYVector,    // 3d: a vector's gradient summed over the rows' group
   ArXLoss, ArYLoss, ArPipeLoss,  // the loss's reductions
   P2pSeq,                  // ring self-attention's shifts in the sequence group (their waits)
+  BcY, RdY,                // 2d-broadcast: SUMMA's input blocks broadcast along Y, dI's reduced
+  BcZ, RdZ,                // 2d-broadcast: SUMMA's weight blocks broadcast along Z, dW's reduced
 };
-inline constexpr int kNumCollectiveKinds = static_cast<int>(CollectiveKind::P2pSeq) + 1;
+inline constexpr int kNumCollectiveKinds = static_cast<int>(CollectiveKind::RdZ) + 1;
 
 const char* collective_kind_name(CollectiveKind k);  // "ag_z", "ar_x_norm", ...
 std::optional<CollectiveKind> parse_collective_kind(const std::string& name);

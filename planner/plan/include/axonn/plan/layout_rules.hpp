@@ -11,6 +11,7 @@
 //   layout    hidden axis  rows split  input gathered  forward collective      dO gathered  grid
 //   axonn3d   X            -           -               all-reduce over a       -            any
 //   2d        Y            -           over Y          - (none)                -            gx = 1, gy = gz
+//   2d-broadcast  Y        -           - (broadcast)   - (none)                -            gx = 1, gy = gz
 //   3d        X            yes         over b          reduce-scatter over a   over a       no sequence group, sequences split over X x Y
 // (the planner enumerates 3d on cubes, l x l x l; the rules and the runtime take any Gx, Gy, Gz)
 // (a and b: the axes that split W's rows and columns, X and Y, swapped for a
@@ -56,6 +57,12 @@ struct LayoutRules {
   // words where not ("" where it divides; the caller prefixes the layer's name).
   bool (*layer_divides)(const model::Layer& l, const topo::Grid& g) = nullptr;
   std::string (*layer_problem)(const model::Layer& l, const topo::Grid& g) = nullptr;
+  // A linear layer's weight stays this rank's own block (2d-broadcast): the pass has no
+  // Prefetch, Fetch or ReduceScatter for it; its forward and backward computes move the
+  // blocks (SUMMA's broadcasts and reduces, runtime/summa.hpp), and its dW arrives
+  // already summed over Z, ready for the data-parallel bucket. Embeddings are gathered
+  // and reduce-scattered over Z as in 2d.
+  bool linear_weight_local = false;
 };
 
 // The entry of `layout`.

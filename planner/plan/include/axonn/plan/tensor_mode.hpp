@@ -9,6 +9,8 @@
 //   1d        1,t,1,gdata,ginter with t >= 2 (Megatron's column/row)       t,gdata,ginter
 //   sequence  1,1,1,gdata,ginter, each sequence group n >= 2 dividing gdata t,gdata,ginter
 //   2d        1,q,q,gdata,ginter with q >= 2 in the SUMMA layout           t,gdata,ginter (t = q^2)
+//   2d-broadcast  2d's grids in the 2d-broadcast layout (SUMMA's broadcasts) t,gdata,ginter (t = d q^2 with
+//                                                                           --tensor-depth d)
 //   2.5d      2d's grids (the depth is data parallelism)                  t,gdata,ginter (t = d q^2)
 //   3d        l,l,l,gdata,ginter with l >= 2 in the 3d layout             t,gdata,ginter (t = l^3)
 //
@@ -50,6 +52,9 @@ struct TensorMode {
   // the five fields say it all (axonn3d, 1d). A ranking of modes with a tag needs the
   // strategy column.
   std::string (*tag)(const topo::Grid& g) = nullptr;
+  // The layout its --grid makes where it is not group_grid's own (2d-broadcast: the
+  // 2d group's grid in the 2d-broadcast layout).
+  std::optional<topo::TensorLayout> grid_layout;
 };
 
 // Every mode, in the ranking's enumeration order.

@@ -20,9 +20,13 @@
 //   OutputGradGather(i) [weighted, gathers_output_grad (3d)]
 //   BackwardInput(i) [computes dI] -> InputGradCollective(i) [weighted]
 //   -> InputGradWait(i) here without optimization 1 -> BackwardWeight(i)
-//   -> ReduceScatter(i) [weighted] -> InputGradWait(i) here with optimization 1
+//   -> ReduceScatter(i) [weighted; a local weight: ReducedGradient(i)]
+//   -> InputGradWait(i) here with optimization 1
 //   -> BucketAllReduce when a data-parallel bucket fills (last micro-batch only)
 //   and at the end WaitReduceScatters, then the last partial bucket.
+// A layer with a local weight (2d-broadcast's linear layers, PassLayer::local_weight)
+// has no Prefetch or Fetch: its Forward, BackwardInput and BackwardWeight move SUMMA's
+// blocks themselves (their broadcasts and reduces are part of the instruction).
 //
 // A BucketAllReduce is data flow: it starts when the reduce-scatters of its layers
 // have completed, so its place among the other instructions depends on timing; the
@@ -53,6 +57,8 @@ enum class LayerOp : uint8_t {
   InputGradWait,       // wait for it
   BackwardWeight,      // dW compute (attention: dV; embedding: the table gradient)
   ReduceScatter,       // the dW block over Z: queued with optimization 2, else waited for at once
+  ReducedGradient,     // a local weight's dW, already summed over Z by BackwardWeight: handed over
+                       // (to the bucket in the last backward); no collective
   BucketAllReduce,     // data-parallel all-reduce of the last `count` reduce-scattered layers
   WaitReduceScatters,  // end of a backward pass: every queued reduce-scatter has completed
   InputGather,         // blocking, before the compute: the input's all-gather (2d: columns over Y; 3d: rows)
@@ -91,11 +97,14 @@ struct PassLayer {
   bool gathers_input = false;
   bool forward_collective = true;  // weighted layers: a ForwardCollective
   bool gathers_output_grad = false;
+  // The weight stays this rank's block (layout_rules' linear_weight_local): no Prefetch,
+  // Fetch or ReduceScatter; a ReducedGradient hands its dW over.
+  bool local_weight = false;
   bool operator==(const PassLayer& o) const {
     return weighted == o.weighted && input_gradient == o.input_gradient && weight_in_backward == o.weight_in_backward &&
            recomputed == o.recomputed && cached == o.cached && segment == o.segment && grad_bytes == o.grad_bytes &&
            gathers_input == o.gathers_input && forward_collective == o.forward_collective &&
-           gathers_output_grad == o.gathers_output_grad;
+           gathers_output_grad == o.gathers_output_grad && local_weight == o.local_weight;
   }
 };
 
@@ -129,27 +138,31 @@ std::vector<LayerInstruction> pass_program(const PassLayer* layers, size_t count
 
 namespace detail {
 
-inline int64_t next_weighted(const PassLayer* layers, size_t count, int64_t i) {
+// Whether the layer's weight is fetched (gathered over Z, prefetched, cached).
+inline bool fetched(const PassLayer& l) { return l.weighted && !l.local_weight; }
+
+inline int64_t next_fetched(const PassLayer* layers, size_t count, int64_t i) {
   for (int64_t j = i + 1; j < static_cast<int64_t>(count); ++j)
-    if (layers[j].weighted) return j;
+    if (fetched(layers[j])) return j;
   return -1;
 }
 
-inline int64_t previous_weighted(const PassLayer* layers, int64_t i) {
+inline int64_t previous_fetched(const PassLayer* layers, int64_t i) {
   for (int64_t j = i - 1; j >= 0; --j)
-    if (layers[j].weighted) return j;
+    if (fetched(layers[j])) return j;
   return -1;
 }
 
 // Whether the backward pass fetches the layer's weight itself (not via the recompute).
-inline bool fetched_in_backward(const PassLayer& l) { return l.weighted && l.weight_in_backward && !l.recomputed; }
+inline bool fetched_in_backward(const PassLayer& l) { return fetched(l) && l.weight_in_backward && !l.recomputed; }
 
 }  // namespace detail
 
 template <class Visitor>
 void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, PassKind kind, Visitor&& v) {
-  using detail::next_weighted;
-  using detail::previous_weighted;
+  using detail::fetched;
+  using detail::next_fetched;
+  using detail::previous_fetched;
   const bool prefetch = s.overlap.prefetch_all_gather;
   auto emit = [&](LayerOp op, int64_t layer, Source source = Source::None, bool keep = false, int32_t n = 0) {
     v(LayerInstruction{op, static_cast<int32_t>(layer), source, keep, n});
@@ -165,14 +178,14 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
 
   if (kind == PassKind::Forward) {
     if (prefetch) {
-      const int64_t first = next_weighted(layers, count, -1);
+      const int64_t first = next_fetched(layers, count, -1);
       if (first >= 0) emit(LayerOp::Prefetch, first);
     }
     for (int64_t i = 0; i < n; ++i) {
       const PassLayer& l = layers[i];
-      if (l.weighted) {
+      if (fetched(l)) {
         emit(LayerOp::Fetch, i, prefetch ? Source::Prefetched : Source::Gather, s.checkpointing && l.cached);
-        const int64_t next = next_weighted(layers, count, i);
+        const int64_t next = next_fetched(layers, count, i);
         if (prefetch && next >= 0) emit(LayerOp::Prefetch, next);
       }
       forward(i);
@@ -184,7 +197,7 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
   // backward gathers it.
   bool prefetched_ahead = false;  // the layer about to be fetched in the backward was prefetched
   {
-    const int64_t last = previous_weighted(layers, n);
+    const int64_t last = previous_fetched(layers, n);
     if (prefetch && last >= 0 && detail::fetched_in_backward(layers[last])) {
       emit(LayerOp::Prefetch, last);
       prefetched_ahead = true;
@@ -203,10 +216,10 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
       bool gathered_ahead = false;  // prefetched by the previous fetch of this recompute
       for (int64_t i = begin; i < end; ++i) {
         const PassLayer& l = layers[i];
-        if (l.weighted) {
+        if (fetched(l)) {
           const Source src = l.cached ? Source::Cached : gathered_ahead ? Source::Prefetched : Source::Gather;
           emit(LayerOp::Fetch, i, src);
-          const int64_t next = next_weighted(layers, count, i);
+          const int64_t next = next_fetched(layers, count, i);
           gathered_ahead = prefetch && next >= 0 && next < end && !layers[next].cached;
           if (gathered_ahead) emit(LayerOp::Prefetch, next);
         }
@@ -217,18 +230,18 @@ void emit_pass(const PassLayer* layers, size_t count, const PassSettings& s, Pas
       const PassLayer& l = layers[i];
       if (detail::fetched_in_backward(l)) {
         emit(LayerOp::Fetch, i, prefetched_ahead ? Source::Prefetched : Source::Gather);
-        const int64_t prev = previous_weighted(layers, i);
+        const int64_t prev = previous_fetched(layers, i);
         prefetched_ahead = prefetch && prev >= 0 && detail::fetched_in_backward(layers[prev]);
         if (prefetched_ahead) emit(LayerOp::Prefetch, prev);
       }
-      const bool reduce_input = l.weighted && l.input_gradient;
+      const bool reduce_input = l.weighted && l.input_gradient && !l.local_weight;  // local: SUMMA's own reduces
       if (l.weighted && l.gathers_output_grad) emit(LayerOp::OutputGradGather, i);
       if (l.input_gradient) emit(LayerOp::BackwardInput, i);
       if (reduce_input) emit(LayerOp::InputGradCollective, i);
       if (reduce_input && !s.overlap.async_input_grad_all_reduce) emit(LayerOp::InputGradWait, i);
       emit(LayerOp::BackwardWeight, i);
       if (l.weighted) {
-        emit(LayerOp::ReduceScatter, i);
+        emit(l.local_weight ? LayerOp::ReducedGradient : LayerOp::ReduceScatter, i);
         last_reduced = i;
       }
       if (reduce_input && s.overlap.async_input_grad_all_reduce) emit(LayerOp::InputGradWait, i);

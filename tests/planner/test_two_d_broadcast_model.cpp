@@ -1,0 +1,240 @@
+// The 2d-broadcast mode's cost model (docs/model.md section 15, "The broadcast form"):
+// its grids and --grid, the pass program (no weight fetched or reduce-scattered for a
+// linear layer, its dW handed over as ReducedGradient), one step's moves and what the
+// passes leave exposed, by hand; the breakdown's terms, compute as q block products,
+// memory per row, the ZeRO-3 refusal, and the ranking beside 2d.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "axonn/plan/tensor_mode.hpp"
+#include "axonn/planner/batch_time.hpp"
+#include "axonn/planner/collectives.hpp"
+#include "axonn/planner/compute_model.hpp"
+#include "axonn/planner/layer_comm.hpp"
+#include "axonn/planner/memory_model.hpp"
+#include "axonn/planner/planner.hpp"
+#include "axonn/schedule/pass.hpp"
+#include "axonn/schedule/schedule.hpp"
+#include "axonn/topology/topology_io.hpp"
+
+using namespace axonn;
+using namespace axonn::planner;
+using schedule::LayerOp;
+
+namespace {
+
+topo::Grid grid(int64_t q, int64_t gdata, int64_t ginter, topo::TensorLayout layout) {
+  topo::Grid g{1, q, q, gdata, ginter};
+  g.layout = layout;
+  return g;
+}
+topo::Grid broadcast(int64_t q, int64_t gdata = 1, int64_t ginter = 1) {
+  return grid(q, gdata, ginter, topo::TensorLayout::TwoDBroadcast);
+}
+
+model::Layer linear(int64_t k, int64_t n) {
+  model::Layer l;
+  l.name = "fc";
+  l.k = k;
+  l.n = n;
+  return l;
+}
+
+std::vector<LayerOp> ops_of(const std::vector<schedule::LayerInstruction>& program) {
+  std::vector<LayerOp> out;
+  for (const auto& i : program) out.push_back(i.op);
+  return out;
+}
+
+}  // namespace
+
+TEST(TwoDBroadcastModel, GridsAreTwoDsInTheBroadcastLayout) {
+  const auto two = enumerate_mode_grids("2d", 16), bc = enumerate_mode_grids("2d-broadcast", 16);
+  ASSERT_EQ(two.size(), bc.size());
+  for (size_t i = 0; i < two.size(); ++i) {
+    topo::Grid g = two[i];
+    g.layout = topo::TensorLayout::TwoDBroadcast;
+    EXPECT_EQ(bc[i], g);
+    EXPECT_TRUE(bc[i].summa());
+    EXPECT_EQ(std::string(plan::tensor_mode_of(bc[i]).name), "2d-broadcast");
+    EXPECT_EQ(std::string(plan::tensor_mode_of(two[i]).name), "2d");
+  }
+  EXPECT_EQ(plan::tensor_mode_tag(broadcast(2)), "2db");
+  EXPECT_EQ(broadcast(2, 2).to_string(), "gx=1 gy=2 gz=2 gdata=2 ginter=1 2d-broadcast");
+  EXPECT_EQ(topo::parse_layout("2d-broadcast", "test", "layout"), topo::TensorLayout::TwoDBroadcast);
+  const plan::TensorMode& m = plan::find_tensor_mode("2d-broadcast", "test", "--tensor-mode");
+  EXPECT_TRUE(m.in_all);
+  EXPECT_TRUE(m.takes_depth);
+  ASSERT_TRUE(m.grid_layout.has_value());
+  EXPECT_EQ(*m.grid_layout, topo::TensorLayout::TwoDBroadcast);
+  // The 2d layout's shape rule holds for it too.
+  topo::Grid bad{2, 2, 2, 1, 1};
+  bad.layout = topo::TensorLayout::TwoDBroadcast;
+  ASSERT_TRUE(topo::grid_problem(bad).has_value());
+  EXPECT_NE(topo::grid_problem(bad)->what.find("the 2d-broadcast layout"), std::string::npos);
+}
+
+// A linear layer has no Prefetch, Fetch or ReduceScatter: its forward is one Forward,
+// its backward BackwardInput, BackwardWeight and ReducedGradient (no dI collective);
+// the embedding is still gathered and reduce-scattered, and the buckets hold both.
+TEST(TwoDBroadcastModel, ThePassFetchesOnlyTheEmbedding) {
+  model::Layer emb = linear(64, 32), fc1 = linear(32, 64), fc2 = linear(64, 32);
+  emb.kind = model::LayerKind::Embedding;
+  const auto layout = topo::TensorLayout::TwoDBroadcast;
+  std::vector<schedule::PassLayer> layers{schedule::pass_layer(emb, false, 1, 0, layout),
+                                          schedule::pass_layer(fc1, false, 1, 0, layout),
+                                          schedule::pass_layer(fc2, false, 1, 0, layout)};
+  EXPECT_FALSE(layers[0].local_weight);
+  EXPECT_TRUE(layers[1].local_weight && layers[2].local_weight);
+  schedule::PassSettings s;
+  s.overlap = plan::OverlapSettings::level(4, 0);  // prefetch, caching, async reductions, buckets
+  s.overlap.bucket_bytes = 1;                      // a bucket per layer
+  for (auto& l : layers) l.grad_bytes = 8;
+  EXPECT_EQ(ops_of(schedule::pass_program(layers.data(), layers.size(), s, schedule::PassKind::Forward)),
+            (std::vector<LayerOp>{LayerOp::Prefetch, LayerOp::Fetch, LayerOp::Forward, LayerOp::Forward,
+                                  LayerOp::Forward}));
+  EXPECT_EQ(ops_of(schedule::pass_program(layers.data(), layers.size(), s, schedule::PassKind::LastBackward)),
+            (std::vector<LayerOp>{LayerOp::BackwardInput, LayerOp::BackwardWeight, LayerOp::ReducedGradient,
+                                  LayerOp::BucketAllReduce, LayerOp::BackwardInput, LayerOp::BackwardWeight,
+                                  LayerOp::ReducedGradient, LayerOp::BucketAllReduce, LayerOp::BackwardWeight,
+                                  LayerOp::ReduceScatter, LayerOp::BucketAllReduce, LayerOp::WaitReduceScatters}));
+  // With recomputation nothing is fetched for the linear layers either.
+  s.checkpointing = true;
+  for (auto& l : layers) l.recomputed = true;
+  schedule::mark_cached(layers.data(), layers.size(), 4);
+  EXPECT_FALSE(layers[1].cached);
+  for (const auto& i : schedule::pass_program(layers.data(), layers.size(), s, schedule::PassKind::Backward))
+    if (i.op == LayerOp::Fetch || i.op == LayerOp::Prefetch || i.op == LayerOp::ReduceScatter) EXPECT_EQ(i.layer, 0);
+}
+
+// One step's moves: the input block [m/q, k/q] along Y, the weight block [k/q, n/q]
+// along Z, each a broadcast and (backward) a reduce; nothing gathered; the breakdown
+// counts q of each per pass (the forward's n_fwd times).
+TEST(TwoDBroadcastModel, OneStepMovesOneBlockOfEach) {
+  const AxisBandwidths bw{1e9, 50e9, 20e9, 10e9, 5e9};  // x, y, z, pipe, data
+  LayerCommSettings s;
+  s.tokens = 4096;
+  s.element_bytes = 2;
+  s.grad_reduce_bytes = 4;
+  s.latency_s = 1e-5;
+  const int64_t q = 4, k = 1024, n = 4096;
+  const LayerCollectives c = layer_collectives(linear(k, n), broadcast(q, 2), bw, s);
+  const double input = 2.0 * 4096 * k / (q * q), weight = 2.0 * k * n / (q * q);
+  EXPECT_EQ(c.summa_steps, q);
+  EXPECT_DOUBLE_EQ(c.summa_input_broadcast_s, input / 50e9 + 3e-5);
+  EXPECT_DOUBLE_EQ(c.summa_weight_broadcast_s, weight / 20e9 + 3e-5);
+  EXPECT_DOUBLE_EQ(c.summa_input_reduce_s, ring_reduce_s(q, input, 50e9, 1e-5));
+  EXPECT_DOUBLE_EQ(c.summa_weight_reduce_s, ring_reduce_s(q, weight, 20e9, 1e-5));
+  EXPECT_EQ(c.all_gather_s + c.reduce_scatter_s + c.input_gather_s + c.input_grad_all_reduce_s, 0.0);
+  EXPECT_FALSE(c.gathers_input);
+  EXPECT_DOUBLE_EQ(c.data_bytes, 4.0 * k * n / (q * q));
+  const plan::CommBreakdown step = comm_per_step(c, 3, 2, 2);  // 3 micro-batches, recomputed
+  EXPECT_DOUBLE_EQ(step.act_y, 3 * q * (3 * c.summa_input_broadcast_s + c.summa_input_reduce_s));
+  EXPECT_DOUBLE_EQ(step.ag_z, 3 * q * 3 * c.summa_weight_broadcast_s);
+  EXPECT_DOUBLE_EQ(step.rs_z, 3 * q * c.summa_weight_reduce_s);
+  EXPECT_EQ(step.ar_x + step.ar_y + step.act_x, 0.0);
+  // The embedding is 2d's.
+  model::Layer embedding = linear(50000, k);
+  embedding.kind = model::LayerKind::Embedding;
+  s.input_gradient = false;
+  const LayerCollectives e = layer_collectives(embedding, broadcast(q, 2), bw, s);
+  EXPECT_EQ(e.summa_steps, 0);
+  EXPECT_DOUBLE_EQ(e.all_gather_s, ring_all_gather_s(q, 2.0 * 50000 * k / q, 20e9, 1e-5));
+}
+
+// What the passes leave exposed, by hand: forward B + (q-1) max(0, B - c/q); backward
+// q (Bw + max(Rx - cw/q, Bx + Rw)).
+TEST(TwoDBroadcastModel, ExposedMovesByHand) {
+  LayerCollectives c;
+  c.summa_steps = 2;
+  c.summa_input_broadcast_s = 0.001;
+  c.summa_weight_broadcast_s = 0.002;
+  c.summa_input_reduce_s = 0.004;
+  c.summa_weight_reduce_s = 0.0005;
+  // B = 3 ms: products of 2 ms a step hide 2 of the second step's 3; of 8 ms, all of it.
+  EXPECT_DOUBLE_EQ(summa_forward_exposed_s(c, 0.004), 0.003 + 0.001);
+  EXPECT_DOUBLE_EQ(summa_forward_exposed_s(c, 0.016), 0.003);
+  // dI's reduce (4 ms) beside the input's broadcast, dW's product (1 ms) and dW's
+  // reduce: max(4 - 1, 1 + 0.5) = 3 ms, plus the weight's broadcast, twice.
+  EXPECT_DOUBLE_EQ(summa_backward_exposed_s(c, 0.002), 2 * (0.002 + 0.003));
+  // A long dW product hides dI's reduce: max(4 - 5, 1.5) = 1.5.
+  EXPECT_DOUBLE_EQ(summa_backward_exposed_s(c, 0.010), 2 * (0.002 + 0.0015));
+  c.summa_steps = 0;
+  EXPECT_EQ(summa_forward_exposed_s(c, 1.0) + summa_backward_exposed_s(c, 1.0), 0.0);
+}
+
+// The clock charges them (and 2q, 4q calls of the fixed cost) in Forward and
+// BackwardInput, and a ReducedGradient joins its bucket at once.
+TEST(TwoDBroadcastModel, TheClockChargesTheExposedMoves) {
+  LayerTimes l;
+  l.forward_s = 0.010;
+  l.backward_input_s = 0.010;
+  l.backward_weight_s = 0.010;
+  l.comm.summa_steps = 2;
+  l.summa_forward_exposed_s = 0.003;
+  l.summa_backward_exposed_s = 0.005;
+  l.comm.data_all_reduce_s = 0.020;
+  l.comm.sync_call_s = 0.0001;
+  schedule::PassLayer p;
+  p.local_weight = true;
+  p.grad_bytes = 8;
+  const LayerCosts* costs[] = {&l};
+  schedule::PassSettings s;
+  s.overlap = plan::OverlapSettings::synchronous();
+  s.overlap.bucketed_data_parallel_all_reduce = true;
+  s.overlap.bucket_bytes = 1;
+  std::vector<double> scratch;
+  const PassTime f = simulate_pass(&p, costs, 1, s, schedule::PassKind::Forward, scratch);
+  EXPECT_DOUBLE_EQ(f.duration_s, 0.010 + 0.003 + 4 * 0.0001);
+  const PassTime b = simulate_pass(&p, costs, 1, s, schedule::PassKind::LastBackward, scratch);
+  EXPECT_DOUBLE_EQ(b.duration_s, 0.020 + 0.005 + 8 * 0.0001);
+  EXPECT_DOUBLE_EQ(b.data_done_s, b.duration_s + 0.020);  // the bucket starts at the pass's end
+}
+
+// q products of blocks per pass: [m/q, k/q] x [k/q, n/q], a batch of q; the same FLOPs
+// as 2d's one product. Memory keeps the input block and holds three at the backward.
+TEST(TwoDBroadcastModel, ComputeAndMemoryOfARank) {
+  const topo::Grid b = broadcast(2), c = grid(2, 1, 1, topo::TensorLayout::TwoD);
+  const auto mm = forward_matmuls(linear(64, 256), b, 4, 16);
+  ASSERT_EQ(mm.size(), 1u);
+  EXPECT_EQ(mm[0].m, 4 / 2 * 16);
+  EXPECT_EQ(mm[0].k, 64 / 2);
+  EXPECT_EQ(mm[0].n, 256 / 2);
+  EXPECT_EQ(mm[0].batch, 2);
+  const auto two = forward_matmuls(linear(64, 256), c, 4, 16);
+  EXPECT_EQ(mm[0].k * mm[0].batch, two[0].k);
+  const auto dw = backward_weight_matmuls(linear(64, 256), b, 4, 16);
+  EXPECT_EQ(dw[0].m * dw[0].batch, 64);
+  model::Layer qkv = linear(64, 192);
+  qkv.norm_before = true;
+  const LayerActivations a = layer_activations(qkv, b, 16);
+  EXPECT_DOUBLE_EQ(a.saved, 64 / 2 + 64 / 2);  // the input block, the norm's output block
+  EXPECT_DOUBLE_EQ(a.backward_at_input, 192 / 2 + 3 * 64 / 2);
+  EXPECT_DOUBLE_EQ(layer_activations(qkv, c, 16).saved, 64 + 64 / 2);
+}
+
+// Ranked beside 2d, with the same grids; ZeRO-3 refused with its reason.
+TEST(TwoDBroadcastModel, RanksBesideTwoDAndRefusesZeroThree) {
+  const auto m = model::load_model("gpt-20b");
+  const auto t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 32;
+  o.batch_seqs = 16;
+  o.tensor_modes = {"2d-broadcast"};
+  const Ranking bc = rank_candidates(m, t, o);
+  EXPECT_EQ(bc.feasible.size() + bc.rejected.size(), enumerate_mode_grids("2d-broadcast", 32).size());
+  ASSERT_FALSE(bc.feasible.empty());
+  for (const auto& e : bc.feasible) {
+    EXPECT_EQ(e.grid.layout, topo::TensorLayout::TwoDBroadcast);
+    EXPECT_EQ(strategy_label(e), "2d-broadcast");
+    EXPECT_GT(e.comm.act_y, 0.0);
+    EXPECT_GT(e.comm.ag_z, 0.0);
+  }
+  o.optimizer.zero = 3;  // refused with data parallelism; without it ZeRO-3 shards nothing
+  const Ranking zero = rank_candidates(m, t, o);
+  for (const auto& e : zero.feasible) EXPECT_EQ(e.grid.gdata, 1) << e.grid.to_string();
+  EXPECT_TRUE(std::any_of(zero.rejected.begin(), zero.rejected.end(), [](const Evaluation& e) {
+    return e.rejected_because.find("ZeRO-3") != std::string::npos;
+  }));
+}
