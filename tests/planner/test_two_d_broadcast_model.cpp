@@ -2,12 +2,14 @@
 // its grids and --grid, the pass program (no weight fetched or reduce-scattered for a
 // linear layer, its dW handed over as ReducedGradient), one step's moves and what the
 // passes leave exposed, by hand; the breakdown's terms, compute as q block products,
-// memory per row, the ZeRO-3 refusal, and the ranking beside 2d.
+// memory per row, the ZeRO-3 refusal, the ranking beside 2d, and the one-way bandwidth
+// of the moves.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
 #include "axonn/plan/tensor_mode.hpp"
+#include "axonn/planner/bandwidth.hpp"
 #include "axonn/planner/batch_time.hpp"
 #include "axonn/planner/collectives.hpp"
 #include "axonn/planner/compute_model.hpp"
@@ -237,4 +239,33 @@ TEST(TwoDBroadcastModel, RanksBesideTwoDAndRefusesZeroThree) {
   EXPECT_TRUE(std::any_of(zero.rejected.begin(), zero.rejected.end(), [](const Evaluation& e) {
     return e.rejected_because.find("ZeRO-3") != std::string::npos;
   }));
+}
+
+// SUMMA's moves run at the one-way rate of their links: measured point-to-point
+// bandwidth inside a node, across nodes shared by the groups whose roots send at once;
+// the ring bandwidth where nothing was measured (on a full-duplex link, the same).
+TEST(TwoDBroadcastModel, MovesUseTheOneWayBandwidth) {
+  topo::Topology t = topo::load_topology("perlmutter");
+  t.gpus_per_node = 2;
+  t.num_nodes = 2;
+  const topo::Grid g = broadcast(2);
+  const topo::PlacementOrder order = topo::default_order();  // x, y, z, pipe, data: Y in a node, Z across
+  EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, order, true, 7e6, topo::Axis::Z), 7e6);  // nothing measured
+  t.point_to_point = {60e6, 50e6};
+  EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, order, true, 7e6, topo::Axis::Y), 60e6);
+  EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, order, true, 7e6, topo::Axis::Z), 50e6 / 2);  // 2 roots per node
+  EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, order, false, 7e6, topo::Axis::Y), 50e6);     // agnostic
+  // Z inside: the order z, y, ...: Z in a node, Y across with 2 roots sending at once.
+  const topo::PlacementOrder zy = topo::parse_order("z,y,x,pipe,data", "test", "--order");
+  EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, zy, true, 7e6, topo::Axis::Z), 60e6);
+  EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, zy, true, 7e6, topo::Axis::Y), 25e6);
+  // The layer's moves take it (LayerCommSettings::one_way_bw), its ring terms do not.
+  LayerCommSettings s;
+  s.tokens = 64;
+  s.element_bytes = 4;
+  s.one_way_bw[static_cast<int>(topo::Axis::Y)] = 60e6;
+  const AxisBandwidths bw{1e9, 10e6, 10e6, 1e9, 1e9};
+  const LayerCollectives c = layer_collectives(linear(32, 64), g, bw, s);
+  EXPECT_DOUBLE_EQ(c.summa_input_broadcast_s, 4.0 * 64 * 32 / 4 / 60e6);
+  EXPECT_DOUBLE_EQ(c.summa_weight_broadcast_s, 4.0 * 32 * 64 / 4 / 10e6);  // Z unset: its ring bandwidth
 }

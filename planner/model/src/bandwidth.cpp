@@ -143,6 +143,17 @@ AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo
   return bw;
 }
 
+double one_way_group_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                               bool placement_aware, double ring_bw, topo::Axis a) {
+  const auto& p2p = t.point_to_point;
+  if (p2p.intra_node_bytes_per_s <= 0 || p2p.inter_node_bytes_per_s <= 0) return ring_bw;
+  if (!placement_aware) return p2p.inter_node_bytes_per_s;
+  const auto per_node = members_per_node(t, g, order, BandwidthRule::Straddle);
+  if (per_node[static_cast<int>(a)] == g.size(a)) return p2p.intra_node_bytes_per_s;
+  const int64_t ip = topo::RankLayout(g, order).inner_size(a);
+  return p2p.inter_node_bytes_per_s / static_cast<double>(std::min<int64_t>(t.gpus_per_node, ip));
+}
+
 double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
                               bool placement_aware, double ring_bw, int64_t boundary) {
   const auto& p2p = t.point_to_point;

@@ -182,6 +182,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       ls.all_gather_slowdown[i] =
           all_gather_slowdown(t.nonblocking.all_gather, g.size(static_cast<topo::Axis>(i)), per_node[i]);
   }
+  if (plan::layout_rules(g.layout).linear_weight_local && !paper)  // SUMMA's broadcasts and reduces
+    for (topo::Axis a : {topo::Axis::Y, topo::Axis::Z})
+      ls.one_way_bw[static_cast<int>(a)] = one_way_group_bandwidth(t, g, order, o.placement_aware, axis_bandwidth(bw, a), a);
   const double sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
   const double sync_call_s = paper ? 0.0 : t.collective_call_s;
   // The sequence group's ring: the data axis's innermost members, eq. 10 with the data

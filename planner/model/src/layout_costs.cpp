@@ -97,7 +97,11 @@ void summa_broadcast_collectives(const model::Layer& l, const topo::Grid& g, con
   c.a = c.b = Axis::Y;
   const double q = static_cast<double>(g.gy), q2 = q * q;
   const double input_block = z.w * z.m * z.k / (z.gz * q), weight_block = z.w * z.k * z.n / q2;
-  const double y_bw = axis_bandwidth(bw, Axis::Y), z_bw = axis_bandwidth(bw, Axis::Z);
+  auto one_way = [&](Axis a) {
+    const double v = s.one_way_bw[static_cast<int>(a)];
+    return v > 0 ? v : axis_bandwidth(bw, a);
+  };
+  const double y_bw = one_way(Axis::Y), z_bw = one_way(Axis::Z);
   c.summa_steps = g.gy;
   c.summa_input_broadcast_s = ring_broadcast_s(g.gy, input_block, y_bw, s.latency_s);
   c.summa_weight_broadcast_s = ring_broadcast_s(g.gz, weight_block, z_bw, s.latency_s);

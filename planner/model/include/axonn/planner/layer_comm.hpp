@@ -40,6 +40,9 @@ struct LayerCommSettings {
   // A non-ring all-gather (topo::NonblockingCollectives): how many times a ring's time
   // the all-gather of each axis's group takes (collectives.hpp; 1 for a ring).
   std::array<double, topo::kNumAxes> all_gather_slowdown{1, 1, 1, 1, 1};
+  // One-way bandwidth of each axis's broadcasts and reduces (2d-broadcast's SUMMA steps;
+  // bandwidth.hpp's one_way_group_bandwidth), bytes/s; 0: the axis's ring bandwidth.
+  std::array<double, topo::kNumAxes> one_way_bw{};
   bool small_collectives = false;   // model the layer norms', the loss's and 3d's vector
                                     // all-reduces (docs/model.md section 8; not the paper model)
 };
