@@ -72,9 +72,10 @@ void BucketedReducer::take_buckets() {
 void BucketedReducer::reduce_scatter(int64_t layer, const at::Tensor& dw_block) {
   const bool reduced = next_ < ops_.size() && ops_[next_].op == LayerOp::ReducedGradient;
   if (next_ >= ops_.size() || (ops_[next_].op != LayerOp::ReduceScatter && !reduced) || ops_[next_].layer != layer)
-    throw InternalError("runtime", "the model reduce-scattered the gradient of layer " + std::to_string(layer),
+    throw InternalError("runtime", "the model handed over the gradient of layer " + std::to_string(layer),
                         "the schedule's pass program",
-                        next_ < ops_.size() ? ops_[next_].to_string() : "no more reduce-scatters in this pass");
+                        next_ < ops_.size() ? ops_[next_].to_string()
+                                            : "no more ReduceScatter or ReducedGradient in this pass");
   recorder_.record(ops_[next_++]);
   scattered_.push_back(layer);
   at::Tensor flat = dw_block.contiguous().view({-1});

@@ -107,7 +107,9 @@ TEST(TwoDBroadcastModel, ThePassFetchesOnlyTheEmbedding) {
   schedule::mark_cached(layers.data(), layers.size(), 4);
   EXPECT_FALSE(layers[1].cached);
   for (const auto& i : schedule::pass_program(layers.data(), layers.size(), s, schedule::PassKind::Backward))
-    if (i.op == LayerOp::Fetch || i.op == LayerOp::Prefetch || i.op == LayerOp::ReduceScatter) EXPECT_EQ(i.layer, 0);
+    if (i.op == LayerOp::Fetch || i.op == LayerOp::Prefetch || i.op == LayerOp::ReduceScatter) {
+      EXPECT_EQ(i.layer, 0);
+    }
 }
 
 // One step's moves: the input block [m/q, k/q] along Y, the weight block [k/q, n/q]
@@ -259,13 +261,45 @@ TEST(TwoDBroadcastModel, MovesUseTheOneWayBandwidth) {
   const topo::PlacementOrder zy = topo::parse_order("z,y,x,pipe,data", "test", "--order");
   EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, zy, true, 7e6, topo::Axis::Z), 60e6);
   EXPECT_DOUBLE_EQ(one_way_group_bandwidth(t, g, zy, true, 7e6, topo::Axis::Y), 25e6);
-  // The layer's moves take it (LayerCommSettings::one_way_bw), its ring terms do not.
+  // The layer's moves take it (LayerCommSettings::one_way_bytes_per_s), its ring terms do not.
   LayerCommSettings s;
   s.tokens = 64;
   s.element_bytes = 4;
-  s.one_way_bw[static_cast<int>(topo::Axis::Y)] = 60e6;
+  s.one_way_bytes_per_s[static_cast<int>(topo::Axis::Y)] = 60e6;
   const AxisBandwidths bw{1e9, 10e6, 10e6, 1e9, 1e9};
   const LayerCollectives c = layer_collectives(linear(32, 64), g, bw, s);
   EXPECT_DOUBLE_EQ(c.summa_input_broadcast_s, 4.0 * 64 * 32 / 4 / 60e6);
   EXPECT_DOUBLE_EQ(c.summa_weight_broadcast_s, 4.0 * 32 * 64 / 4 / 10e6);  // Z unset: its ring bandwidth
+}
+
+// The weight-sized buffers of a stage: its linear layers' three SUMMA blocks (the
+// largest's, 1/Gz of the Gx*Gy block) beside the embedding's table, which is gathered
+// and reduce-scattered over Z as in 2d; a chain without segments walks the blocks at
+// each layer instead.
+TEST(TwoDBroadcastModel, AStageHoldsSummasBlocksAndTheGatheredEmbedding) {
+  model::ModelDescription m;
+  m.name = "embedding-and-linear";
+  m.hidden = 32;
+  m.seq_len = 8;
+  model::Layer emb = linear(64, 32), fc = linear(32, 128);
+  emb.kind = model::LayerKind::Embedding;
+  m.layers = {emb, fc};
+  MemorySettings s;
+  s.precision = plan::Precision::fp32();
+  s.overlap = plan::OverlapSettings::synchronous();  // no prefetch: one gathered table
+  s.activation_checkpointing = false;
+  s.optimizer_phase = false;  // the passes' buffers, not the optimizer's
+  const std::vector<bool> cached(2, false);
+  const MemoryBreakdown b = stage_memory(m, 0, 2, broadcast(2), s, cached);
+  // Gx*Gy = 2: the table's block 64 x 32 / 2 = 1024, the linear's 32 x 128 / 2 = 2048.
+  EXPECT_DOUBLE_EQ(b.gathered_weight_bytes, 4.0 * 1024 + 4.0 * 3 * 2048 / 2);
+  EXPECT_DOUBLE_EQ(b.unscattered_grad_bytes, 4.0 * 1024);
+  // 2d gathers both and leaves both un-scattered.
+  const MemoryBreakdown c = stage_memory(m, 0, 2, grid(2, 1, 1, topo::TensorLayout::TwoD), s, cached);
+  EXPECT_DOUBLE_EQ(c.gathered_weight_bytes, 4.0 * 2048);
+  EXPECT_DOUBLE_EQ(c.unscattered_grad_bytes, 4.0 * 2048);
+  // A chain without segments: the table is a bound, the linear's blocks are placed at
+  // its backward by the walk, which is the peak here.
+  s.chain = true;
+  EXPECT_DOUBLE_EQ(stage_memory(m, 0, 2, broadcast(2), s, cached).gathered_weight_bytes, 4.0 * 1024 + 4.0 * 3 * 2048 / 2);
 }

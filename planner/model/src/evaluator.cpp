@@ -184,7 +184,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   }
   if (plan::layout_rules(g.layout).linear_weight_local && !paper)  // SUMMA's broadcasts and reduces
     for (topo::Axis a : {topo::Axis::Y, topo::Axis::Z})
-      ls.one_way_bw[static_cast<int>(a)] = one_way_group_bandwidth(t, g, order, o.placement_aware, axis_bandwidth(bw, a), a);
+      ls.one_way_bytes_per_s[static_cast<int>(a)] =
+          one_way_group_bandwidth(t, g, order, o.placement_aware, axis_bandwidth(bw, a), a);
   const double sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
   const double sync_call_s = paper ? 0.0 : t.collective_call_s;
   // The sequence group's ring: the data axis's innermost members, eq. 10 with the data
@@ -370,7 +371,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       const schedule::PassLayer& pl = sc.pass[i];
       sc.pass_costs[i] = &sc.costs[static_cast<size_t>(k)];
       sc.memory[i] = {static_cast<double>(l.weight_elements()), &sc.activation_per_row[static_cast<size_t>(k)],
-                      pl.segment, l.recomputed, pl.cached, pl.grad_bytes};
+                      pl.segment, l.recomputed, pl.cached, pl.grad_bytes, pl.local_weight};
       vectors += sc.costs[static_cast<size_t>(k)].comm.vector_elements;
       if (paper && !(l.kind == model::LayerKind::Linear && l.in_block)) continue;
       const bool embedding = l.kind == model::LayerKind::Embedding;

@@ -98,7 +98,7 @@ void summa_broadcast_collectives(const model::Layer& l, const topo::Grid& g, con
   const double q = static_cast<double>(g.gy), q2 = q * q;
   const double input_block = z.w * z.m * z.k / (z.gz * q), weight_block = z.w * z.k * z.n / q2;
   auto one_way = [&](Axis a) {
-    const double v = s.one_way_bw[static_cast<int>(a)];
+    const double v = s.one_way_bytes_per_s[static_cast<int>(a)];
     return v > 0 ? v : axis_bandwidth(bw, a);
   };
   const double y_bw = one_way(Axis::Y), z_bw = one_way(Axis::Z);

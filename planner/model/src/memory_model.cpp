@@ -84,7 +84,8 @@ MemoryBreakdown stage_memory(const model::ModelDescription& m, size_t first, siz
   for (size_t i = first; i < last; ++i) {
     const auto& l = m.layers[i];
     view.push_back({static_cast<double>(l.weight_elements()), &acts[i - first], l.unit, l.recomputed, cached[i],
-                    schedule::gradient_shard_bytes(l, g, s.precision.grad_reduce_bytes)});
+                    schedule::gradient_shard_bytes(l, g, s.precision.grad_reduce_bytes),
+                    schedule::pass_layer(l, false, 1, 0, g.layout).local_weight});
   }
   return stage_memory(view.data(), view.size(), m.hidden, m.seq_len, g, s);
 }
@@ -106,7 +107,10 @@ struct PassPeak {
 
 // One pass over a stage's layers: its weights and what passes_peak() needs of them.
 struct StageShape {
-  double weights = 0, max_block = 0, sum_block = 0, cached_blocks = 0;  // elements, blocks of Gx*Gy
+  double weights = 0, max_block = 0, cached_blocks = 0;  // elements, blocks of Gx*Gy
+  // The largest and the sum of the blocks gathered over Z (every weighted layer's but
+  // 2d-broadcast's linear ones), and the largest of those never gathered.
+  double fetched_max_block = 0, fetched_sum_block = 0, local_max_block = 0;
   bool last_stage = false;
   double segments = 0;       // checkpointed segments
   double kept_whole = 0;     // per row: what the layers outside segments keep
@@ -123,7 +127,12 @@ StageShape stage_shape(const MemoryLayer* layers, size_t count, const topo::Grid
     const double block = l.weight_elements / gxy;
     sh.weights += l.weight_elements;
     sh.max_block = std::max(sh.max_block, block);
-    sh.sum_block += block;
+    if (l.local_weight) {
+      sh.local_max_block = std::max(sh.local_max_block, block);
+    } else {
+      sh.fetched_max_block = std::max(sh.fetched_max_block, block);
+      sh.fetched_sum_block += block;
+    }
     if (l.cached) sh.cached_blocks += block;
     if (l.act->logits > 0) sh.last_stage = true, sh.logits = l.act->logits, sh.head = l.act->saved;
     if (checkpointing && l.recomputed) {
@@ -259,7 +268,7 @@ PassPeak passes_peak(const MemoryLayer* layers, size_t count, const StageShape& 
       }
       // SUMMA's last backward step: the received weight block, the step's dW product and
       // this rank's dW, each 1/Gz of the Gx*Gy block.
-      if (summa_exact) weights_here = 3 * w * block / gz;
+      if (summa_exact && l.local_weight) weights_here = 3 * w * block / gz;
       const double zero_in_flight = in_flight_before + handed(l.weight_elements);
       peak.at_least(w * rows * (kept + l.act->backward_at_input), issued, in_flight_before + z_dw,
                     gathered * block + weights_here);
@@ -327,7 +336,7 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
   const double w = static_cast<double>(s.precision.compute_bytes);
   const double gxy = static_cast<double>(g.gx * g.gy), gz = static_cast<double>(g.gz);
   const StageShape sh = stage_shape(layers, count, g, s.activation_checkpointing);
-  const double weights = sh.weights, max_block = sh.max_block, sum_block = sh.sum_block,
+  const double weights = sh.weights, max_block = sh.max_block,
                cached_blocks = sh.cached_blocks;
   const double phi = weights / (gxy * gz);
   // Weights (w bytes): every element. Gradients (wg bytes): every element, the owned
@@ -348,19 +357,20 @@ MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hi
                             (static_cast<double>(s.precision.state_bytes_per_param) - w - wg) * owned +
                             (s.precision.mixed() ? 4 * bucket : 0.0);
   }
-  if (g.gz > 1 && layout_costs(g.layout).rules->linear_weight_local) {
-    // SUMMA's broadcast form gathers no weight: at its backward's last step a rank holds
-    // three weight-sized blocks of the layer (the received one, the step's dW product,
-    // its own dW), a 1/Gz share of the Gx*Gy block (docs/model.md section 15); a
-    // chain without segments walks them at each layer (passes_peak), a stage of blocks
-    // takes the largest layer's for the whole pass.
-    if (!summa_walked(s, sh, g)) mem.gathered_weight_bytes = w * 3 * max_block / gz;
-  } else if (g.gz > 1 && !z_walked(s, sh, g)) {
+  if (g.gz > 1 && !z_walked(s, sh, g)) {
+    // The layers gathered over Z (every weighted layer but 2d-broadcast's linear ones).
+    const double fetched_max = sh.fetched_max_block, fetched_sum = sh.fetched_sum_block;
     const double inflight = s.overlap.prefetch_all_gather ? 2.0 : 1.0;
-    mem.gathered_weight_bytes = w * (inflight * max_block + cached_blocks);
+    mem.gathered_weight_bytes = w * (inflight * fetched_max + cached_blocks);
     // ZeRO-2 bounds the reduce-scatters in flight (two, and the layer computing).
-    const double async_blocks = s.optimizer.zero >= 2 ? std::min(sum_block, 3 * max_block) : sum_block;
-    mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? async_blocks : max_block);
+    const double async_blocks = s.optimizer.zero >= 2 ? std::min(fetched_sum, 3 * fetched_max) : fetched_sum;
+    mem.unscattered_grad_bytes = w * (s.overlap.async_weight_grad_reduce_scatter ? async_blocks : fetched_max);
+    // SUMMA's broadcast form gathers none of its linear weights: at a backward's last
+    // step a rank holds three weight-sized blocks of the layer (the received one, the
+    // step's dW product, its own dW), a 1/Gz share of the Gx*Gy block (docs/model.md
+    // section 15); a chain without segments walks them at each layer (passes_peak), a
+    // stage of blocks takes the largest layer's for the whole pass.
+    if (!summa_walked(s, sh, g)) mem.gathered_weight_bytes += w * 3 * sh.local_max_block / gz;
   }
   // ZeRO-2 and 3: two layers' gradients on their way to their owners, in the backward.
   const double sink_bytes = s.optimizer.zero >= 2 && g.gdata > 1 ? wg : 0.0;

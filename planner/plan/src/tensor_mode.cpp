@@ -60,19 +60,19 @@ const std::vector<TensorMode>& tensor_modes() {
   using topo::GroupMode;
   static const std::vector<TensorMode> modes = {
       {"axonn3d", "AxoNN's 3D, gx,gy,gz", true, true, false, std::nullopt,
-       [](const Grid& g) { return axonn_layout(g) && !is_1d(g); }, axonn3d_grids, nullptr, axonn3d_label, nullptr},
+       [](const Grid& g) { return axonn_layout(g) && !is_1d(g); }, axonn3d_grids, nullptr, axonn3d_label, nullptr, std::nullopt},
       {"1d", "Megatron's column/row pairs: AxoNN's 3D on 1,t,1 with t >= 2; --grid t,gdata,ginter", false, true, false,
-       GroupMode::OneD, is_1d, one_d_grids, "axonn3d", nullptr, nullptr},
+       GroupMode::OneD, is_1d, one_d_grids, "axonn3d", nullptr, nullptr, std::nullopt},
       {"sequence",
        "ring self-attention, Colossal-AI: the sequence split over a group of the data axis; --grid t,gdata,ginter",
        true, false, false, GroupMode::Sequence, [](const Grid& g) { return g.sequence > 1; }, sequence_grids, nullptr,
-       sequence_label, sequence_tag},
+       sequence_label, sequence_tag, std::nullopt},
       {"2d",
        "Colossal-AI's 2D, SUMMA on a q x q grid in collective form (one all-gather of the input over Y, the "
        "weight's over Z): --grid t,gdata,ginter with t = q^2",
        true, false, false, GroupMode::TwoD,
        [](const Grid& g) { return g.layout == TensorLayout::TwoD && g.sequence == 1; }, two_d_grids, nullptr, nullptr,
-       two_d_tag},
+       two_d_tag, std::nullopt},
       {"2d-broadcast",
        "Colossal-AI's 2D as the paper runs SUMMA: q steps of block broadcasts along rows and columns, no weight "
        "gathered; --grid t,gdata,ginter with t = q^2 (--tensor-depth d: 2.5d's layers)",
@@ -81,10 +81,10 @@ const std::vector<TensorMode>& tensor_modes() {
       {"2.5d",
        "Tesseract: 2d on each of --tensor-depth d layers, which is 2d with d-way data parallelism; --grid "
        "t,gdata,ginter with t = d q^2",
-       false, false, true, GroupMode::TwoD, [](const Grid&) { return false; }, two_d_grids, "2d", nullptr, two_d_tag},
+       false, false, true, GroupMode::TwoD, [](const Grid&) { return false; }, two_d_grids, "2d", nullptr, two_d_tag, std::nullopt},
       {"3d", "Colossal-AI's 3D: AxoNN's 3D with no activation replicated; --grid t,gdata,ginter with t = l^3", true,
        false, false, GroupMode::ThreeD, [](const Grid& g) { return g.threed() && g.sequence == 1; }, three_d_grids,
-       nullptr, nullptr, three_d_tag},
+       nullptr, nullptr, three_d_tag, std::nullopt},
   };
   return modes;
 }

@@ -1,6 +1,8 @@
 // SUMMA matrix multiplication: the linear operator of Colossal-AI's 2D tensor
-// parallelism ("Optimus"; seed 004; ../shared/reference/seed-spec.md C2), for the `2d`
-// tensor mode of issue #11 (and, one per depth layer, 2.5D's).
+// parallelism ("Optimus"; seed 004; ../shared/reference/seed-spec.md C2), as the
+// paper runs it: the `2d-broadcast` tensor mode's layers (tensor_parallel.hpp's
+// tp2d_broadcast_linear, through the engine) and the bare operator summa_linear below
+// (and, one per depth layer, 2.5D's). The `2d` mode runs its collective form instead.
 //
 // On a q x q grid of ranks, rank (i, j) (row i, column j) holds block (i, j) of each of
 // X [rows, k], W [k, n] and Y = X W [rows, n]: X_ij is row block i and k block j, W_ij
@@ -18,6 +20,8 @@
 // Example (4 ranks as a 2 x 2 grid; row = the members of this rank's row ordered by
 // column, column = those of its column ordered by row):
 //   at::Tensor y = summa_linear(row, column, x_block, w_block);  // [rows/2, n/2]
+//   // or, moving the blocks another way: class M : public SummaMoves {...};
+//   at::Tensor y2 = summa_forward(m, x_block, w_block);
 #pragma once
 
 #include <ATen/ATen.h>
@@ -46,7 +50,7 @@ class SummaMoves {
   virtual Pending reduce_row(const at::Tensor& t, int64_t root) = 0;
   virtual Pending reduce_column(const at::Tensor& t, int64_t root) = 0;
   // One product of a step; `backward`: of the backward pass.
-  virtual at::Tensor multiply(bool backward, const std::function<at::Tensor()>& f) { return f(); }
+  virtual at::Tensor multiply(bool /*backward*/, const std::function<at::Tensor()>& f) { return f(); }
 };
 
 // The algorithm itself, shared by both: Y = X W from the blocks, and (dX, dW) from dY.

@@ -110,9 +110,10 @@ double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, cons
 // times): intra_node where the group stays in a node, else inter_node shared by the
 // min(gpus_per_node, ip) groups whose step roots send through one node's link at once
 // (inter_node alone when placement-agnostic). Without them: `ring_bw`, the group's ring
-// bandwidth, which on a full-duplex link is its one-way rate. On a link whose capacity
-// both directions share (the loopback emulator of tools/limited_network.sh) a ring's
-// bandwidth is half the one-way one, so the distinction matters there.
+// bandwidth, which on a full-duplex link is its one-way rate. Where every flow shares
+// one capacity (the loopback emulator of tools/limited_network.sh) a ring's calibrated
+// bandwidth is that capacity over its concurrent flows (a quarter on 4 ranks), so the
+// distinction matters there.
 // Example: 2 nodes of 2, grid 1,2,2 (2d-broadcast), measured inter_node 50 MB/s: Y
 // (ip 1) stays in a node (intra_node); Z (ip 2) crosses, 2 groups' roots at once: 25 MB/s.
 double one_way_group_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,

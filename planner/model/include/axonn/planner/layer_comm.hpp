@@ -42,7 +42,7 @@ struct LayerCommSettings {
   std::array<double, topo::kNumAxes> all_gather_slowdown{1, 1, 1, 1, 1};
   // One-way bandwidth of each axis's broadcasts and reduces (2d-broadcast's SUMMA steps;
   // bandwidth.hpp's one_way_group_bandwidth), bytes/s; 0: the axis's ring bandwidth.
-  std::array<double, topo::kNumAxes> one_way_bw{};
+  std::array<double, topo::kNumAxes> one_way_bytes_per_s{};
   bool small_collectives = false;   // model the layer norms', the loss's and 3d's vector
                                     // all-reduces (docs/model.md section 8; not the paper model)
 };

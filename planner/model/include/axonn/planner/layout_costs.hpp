@@ -13,6 +13,9 @@
 //   2d        no     over Y          -           AG/RS of W over Z; AG of the input and RS of dI over Y
 //   3d        yes    -               yes         AG/RS of W over Z; AG of the input and RS of dI over b,
 //                                                RS of the output and AG of dO over a
+//   2d-broadcast no  - (broadcast)   -           SUMMA's q steps: broadcasts of the input block along Y and
+//                                                of the weight block along Z, reduces of dI and dW; the
+//                                                embedding as 2d
 //   sequence  (axonn3d's, no tensor axes)         the attention's ring: K and V shifted round
 //                                                the sequence group, forward and backward
 // (a splits W's rows, b its columns: X and Y, swapped for a row-parallel layer where the

@@ -106,6 +106,7 @@ struct MemoryLayer {
   bool recomputed = false;
   bool cached = false;         // keeps its gathered weight (overlap optimization 4)
   double grad_bytes = 0;       // its data-parallel gradient shard, bytes (bucket sizes)
+  bool local_weight = false;   // never gathered (2d-broadcast's linear layers: SUMMA's blocks)
 };
 
 // Memory of the GPUs of a stage holding `count` layers (no allocation); `hidden` and
