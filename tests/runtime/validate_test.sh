@@ -122,7 +122,11 @@ for c in measured:
     parts = c["error_parts"]
     error = c["measured_batch_s"] - c["predicted"]["placement_aware"]["batch_s"]
     assert abs(sum(p["measured_s"] - p["predicted_s"] for p in parts.values()) - error) < 1e-9, (c["name"], parts)
-    assert parts["compute"]["measured_s"] > 0, (c["name"], parts)
+    # 2d-broadcast's moves are issued a step ahead, so their busy time covers its
+    # products and the rest of the step (compute) may come out <= 0 (docs/validation.md,
+    # "SUMMA's broadcast form, validated"); the parts still sum to the error.
+    if c["tensor_mode"] != "2d-broadcast":
+        assert parts["compute"]["measured_s"] > 0, (c["name"], parts)
     if c["grid"]["ginter"] > 1:
         assert parts["pipeline_wait"]["measured_s"] > 0, (c["name"], parts)
     for term, p in parts.items():  # a measured collective was called; the rest are not collectives
