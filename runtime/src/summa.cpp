@@ -16,33 +16,29 @@ using torch::autograd::tensor_list;
 
 namespace {
 
-// Step t's copy of `mine`'s block: member t's, broadcast (mine itself there).
+// Step t's copy of `mine`'s block: member t's of this rank's row (X) or column (W),
+// broadcast (mine itself there).
 struct Broadcast {
   at::Tensor block;
   SummaMoves::Pending wait;
 };
-template <class Issue>
-Broadcast broadcast_from(int64_t my_rank, const at::Tensor& mine, int64_t t, Issue&& issue) {
-  at::Tensor b = my_rank == t ? mine : at::empty_like(mine);
-  return {b, issue(b, t)};
+Broadcast broadcast_from(SummaMoves& m, bool row, const at::Tensor& mine, int64_t t) {
+  at::Tensor b = (row ? m.row_rank() : m.column_rank()) == t ? mine : at::empty_like(mine);
+  return {b, row ? m.broadcast_row(b, t) : m.broadcast_column(b, t)};
 }
 
 }  // namespace
 
 at::Tensor summa_forward(SummaMoves& m, const at::Tensor& x, const at::Tensor& w) {
   const int64_t q = m.q();
-  auto along_row = [&](const at::Tensor& b, int64_t t) { return m.broadcast_row(b, t); };
-  auto along_column = [&](const at::Tensor& b, int64_t t) { return m.broadcast_column(b, t); };
   at::Tensor y = at::zeros({x.size(0), w.size(1)}, x.options());
   // X_it along the row, W_tj along the column; step t + 1's in flight under step t's matmul.
-  Broadcast xs = broadcast_from(m.row_rank(), x, 0, along_row), ws = broadcast_from(m.column_rank(), w, 0, along_column);
+  Broadcast xs = broadcast_from(m, true, x, 0), ws = broadcast_from(m, false, w, 0);
   for (int64_t t = 0; t < q; ++t) {
     xs.wait();
     ws.wait();
     Broadcast x_next, w_next;
-    if (t + 1 < q)
-      x_next = broadcast_from(m.row_rank(), x, t + 1, along_row),
-      w_next = broadcast_from(m.column_rank(), w, t + 1, along_column);
+    if (t + 1 < q) x_next = broadcast_from(m, true, x, t + 1), w_next = broadcast_from(m, false, w, t + 1);
     m.multiply(false, [&] { return y.addmm_(xs.block, ws.block); });
     xs = std::move(x_next), ws = std::move(w_next);
   }
@@ -56,12 +52,12 @@ std::pair<at::Tensor, at::Tensor> summa_backward(SummaMoves& m, const at::Tensor
   at::Tensor dx, dw;
   for (int64_t t = 0; t < q; ++t) {
     // dX_it: this rank's dY_ij W_tj^T, summed over the row at column t.
-    Broadcast ws = broadcast_from(m.column_rank(), w, t, [&](const at::Tensor& b, int64_t r) { return m.broadcast_column(b, r); });
+    Broadcast ws = broadcast_from(m, false, w, t);
     ws.wait();
     at::Tensor part_x = m.multiply(true, [&] { return at::matmul(dy, ws.block.t()); });
     SummaMoves::Pending reduce_x = m.reduce_row(part_x, t);
     // dW_tj: X_it^T dY_ij, summed over the column at row t.
-    Broadcast xs = broadcast_from(m.row_rank(), x, t, [&](const at::Tensor& b, int64_t r) { return m.broadcast_row(b, r); });
+    Broadcast xs = broadcast_from(m, true, x, t);
     xs.wait();
     at::Tensor part_w = m.multiply(true, [&] { return at::matmul(xs.block.t(), dy); });
     SummaMoves::Pending reduce_w = m.reduce_column(part_w, t);

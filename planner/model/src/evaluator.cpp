@@ -219,22 +219,24 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     LayerCommSettings s = ls;
     s.input_gradient = l.kind != model::LayerKind::Embedding;
     LayerCosts& costs = sc.costs[c];
+    double forward_matmul_s = 0, weight_matmul_s = 0;  // the products SUMMA's moves overlap
     if (!paper) {
       const ElementwiseTime ew = elementwise_s(classes_[c].rates, l, g, mb, m.seq_len);
-      costs.forward_s = matmul_.sum(forward_matmul_list(l, g, mb, m.seq_len)) + ew.forward_s;
+      forward_matmul_s = matmul_.sum(forward_matmul_list(l, g, mb, m.seq_len));
+      weight_matmul_s = matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len));
+      costs.forward_s = forward_matmul_s + ew.forward_s;
       costs.backward_input_s =
           (s.input_gradient ? matmul_.sum(backward_input_matmul_list(l, g, mb, m.seq_len)) : 0.0) + ew.backward_s;
       // dW, then its addition into the gradient buffer (once per backward pass); under
       // ZeRO-2/3 into the owned block only, after the data reduce-scatter (section 11).
-      costs.backward_weight_s = matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len)) +
-                                gradient_accumulation_s(classes_[c].rates, l, g) * accumulation_share;
+      costs.backward_weight_s =
+          weight_matmul_s + gradient_accumulation_s(classes_[c].rates, l, g) * accumulation_share;
       sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
     }
     costs.comm = layer_collectives(l, g, bw, s);
     if (costs.comm.summa_steps > 0) {  // 2d-broadcast: its moves beside its products
-      costs.summa_forward_exposed_s = summa_forward_exposed_s(costs.comm, matmul_.sum(forward_matmul_list(l, g, mb, m.seq_len)));
-      costs.summa_backward_exposed_s =
-          summa_backward_exposed_s(costs.comm, matmul_.sum(backward_weight_matmul_list(l, g, mb, m.seq_len)));
+      costs.summa_forward_exposed_s = summa_forward_exposed_s(costs.comm, forward_matmul_s);
+      costs.summa_backward_exposed_s = summa_backward_exposed_s(costs.comm, weight_matmul_s);
     }
     costs.comm.sync_wait_fraction = sync_wait_fraction;
     costs.comm.sync_call_s = sync_call_s;

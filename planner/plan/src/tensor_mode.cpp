@@ -28,18 +28,15 @@ void sequence_grids(const Grid& g, std::vector<Grid>& out) {
       out.push_back(s);
     }
 }
-void two_d_grids(const Grid& g, std::vector<Grid>& out) {
+// The q x q grids on Y x Z (SUMMA's), in `layout` (either form).
+void summa_grids(const Grid& g, TensorLayout layout, std::vector<Grid>& out) {
   if (g.gx != 1 || g.gy != g.gz || g.gy < 2) return;
   Grid s = g;
-  s.layout = TensorLayout::TwoD;
+  s.layout = layout;
   out.push_back(s);
 }
-void two_d_broadcast_grids(const Grid& g, std::vector<Grid>& out) {
-  if (g.gx != 1 || g.gy != g.gz || g.gy < 2) return;
-  Grid s = g;
-  s.layout = TensorLayout::TwoDBroadcast;
-  out.push_back(s);
-}
+void two_d_grids(const Grid& g, std::vector<Grid>& out) { summa_grids(g, TensorLayout::TwoD, out); }
+void two_d_broadcast_grids(const Grid& g, std::vector<Grid>& out) { summa_grids(g, TensorLayout::TwoDBroadcast, out); }
 void three_d_grids(const Grid& g, std::vector<Grid>& out) {
   if (g.gx != g.gy || g.gy != g.gz || g.gx < 2) return;
   Grid s = g;
