@@ -219,6 +219,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     LayerCommSettings s = ls;
     s.input_gradient = l.kind != model::LayerKind::Embedding;
     LayerCosts& costs = sc.costs[c];
+    costs = LayerCosts{};  // the scratch holds the previous candidate's (another layout's fields too)
     double forward_matmul_s = 0, weight_matmul_s = 0;  // the products SUMMA's moves overlap
     if (!paper) {
       const ElementwiseTime ew = elementwise_s(classes_[c].rates, l, g, mb, m.seq_len);
