@@ -1,8 +1,14 @@
 // Measuring a cluster; see axonn/runtime/calibration.hpp.
 #include "axonn/runtime/calibration.hpp"
 
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -26,6 +32,38 @@ double median_over_ranks(Communicator& c, double value) {
   at::Tensor all = at::empty({c.size()}, at::kDouble);
   c.all_gather(at::full({1}, value, at::kDouble), all)->wait();
   return median(std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + c.size()));
+}
+
+// The fewest host cores a rank of `world` has to itself (ClusterMeasurements::
+// cores_per_rank): ranks are grouped by machine (one running kernel: its boot id, which
+// network namespaces share, else the host name; two machines whose ids hash alike would
+// count as one), and a machine's cores are those any of its ranks may run on (the union
+// of their CPU affinity masks).
+double measure_cores_per_rank(MpiCommunicator& world) {
+  std::string machine;
+  std::ifstream boot("/proc/sys/kernel/random/boot_id");
+  if (!(boot && std::getline(boot, machine)) || machine.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    machine = host;
+  }
+  const int color = static_cast<int>(std::hash<std::string>{}(machine) & 0x3fffffff);
+  auto same_machine = world.split(color, world.rank(), "machine");
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  at::Tensor cores = at::zeros({CPU_SETSIZE}, at::kDouble);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+    auto cpus = cores.accessor<double, 1>();
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(cpu, &mask)) cpus[cpu] = 1.0;
+  } else {
+    cores.narrow(0, 0, std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN))).fill_(1.0);
+  }
+  all_reduce_now(*same_machine, cores, ReduceOp::Max);  // the union over the machine's ranks
+  // The fewest over the machines: the largest negated share.
+  at::Tensor negated = at::full({1}, -cores.sum().item<double>() / same_machine->size(), at::kDouble);
+  all_reduce_now(world, negated, ReduceOp::Max);
+  return -negated.item<double>();
 }
 
 double time_collective(MpiCommunicator& c, topo::CollectiveOp op, double bytes, int repeats) {
@@ -107,6 +145,7 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   m.world = n;
   m.gpus_per_node = gpn;
   m.nonblocking.all_gather = MpiCommunicator::kAllGatherAlgorithm;
+  m.cores_per_rank = measure_cores_per_rank(world);
   // The sync-wait groups (ip = 1, every size): their rounds run half at the start and
   // half at the end, so that the spread over rounds covers the whole calibration.
   if (!r.sync_wait_bursts.empty() && r.sync_wait_rounds < 1)

@@ -234,3 +234,24 @@ TEST(RemoveTree, APathUnderAFileIsMissing) {
   EXPECT_FALSE(ec) << ec.message();
   EXPECT_TRUE(std::filesystem::exists(file));
 }
+
+// The host cores per rank (calibrate's): optional, written only where measured, never
+// negative; below 1 the ranks are time-sliced.
+TEST(Topology, TheHostCoresPerRankReadAndWrite) {
+  auto j = base();
+  topo::Topology t = topo::topology_from_json(j, "c.json");
+  EXPECT_EQ(t.cores_per_rank, 0.0);
+  EXPECT_FALSE(t.ranks_time_sliced());
+  EXPECT_FALSE(topo::topology_to_json(t).contains("cores_per_rank"));
+  j["cores_per_rank"] = 0.25;
+  t = topo::topology_from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(t.cores_per_rank, 0.25);
+  EXPECT_TRUE(t.ranks_time_sliced());
+  EXPECT_DOUBLE_EQ(topo::topology_from_json(topo::topology_to_json(t), "roundtrip").cores_per_rank, 0.25);
+  j["cores_per_rank"] = 1;
+  EXPECT_FALSE(topo::topology_from_json(j, "c.json").ranks_time_sliced());
+  j["cores_per_rank"] = -1;
+  const std::string msg = error_of([&] { topo::topology_from_json(j, "c.json"); });
+  EXPECT_NE(msg.find("c.json: /cores_per_rank"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected a number >= 0"), std::string::npos) << msg;
+}

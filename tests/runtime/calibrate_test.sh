@@ -18,7 +18,7 @@ grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "r
 
 # --model: every matmul shape of gpt-tiny on 2 GPUs is timed and lands in the table,
 # with the element-wise costs and the sync wait of the group of 2 (its mean over 3 rounds, each
-# fitted and printed); the planner then uses the table (its exact entries).
+# fitted and printed), and the host cores per rank; the planner then uses the table (its exact entries).
 timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
   --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 --sync-wait-rounds 3 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/model.json" "$T/out" <<'PY'
@@ -41,6 +41,10 @@ assert abs(w[0]["fraction"] - sum(rounds) / 3) < 1e-3, (w, rounds)
 # the MPI backend's all-gather is a ring of its own (runtime/mpi_ring.hpp): the default,
 # so the field that would say "linear" is left out (docs/model.md section 1)
 assert "nonblocking_collectives" not in json.load(open(sys.argv[1]))
+# the host cores per rank: both ranks on this machine, sharing the cores it lets them use
+import os
+cores = json.load(open(sys.argv[1]))["cores_per_rank"]
+assert abs(cores - len(os.sched_getaffinity(0)) / 2) < 1e-9, (cores, len(os.sched_getaffinity(0)))
 PY
 then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"; else bad "calibrate --model (rc $rc)"; fi
 "$AXPLAN" calibrate --gpus-per-node 1 --model gpt-tiny >"$T/out" 2>&1; rc=$?
@@ -60,6 +64,13 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
     ok "emulated cluster: inter-node bandwidth $bw bytes/s vs 50e6 configured"
   else
     bad "emulated cluster (rc $rc, inter-node $bw bytes/s vs 50e6)"
+  fi
+  # The 4 ranks of the 2 namespaced nodes run on this one machine (one kernel): they
+  # share its cores, whatever node they are on.
+  if [ $rc -eq 0 ] && python3 -c "import json, os, sys; c = json.load(open(sys.argv[1]))['cores_per_rank']; n = len(os.sched_getaffinity(0)); sys.exit(abs(c - n / 4) > 1e-9)" "$T/emu.json"; then
+    ok "emulated cluster: host cores per rank = this machine's cores / 4"
+  else
+    bad "emulated cluster: cores_per_rank (rc $rc) is not this machine's cores / 4"
   fi
 else
   echo "skipped the emulated cluster part: needs root and ip netns"

@@ -80,6 +80,9 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
       else
         fmt::print(out, "  round {}: no fit ({}); 0\n", r.round, r.note);
   }
+  if (c.topology.cores_per_rank > 0)
+    fmt::print(out, "host cores per rank: {:.3f}{}\n", c.topology.cores_per_rank,
+               c.topology.ranks_time_sliced() ? " (time-sliced: the model staggers tensor rings across nodes)" : "");
   if (!c.topology.nonblocking.rings())
     fmt::print(out, "non-blocking all-gather: linear (the runtime's MPI backend has no ring; the model scales its "
                     "time across nodes by the bytes on a node's link)\n");

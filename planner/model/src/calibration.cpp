@@ -63,6 +63,7 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
   }
 
   c.nonblocking = m.nonblocking;
+  c.cores_per_rank = m.cores_per_rank;
   c.compute = {};
   c.compute.elementwise = m.elementwise;
   if (!m.matmuls.empty()) {

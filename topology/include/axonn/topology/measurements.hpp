@@ -61,6 +61,10 @@ struct ClusterMeasurements {
   // The algorithms of the non-blocking collectives that the measured backend runs in
   // training (calibrate times the blocking rings above): a fact of the backend.
   NonblockingCollectives nonblocking;
+  // The fewest host cores a rank has to itself: over the machines, the cores the
+  // machine's ranks may run on over how many ranks it holds (Topology::cores_per_rank).
+  // 0 = not measured.
+  double cores_per_rank = 0;
 };
 
 }  // namespace axonn::topo

@@ -131,6 +131,14 @@ struct Topology {
   PointToPointBandwidth point_to_point;         // optional "point_to_point_bytes_per_s"
   std::vector<SyncWaitEntry> sync_wait;         // optional "sync_wait"; by ranks, ascending
   NonblockingCollectives nonblocking;           // optional "nonblocking_collectives"; rings
+  // The host cores each rank has to itself, `axplan calibrate`'s count: the cores of its
+  // machine over the ranks on it; 0 = not measured (each rank taken to run on its own
+  // cores, as a GPU's host process does). Below 1 the ranks are time-sliced (the
+  // emulated cluster: 8 ranks on 2 cores), so the groups of one pipeline stage drift out
+  // of step and their rings cross a node's link at different times (docs/model.md
+  // section 13, "Tensor rings out of step").
+  double cores_per_rank = 0;
+  bool ranks_time_sliced() const { return cores_per_rank > 0 && cores_per_rank < 1; }
 
   int64_t total_gpus() const { return gpus_per_node * num_nodes; }
 
