@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <limits>
+#include <tuple>
+#include <vector>
 
 #include "axonn/planner/bandwidth.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -194,6 +196,27 @@ TEST(Bandwidth, AStaggeredRingRunsBetweenAloneAndEveryRingAtOnce) {
   // It grows with the other rings and falls with the compute between transfers.
   EXPECT_LT(staggered_ring_s(0.3, 1.0, 1.0), staggered_ring_s(0.3, 3.0, 1.0));
   EXPECT_GT(staggered_ring_s(0.3, 3.0, 1.0), staggered_ring_s(0.3, 3.0, 2.0));
+}
+
+TEST(Bandwidth, OutOfStepRingsAreOnTheLinkForTheirShareOfThePasses) {
+  // The header's example: alone 1 s, 3 s with every ring at once, rest 2 s: R = 2 s,
+  // d = R / (R + rest) = 0.5, and R = alone + d (all at once - alone).
+  EXPECT_NEAR(out_of_step_share(1.0, 3.0, 2.0), 0.5, 1e-12);
+  // The fixed point for any input: R = a + d (e - a) with d = R / (R + rest).
+  for (const auto& [a, e, rest] : std::vector<std::tuple<double, double, double>>{
+           {0.2, 0.8, 1.5}, {1.0, 2.0, 0.1}, {0.01, 0.04, 10.0}}) {
+    const double d = out_of_step_share(a, e, rest), r = a + d * (e - a);
+    EXPECT_GT(d, 0.0);
+    EXPECT_LT(d, 1.0);
+    EXPECT_NEAR(d, r / (r + rest), 1e-12) << a << " " << e << " " << rest;
+  }
+  // Nothing else in the passes: the rings are always on the link (eq. 10).
+  EXPECT_DOUBLE_EQ(out_of_step_share(1.0, 4.0, 0.0), 1.0);
+  // Nothing shared, or nothing to move: eq. 10 stands (the share does not matter).
+  EXPECT_DOUBLE_EQ(out_of_step_share(1.0, 1.0, 2.0), 1.0);
+  EXPECT_DOUBLE_EQ(out_of_step_share(0.0, 0.0, 2.0), 1.0);
+  // More compute between the transfers: the other rings are there less often.
+  EXPECT_GT(out_of_step_share(1.0, 4.0, 1.0), out_of_step_share(1.0, 4.0, 5.0));
 }
 
 TEST(Bandwidth, APipelineBoundaryCrossesTheLinkOnlyWhereANodeEnds) {

@@ -112,6 +112,48 @@ TEST(Evaluate, PaperModeOneLayerByHand) {
   EXPECT_NEAR(e.comm_s, 2.47463936e-3, 1e-15);
 }
 
+// Time-sliced ranks (topology cores_per_rank below 1; docs/model.md section 13, "Tensor
+// rings out of step"): a tensor axis whose group crosses nodes with several rings per
+// node pays the other rings only for their share of the passes, so its collectives lie
+// between one ring alone on the link and eq. 10's every ring at once. Groups with one
+// ring per node, groups inside a node, the data all-reduce, dedicated cores, the paper
+// model and the placement-agnostic one are unchanged.
+TEST(Evaluate, TensorRingsOfTimeSlicedRanksCrossTheLinkOutOfStep) {
+  topo::Topology dedicated = four_per_node();
+  dedicated.peak_flops_per_s = 2e11;  // compute between the collectives
+  topo::Topology sliced = dedicated, own_core = dedicated;
+  sliced.cores_per_rank = 0.25;
+  own_core.cores_per_rank = 1.0;
+  const PlannerOptions o = options(8, 16);
+  for (const topo::Grid& g : {topo::Grid{1, 4, 2, 1, 1}, topo::Grid{2, 2, 2, 1, 1}}) {  // Z: 4 rings per node
+    const auto e = evaluate(one_layer_model(), dedicated, g, o), s = evaluate(one_layer_model(), sliced, g, o);
+    ASSERT_TRUE(e.feasible && s.feasible) << g.to_string();
+    // latency 0: one ring alone moves 4 times as fast as eq. 10's quarter of the link
+    EXPECT_LT(s.comm.ag_z, e.comm.ag_z) << g.to_string();
+    EXPECT_GT(s.comm.ag_z, e.comm.ag_z / 4) << g.to_string();
+    EXPECT_NEAR(s.comm.rs_z / e.comm.rs_z, s.comm.ag_z / e.comm.ag_z, 1e-12) << g.to_string();  // one share per axis
+    EXPECT_DOUBLE_EQ(s.comm.ar_x, e.comm.ar_x) << g.to_string();  // inside a node
+    EXPECT_DOUBLE_EQ(s.comm.ar_y, e.comm.ar_y) << g.to_string();
+    EXPECT_LT(s.batch_s, e.batch_s) << g.to_string();
+  }
+  for (const topo::Grid& g : {topo::Grid{1, 1, 8, 1, 1},     // one Z ring per node
+                              topo::Grid{1, 2, 2, 2, 1},     // tensor groups inside a node, data across
+                              topo::Grid{1, 1, 1, 8, 1}}) {  // data alone
+    const auto e = evaluate(one_layer_model(), dedicated, g, o), s = evaluate(one_layer_model(), sliced, g, o);
+    ASSERT_TRUE(e.feasible && s.feasible) << g.to_string();
+    EXPECT_DOUBLE_EQ(s.batch_s, e.batch_s) << g.to_string();
+    EXPECT_DOUBLE_EQ(s.comm.ar_data, e.comm.ar_data) << g.to_string();
+  }
+  const topo::Grid g{1, 4, 2, 1, 1};
+  EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), own_core, g, o).batch_s, evaluate(one_layer_model(), dedicated, g, o).batch_s);
+  PlannerOptions agnostic = o;
+  agnostic.placement_aware = false;
+  EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), sliced, g, agnostic).batch_s,
+                   evaluate(one_layer_model(), dedicated, g, agnostic).batch_s);
+  const PlannerOptions paper = options(8, 16, CommModel::Paper);
+  EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), sliced, g, paper).comm_s, evaluate(one_layer_model(), dedicated, g, paper).comm_s);
+}
+
 TEST(Evaluate, PlacementAgnosticUsesInterNodeBandwidthEverywhere) {
   PlannerOptions o = options(32, 16, CommModel::Paper);
   o.placement_aware = false;

@@ -50,6 +50,12 @@ double staggered_ring_s(double alone_s, double others, double rest_s) {
   return b > 0 ? 2.0 * a * c / (b + root) : (root - b) / 2.0;
 }
 
+double out_of_step_share(double alone_s, double all_at_once_s, double rest_s) {
+  if (alone_s <= 0 || all_at_once_s <= alone_s || !(rest_s > 0)) return 1.0;
+  const double r = staggered_ring_s(alone_s, all_at_once_s / alone_s - 1.0, rest_s);
+  return r / (r + rest_s);
+}
+
 void shared_link_ends(const double* start_s, const double* alone_s, size_t n, double* end_s) {
   for (size_t i = 0; i < n; ++i) AXONN_ASSERT(std::isfinite(start_s[i]) && !std::isnan(alone_s[i]));
   constexpr double kDone = -1;  // left[i] of a flow that has ended

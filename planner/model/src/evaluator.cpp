@@ -2,7 +2,9 @@
 #include "evaluator.hpp"
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -51,6 +53,18 @@ double zero3_gather_s(double layer_all_reduce_s, const LayerCommSettings& ls) {
 auto class_key(const model::Layer& l) {
   return std::make_tuple(l.kind, l.k, l.n, l.role, l.heads, l.head_dim, l.in_block, l.recomputed, l.bias,
                          l.norm_before, l.gelu_after, l.residual_after, l.loss_after);
+}
+
+// A layer's blocking tensor collectives of one micro-batch's passes over axis `a`
+// (`forwards` forward passes: 2 where checkpointing recomputes it), seconds; every axis
+// when `a` is empty. The weight is gathered once per forward and once for the backward
+// (an embedding's once), as with no all-gather cache.
+double tensor_collectives_s(const LayerCollectives& c, std::optional<topo::Axis> a, double forwards, bool embedding) {
+  double s = 0;
+  if (!a || *a == topo::Axis::Z) s += (embedding ? 1.0 : 2.0) * c.all_gather_s + c.reduce_scatter_s;
+  if (!a || c.a == *a) s += forwards * c.forward_all_reduce_s + c.output_grad_gather_s;
+  if (!a || c.b == *a) s += c.input_grad_all_reduce_s + forwards * c.input_gather_s;
+  return s;
 }
 
 }  // namespace
@@ -214,6 +228,25 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     sc.memory.resize(m.layers.size());
   }
   const double accumulation_share = o.optimizer.zero >= 2 ? 1.0 / static_cast<double>(g.gdata) : 1.0;
+  // Time-sliced ranks (docs/model.md section 13, "Tensor rings out of step"): eq. 10's
+  // min(gpn, ip) rings of a tensor axis across nodes belong to the stage's other groups,
+  // which drift out of step with this one. Their collectives are costed both with the
+  // link to themselves (alone_bw) and under eq. 10, and mixed below.
+  std::array<bool, topo::kNumAxes> out_of_step{};
+  AxisBandwidths alone_bw = bw;
+  if (o.placement_aware && !paper && t.ranks_time_sliced()) {
+    const topo::RankLayout layout(g, order);
+    for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
+      const int64_t p = g.size(a), ip = layout.inner_size(a), gpn = t.gpus_per_node;
+      const bool inside_node = ip * p <= gpn && gpn % (ip * p) == 0;  // the straddle rule
+      const int64_t rings = std::min(gpn, ip);
+      if (p <= 1 || inside_node || rings <= 1) continue;
+      out_of_step[static_cast<int>(a)] = true;
+      alone_bw[static_cast<int>(a)] = axis_bandwidth(bw, a) * static_cast<double>(rings);
+    }
+  }
+  const bool any_out_of_step = std::find(out_of_step.begin(), out_of_step.end(), true) != out_of_step.end();
+  if (any_out_of_step) sc.alone.resize(nc);
   for (size_t c = 0; c < nc; ++c) {
     const model::Layer& l = *classes_[c].layer;
     LayerCommSettings s = ls;
@@ -235,6 +268,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
     }
     costs.comm = layer_collectives(l, g, bw, s);
+    if (any_out_of_step) sc.alone[c] = layer_collectives(l, g, alone_bw, s);
     if (costs.comm.summa_steps > 0) {  // 2d-broadcast: its moves beside its products
       costs.summa_forward_exposed_s = summa_forward_exposed_s(costs.comm, forward_matmul_s);
       costs.summa_backward_exposed_s = summa_backward_exposed_s(costs.comm, weight_matmul_s);
@@ -242,6 +276,35 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     costs.comm.sync_wait_fraction = sync_wait_fraction;
     costs.comm.sync_call_s = sync_call_s;
     sc.activation_per_row[c] = layer_activations(l, g, m.seq_len);
+  }
+  if (any_out_of_step) {
+    // Per axis, over a micro-batch's passes through the model: its collectives alone and
+    // under eq. 10, and the rest of the passes (compute, the other axes' collectives, the
+    // small collectives); each of its collectives then pays the other rings' share.
+    for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
+      if (!out_of_step[static_cast<int>(a)]) continue;
+      double alone_s = 0, all_at_once_s = 0, rest_s = 0;
+      for (size_t i = 0; i < m.layers.size(); ++i) {
+        const size_t c = static_cast<size_t>(class_of_[i]);
+        const LayerCosts& k = sc.costs[c];
+        const bool embedding = m.layers[i].kind == model::LayerKind::Embedding;
+        const double forwards = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
+        const double mine = tensor_collectives_s(k.comm, a, forwards, embedding);
+        alone_s += tensor_collectives_s(sc.alone[c], a, forwards, embedding);
+        all_at_once_s += mine;
+        rest_s += forwards * (k.forward_s + k.comm.small_forward_s) + k.backward_input_s + k.backward_weight_s +
+                  k.comm.small_backward_s + tensor_collectives_s(k.comm, std::nullopt, forwards, embedding) - mine;
+      }
+      const double share = out_of_step_share(alone_s, all_at_once_s, rest_s);
+      for (size_t c = 0; c < nc; ++c) {
+        LayerCollectives& e = sc.costs[c].comm;
+        const LayerCollectives& alone = sc.alone[c];
+        auto mix = [share](double& v, double v_alone) { v = v_alone + share * (v - v_alone); };
+        if (a == topo::Axis::Z) mix(e.all_gather_s, alone.all_gather_s), mix(e.reduce_scatter_s, alone.reduce_scatter_s);
+        if (e.a == a) mix(e.forward_all_reduce_s, alone.forward_all_reduce_s), mix(e.output_grad_gather_s, alone.output_grad_gather_s);
+        if (e.b == a) mix(e.input_grad_all_reduce_s, alone.input_grad_all_reduce_s), mix(e.input_gather_s, alone.input_gather_s);
+      }
+    }
   }
   if (ring_stages > 1) {
     // The other stages' rings on the link (docs/model.md section 13): each on it for its

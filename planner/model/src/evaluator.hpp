@@ -34,6 +34,8 @@ class Evaluator {
   // Per-thread working memory, sized on first use.
   struct Scratch {
     std::vector<LayerCosts> costs;     // per class
+    std::vector<LayerCollectives> alone;  // per class: with time-sliced ranks, the collectives
+                                          // of axes whose rings are out of step, link alone
     std::vector<double> optimizer_s;   // per class
     std::vector<LayerActivations> activation_per_row;  // per class
     std::vector<double> unit_weight;   // per unit: predicted busy time (partition)

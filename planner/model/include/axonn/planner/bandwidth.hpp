@@ -81,6 +81,17 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
 // once).
 double staggered_ring_s(double alone_s, double others, double rest_s);
 
+// The share of the time that the rings of a stage's other tensor groups, out of step,
+// are on the link that one group's ring crosses (docs/model.md section 13, "Tensor rings
+// out of step"): the fixed point d = R / (R + rest_s) of R = alone_s + (all_at_once_s -
+// alone_s) d. `alone_s`: the group's collectives of a micro-batch's passes with the
+// link to themselves; `all_at_once_s`: the same under eq. 10, every ring on the link at
+// once; `rest_s`: the rest of those passes. A collective then takes
+// alone + d (all_at_once - alone). 1 (eq. 10) when nothing else is in the passes, or
+// nothing is shared.
+// Example: alone 1 s, all at once 3 s (3 rings), rest 2 s: R = 2 s, d = 0.5.
+double out_of_step_share(double alone_s, double all_at_once_s, double rest_s);
+
 // Flows on one link that share it equally while they overlap (processor sharing;
 // docs/model.md section 10): flow i starts at start_s[i] and would take alone_s[i]
 // with the link to itself; with n flows on the link each moves at 1/n of that rate.
