@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -36,9 +37,9 @@ double median_over_ranks(Communicator& c, double value) {
 
 // The fewest host cores a rank of `world` has to itself (ClusterMeasurements::
 // cores_per_rank): ranks are grouped by machine (one running kernel: its boot id, which
-// network namespaces share, else the host name; two machines whose ids hash alike would
-// count as one), and a machine's cores are those any of its ranks may run on (the union
-// of their CPU affinity masks).
+// network namespaces share, else the host name; two machines whose ids had the same
+// 64-bit hash would count as one), and a machine's cores are the logical CPUs any of its
+// ranks may run on (the union of their affinity masks; a CPU quota does not show).
 double measure_cores_per_rank(MpiCommunicator& world) {
   std::string machine;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
@@ -47,7 +48,14 @@ double measure_cores_per_rank(MpiCommunicator& world) {
     gethostname(host, sizeof host - 1);
     machine = host;
   }
-  const int color = static_cast<int>(std::hash<std::string>{}(machine) & 0x3fffffff);
+  // The colour of a machine: its lowest rank (the hash in two exact 32-bit halves).
+  const uint64_t id = std::hash<std::string>{}(machine);
+  at::Tensor ids = at::empty({world.size(), 2}, at::kDouble);
+  world.all_gather(at::tensor({static_cast<double>(id >> 32), static_cast<double>(id & 0xffffffffu)}, at::kDouble), ids)
+      ->wait();
+  auto all = ids.accessor<double, 2>();
+  int color = 0;
+  while (all[color][0] != all[world.rank()][0] || all[color][1] != all[world.rank()][1]) ++color;
   auto same_machine = world.split(color, world.rank(), "machine");
   cpu_set_t mask;
   CPU_ZERO(&mask);
@@ -57,7 +65,7 @@ double measure_cores_per_rank(MpiCommunicator& world) {
     for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
       if (CPU_ISSET(cpu, &mask)) cpus[cpu] = 1.0;
   } else {
-    cores.narrow(0, 0, std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN))).fill_(1.0);
+    cores.narrow(0, 0, std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN), 1, CPU_SETSIZE)).fill_(1.0);
   }
   all_reduce_now(*same_machine, cores, ReduceOp::Max);  // the union over the machine's ranks
   // The fewest over the machines: the largest negated share.

@@ -199,24 +199,24 @@ TEST(Bandwidth, AStaggeredRingRunsBetweenAloneAndEveryRingAtOnce) {
 }
 
 TEST(Bandwidth, OutOfStepRingsAreOnTheLinkForTheirShareOfThePasses) {
-  // The header's example: alone 1 s, 3 s with every ring at once, rest 2 s: R = 2 s,
-  // d = R / (R + rest) = 0.5, and R = alone + d (all at once - alone).
-  EXPECT_NEAR(out_of_step_share(1.0, 3.0, 2.0), 0.5, 1e-12);
-  // The fixed point for any input: R = a + d (e - a) with d = R / (R + rest).
-  for (const auto& [a, e, rest] : std::vector<std::tuple<double, double, double>>{
-           {0.2, 0.8, 1.5}, {1.0, 2.0, 0.1}, {0.01, 0.04, 10.0}}) {
-    const double d = out_of_step_share(a, e, rest), r = a + d * (e - a);
+  // The header's example: transfers 1 s alone, 2 other rings, rest 2 s: R = 2 s,
+  // d = R / (R + rest) = 0.5, and R = alone (1 + others d).
+  EXPECT_NEAR(out_of_step_share(1.0, 2.0, 2.0), 0.5, 1e-12);
+  // The fixed point for any input: R = a (1 + k d) with d = R / (R + rest).
+  for (const auto& [a, k, rest] : std::vector<std::tuple<double, double, double>>{
+           {0.2, 3.0, 1.5}, {1.0, 1.0, 0.1}, {0.01, 3.0, 10.0}}) {
+    const double d = out_of_step_share(a, k, rest), r = a * (1.0 + k * d);
     EXPECT_GT(d, 0.0);
     EXPECT_LT(d, 1.0);
-    EXPECT_NEAR(d, r / (r + rest), 1e-12) << a << " " << e << " " << rest;
+    EXPECT_NEAR(d, r / (r + rest), 1e-12) << a << " " << k << " " << rest;
   }
   // Nothing else in the passes: the rings are always on the link (eq. 10).
-  EXPECT_DOUBLE_EQ(out_of_step_share(1.0, 4.0, 0.0), 1.0);
-  // Nothing shared, or nothing to move: eq. 10 stands (the share does not matter).
-  EXPECT_DOUBLE_EQ(out_of_step_share(1.0, 1.0, 2.0), 1.0);
-  EXPECT_DOUBLE_EQ(out_of_step_share(0.0, 0.0, 2.0), 1.0);
+  EXPECT_DOUBLE_EQ(out_of_step_share(1.0, 3.0, 0.0), 1.0);
+  // No other ring, or nothing to move: eq. 10 stands (the share does not matter).
+  EXPECT_DOUBLE_EQ(out_of_step_share(1.0, 0.0, 2.0), 1.0);
+  EXPECT_DOUBLE_EQ(out_of_step_share(0.0, 3.0, 2.0), 1.0);
   // More compute between the transfers: the other rings are there less often.
-  EXPECT_GT(out_of_step_share(1.0, 4.0, 1.0), out_of_step_share(1.0, 4.0, 5.0));
+  EXPECT_GT(out_of_step_share(1.0, 3.0, 1.0), out_of_step_share(1.0, 3.0, 5.0));
 }
 
 TEST(Bandwidth, APipelineBoundaryCrossesTheLinkOnlyWhereANodeEnds) {

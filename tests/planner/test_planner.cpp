@@ -144,6 +144,16 @@ TEST(Evaluate, TensorRingsOfTimeSlicedRanksCrossTheLinkOutOfStep) {
     EXPECT_DOUBLE_EQ(s.batch_s, e.batch_s) << g.to_string();
     EXPECT_DOUBLE_EQ(s.comm.ar_data, e.comm.ar_data) << g.to_string();
   }
+  // Z out of step beside a data all-reduce across nodes (16 GPUs): the data one keeps eq. 10.
+  {
+    const topo::Grid g{1, 4, 2, 2, 1};
+    const auto e = evaluate(one_layer_model(), dedicated, g, options(16, 32)),
+               s = evaluate(one_layer_model(), sliced, g, options(16, 32));
+    ASSERT_TRUE(e.feasible && s.feasible);
+    EXPECT_LT(s.comm.ag_z, e.comm.ag_z);
+    EXPECT_GT(e.comm.ar_data, 0.0);
+    EXPECT_DOUBLE_EQ(s.comm.ar_data, e.comm.ar_data);
+  }
   const topo::Grid g{1, 4, 2, 1, 1};
   EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), own_core, g, o).batch_s, evaluate(one_layer_model(), dedicated, g, o).batch_s);
   PlannerOptions agnostic = o;

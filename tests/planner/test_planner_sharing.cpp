@@ -11,6 +11,8 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include "axonn/common/data_path.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -146,8 +148,13 @@ TEST(PlannerSharing, RankingDoesNotDependOnTheThreadCount) {
 // exposed SUMMA times once stayed in the scratch and were charged to the 3d candidate
 // ranked after it: 5.27 s where alone it is 3.09 s.)
 TEST(PlannerSharing, EveryModeRankedTogetherEqualsEachCandidateAlone) {
+  auto where = [](const topo::Topology& t, int64_t gpus, const topo::Grid& g) {
+    return fmt::format("cores per rank {}, {} GPUs, grid {}", t.cores_per_rank, gpus, g.to_string());
+  };
   const model::ModelDescription m = model::load_model("gpt-bench");
-  const topo::Topology t = calibrated();
+  topo::Topology sliced = calibrated();
+  sliced.cores_per_rank = 0.25;  // time-sliced ranks: tensor rings out of step (sc.alone in use)
+  for (const topo::Topology& t : {calibrated(), sliced})
   for (int64_t gpus : {8, 16}) {
     PlannerOptions o;
     o.gpus = gpus;
@@ -160,10 +167,19 @@ TEST(PlannerSharing, EveryModeRankedTogetherEqualsEachCandidateAlone) {
     std::set<std::string> modes;
     for (const auto& e : r.feasible) modes.insert(topo::layout_name(e.grid.layout));
     EXPECT_EQ(modes.size(), 4u) << gpus << " GPUs: axonn3d, 2d, 2d-broadcast and 3d";
+    // and the layer-by-layer evaluation agrees (with time-sliced ranks too)
+    for (size_t i = 0; i < r.feasible.size(); i += 7)
+      expect_same(r.feasible[i], evaluate_layer_by_layer(m, t, r.feasible[i].grid, o),
+                  "layer by layer, " + where(t, gpus, r.feasible[i].grid));
     ASSERT_GT(r.feasible.size(), 20u);
-    for (const auto& e : r.feasible)
-      expect_same(e, evaluate(m, t, e.grid, o), std::to_string(gpus) + " GPUs, grid " + e.grid.to_string());
-    for (const auto& e : r.rejected)
-      expect_same(e, evaluate(m, t, e.grid, o), std::to_string(gpus) + " GPUs, rejected grid " + e.grid.to_string());
+    size_t out_of_step = 0;  // candidates the time-sliced ranks change
+    for (const auto& e : r.feasible) {
+      expect_same(e, evaluate(m, t, e.grid, o), where(t, gpus, e.grid));
+      if (t.ranks_time_sliced()) out_of_step += evaluate(m, calibrated(), e.grid, o).batch_s != e.batch_s;
+    }
+    for (const auto& e : r.rejected) expect_same(e, evaluate(m, t, e.grid, o), "rejected, " + where(t, gpus, e.grid));
+    if (t.ranks_time_sliced()) {
+      EXPECT_GT(out_of_step, 5u) << gpus << " GPUs";
+    }
   }
 }

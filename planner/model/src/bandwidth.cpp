@@ -12,13 +12,15 @@
 
 namespace axonn::planner {
 
+bool group_inside_node(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule) {
+  const int64_t gpn = t.gpus_per_node;
+  return ip * p <= gpn && (rule == BandwidthRule::Strict || gpn % (ip * p) == 0);
+}
+
 double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule) {
   if (p <= 1) return std::numeric_limits<double>::infinity();
-  const int64_t gpn = t.gpus_per_node;
-  bool inside_node = ip * p <= gpn;
-  if (rule == BandwidthRule::Straddle) inside_node = inside_node && gpn % (ip * p) == 0;
-  if (inside_node) return t.intra_bandwidth(ip, p);
-  return t.inter_node_bandwidth_bytes_per_s / static_cast<double>(std::min(gpn, ip));
+  if (group_inside_node(t, ip, p, rule)) return t.intra_bandwidth(ip, p);
+  return t.inter_node_bandwidth_bytes_per_s / static_cast<double>(std::min(t.gpus_per_node, ip));
 }
 
 int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
@@ -26,8 +28,7 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
   const topo::RankLayout layout(g, order);
   const int64_t ip = layout.inner_size(topo::Axis::Data), pipe_stride = layout.inner_size(topo::Axis::Pipe);
   const int64_t gpn = t.gpus_per_node, p = members;
-  const bool inside_node = ip * p <= gpn && gpn % (ip * p) == 0;
-  if (p <= 1 || inside_node || g.ginter <= 1) return 1;
+  if (p <= 1 || group_inside_node(t, ip, p, BandwidthRule::Straddle) || g.ginter <= 1) return 1;
   if (pipe_stride >= ip) return 1;  // the pipeline outside the data axis: one stage's rings
   // The rings on the link are those of min(gpn, ip) consecutive ranks of one data member;
   // the pipeline coordinate steps every pipe_stride of them. The blocks of consecutive
@@ -50,9 +51,9 @@ double staggered_ring_s(double alone_s, double others, double rest_s) {
   return b > 0 ? 2.0 * a * c / (b + root) : (root - b) / 2.0;
 }
 
-double out_of_step_share(double alone_s, double all_at_once_s, double rest_s) {
-  if (alone_s <= 0 || all_at_once_s <= alone_s || !(rest_s > 0)) return 1.0;
-  const double r = staggered_ring_s(alone_s, all_at_once_s / alone_s - 1.0, rest_s);
+double out_of_step_share(double alone_s, double others, double rest_s) {
+  if (alone_s <= 0 || others <= 0 || !(rest_s > 0)) return 1.0;
+  const double r = staggered_ring_s(alone_s, others, rest_s);
   return r / (r + rest_s);
 }
 
@@ -133,9 +134,7 @@ std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, co
   int64_t ip = 1;
   for (topo::Axis a : order) {
     const int64_t p = g.size(a);
-    bool inside = ip * p <= gpn;
-    if (rule == BandwidthRule::Straddle) inside = inside && gpn % (ip * p) == 0;
-    m[static_cast<int>(a)] = inside ? p : busiest_members_per_node(gpn, ip, p);
+    m[static_cast<int>(a)] = group_inside_node(t, ip, p, rule) ? p : busiest_members_per_node(gpn, ip, p);
     ip *= p;
   }
   return m;

@@ -55,16 +55,26 @@ auto class_key(const model::Layer& l) {
                          l.norm_before, l.gelu_after, l.residual_after, l.loss_after);
 }
 
-// A layer's blocking tensor collectives of one micro-batch's passes over axis `a`
-// (`forwards` forward passes: 2 where checkpointing recomputes it), seconds; every axis
-// when `a` is empty. The weight is gathered once per forward and once for the backward
-// (an embedding's once), as with no all-gather cache.
-double tensor_collectives_s(const LayerCollectives& c, std::optional<topo::Axis> a, double forwards, bool embedding) {
+// A layer's tensor collectives (ring-model ones: not SUMMA's moves, the small ones or the
+// sequence ring) in one micro-batch's passes over axis `a` (`forwards` forward passes: 2
+// where checkpointing recomputes it), every axis when `a` is empty: the sum of `f` of
+// each one's time, so seconds for f(t) = t and calls for f(t) = (t > 0). The weight is
+// gathered once per forward and once for the backward (an embedding's once), as with no
+// all-gather cache.
+template <class F>
+double tensor_collectives(const LayerCollectives& c, std::optional<topo::Axis> a, double forwards, bool embedding,
+                          F f) {
   double s = 0;
-  if (!a || *a == topo::Axis::Z) s += (embedding ? 1.0 : 2.0) * c.all_gather_s + c.reduce_scatter_s;
-  if (!a || c.a == *a) s += forwards * c.forward_all_reduce_s + c.output_grad_gather_s;
-  if (!a || c.b == *a) s += c.input_grad_all_reduce_s + forwards * c.input_gather_s;
+  if (!a || *a == topo::Axis::Z) s += (embedding ? 1.0 : 2.0) * f(c.all_gather_s) + f(c.reduce_scatter_s);
+  if (!a || c.a == *a) s += forwards * f(c.forward_all_reduce_s) + f(c.output_grad_gather_s);
+  if (!a || c.b == *a) s += f(c.input_grad_all_reduce_s) + forwards * f(c.input_gather_s);
   return s;
+}
+double tensor_collectives_s(const LayerCollectives& c, std::optional<topo::Axis> a, double forwards, bool embedding) {
+  return tensor_collectives(c, a, forwards, embedding, [](double t) { return t; });
+}
+double tensor_collective_calls(const LayerCollectives& c, double forwards, bool embedding) {
+  return tensor_collectives(c, std::nullopt, forwards, embedding, [](double t) { return t > 0 ? 1.0 : 0.0; });
 }
 
 }  // namespace
@@ -228,24 +238,24 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     sc.memory.resize(m.layers.size());
   }
   const double accumulation_share = o.optimizer.zero >= 2 ? 1.0 / static_cast<double>(g.gdata) : 1.0;
-  // Time-sliced ranks (docs/model.md section 13, "Tensor rings out of step"): eq. 10's
-  // min(gpn, ip) rings of a tensor axis across nodes belong to the stage's other groups,
-  // which drift out of step with this one. Their collectives are costed both with the
-  // link to themselves (alone_bw) and under eq. 10, and mixed below.
-  std::array<bool, topo::kNumAxes> out_of_step{};
+  // Time-sliced ranks (docs/model.md section 2, "Tensor rings out of step"): eq. 10's
+  // min(gpn, ip) rings of a tensor axis across nodes belong to other groups, which drift
+  // out of step with this one. Their collectives are costed both with the link to
+  // themselves (alone_bw) and under eq. 10, and mixed below. rings_out_of_step: eq. 10's
+  // count for such an axis, 0 for the others.
+  std::array<int64_t, topo::kNumAxes> rings_out_of_step{};
   AxisBandwidths alone_bw = bw;
   if (o.placement_aware && !paper && t.ranks_time_sliced()) {
     const topo::RankLayout layout(g, order);
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
-      const int64_t p = g.size(a), ip = layout.inner_size(a), gpn = t.gpus_per_node;
-      const bool inside_node = ip * p <= gpn && gpn % (ip * p) == 0;  // the straddle rule
-      const int64_t rings = std::min(gpn, ip);
-      if (p <= 1 || inside_node || rings <= 1) continue;
-      out_of_step[static_cast<int>(a)] = true;
+      const int64_t p = g.size(a), ip = layout.inner_size(a), rings = std::min(t.gpus_per_node, ip);
+      if (p <= 1 || group_inside_node(t, ip, p, BandwidthRule::Straddle) || rings <= 1) continue;
+      rings_out_of_step[static_cast<int>(a)] = rings;
       alone_bw[static_cast<int>(a)] = axis_bandwidth(bw, a) * static_cast<double>(rings);
     }
   }
-  const bool any_out_of_step = std::find(out_of_step.begin(), out_of_step.end(), true) != out_of_step.end();
+  const bool any_out_of_step =
+      std::any_of(rings_out_of_step.begin(), rings_out_of_step.end(), [](int64_t r) { return r > 0; });
   if (any_out_of_step) sc.alone.resize(nc);
   for (size_t c = 0; c < nc; ++c) {
     const model::Layer& l = *classes_[c].layer;
@@ -278,28 +288,49 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     sc.activation_per_row[c] = layer_activations(l, g, m.seq_len);
   }
   if (any_out_of_step) {
-    // Per axis, over a micro-batch's passes through the model: its collectives alone and
-    // under eq. 10, and the rest of the passes (compute, the other axes' collectives, the
-    // small collectives); each of its collectives then pays the other rings' share.
+    // Per axis, over a micro-batch's passes through the model (from the eq. 10 costs of
+    // every axis, so that no axis's share depends on another's): its transfers alone on
+    // the link, and the rest of the passes (compute, the sync wait and each blocking
+    // call's fixed cost, the other axes' collectives, the small ones, SUMMA's exposed
+    // moves, the sequence ring, and the axis's own latency, which eq. 10 does not
+    // change). Each of its collectives then pays the other rings for their share.
+    std::array<double, topo::kNumAxes> share{};
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
-      if (!out_of_step[static_cast<int>(a)]) continue;
-      double alone_s = 0, all_at_once_s = 0, rest_s = 0;
+      const int64_t rings = rings_out_of_step[static_cast<int>(a)];
+      if (rings == 0) continue;
+      double alone_s = 0, eq10_s = 0, rest_s = 0;
       for (size_t i = 0; i < m.layers.size(); ++i) {
         const size_t c = static_cast<size_t>(class_of_[i]);
         const LayerCosts& k = sc.costs[c];
+        const LayerCollectives& lc = k.comm;
         const bool embedding = m.layers[i].kind == model::LayerKind::Embedding;
         const double forwards = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
-        const double mine = tensor_collectives_s(k.comm, a, forwards, embedding);
+        const double mine = tensor_collectives_s(lc, a, forwards, embedding);
+        const double compute = forwards * k.forward_s + k.backward_input_s + k.backward_weight_s;
+        const double calls = tensor_collective_calls(lc, forwards, embedding) +
+                             forwards * static_cast<double>((lc.ring_forward_s > 0) + lc.small_forward_calls) +
+                             static_cast<double>((lc.ring_backward_s > 0) + lc.small_backward_calls);
         alone_s += tensor_collectives_s(sc.alone[c], a, forwards, embedding);
-        all_at_once_s += mine;
-        rest_s += forwards * (k.forward_s + k.comm.small_forward_s) + k.backward_input_s + k.backward_weight_s +
-                  k.comm.small_backward_s + tensor_collectives_s(k.comm, std::nullopt, forwards, embedding) - mine;
+        eq10_s += mine;
+        rest_s += compute * (1.0 + lc.sync_wait_fraction) + calls * lc.sync_call_s +
+                  tensor_collectives_s(lc, std::nullopt, forwards, embedding) - mine +
+                  forwards * (lc.small_forward_s + lc.ring_forward_s + k.summa_forward_exposed_s) +
+                  lc.small_backward_s + lc.ring_backward_s + k.summa_backward_exposed_s;
       }
-      const double share = out_of_step_share(alone_s, all_at_once_s, rest_s);
+      // Eq. 10 moves the same bytes `rings` times as slowly: the difference is transfer
+      // time alone, what is left of alone_s the latency.
+      const double transfers_s = (eq10_s - alone_s) / static_cast<double>(rings - 1);
+      const double latency_s = std::max(0.0, alone_s - transfers_s);
+      share[static_cast<int>(a)] =
+          out_of_step_share(transfers_s, static_cast<double>(rings - 1), rest_s + latency_s);
+    }
+    for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
+      if (rings_out_of_step[static_cast<int>(a)] == 0) continue;
+      const double d = share[static_cast<int>(a)];
       for (size_t c = 0; c < nc; ++c) {
         LayerCollectives& e = sc.costs[c].comm;
         const LayerCollectives& alone = sc.alone[c];
-        auto mix = [share](double& v, double v_alone) { v = v_alone + share * (v - v_alone); };
+        auto mix = [d](double& v, double v_alone) { v = v_alone + d * (v - v_alone); };
         if (a == topo::Axis::Z) mix(e.all_gather_s, alone.all_gather_s), mix(e.reduce_scatter_s, alone.reduce_scatter_s);
         if (e.a == a) mix(e.forward_all_reduce_s, alone.forward_all_reduce_s), mix(e.output_grad_gather_s, alone.output_grad_gather_s);
         if (e.b == a) mix(e.input_grad_all_reduce_s, alone.input_grad_all_reduce_s), mix(e.input_gather_s, alone.input_gather_s);

@@ -134,9 +134,9 @@ struct Topology {
   // The host cores each rank has to itself, `axplan calibrate`'s count: the cores of its
   // machine over the ranks on it; 0 = not measured (each rank taken to run on its own
   // cores, as a GPU's host process does). Below 1 the ranks are time-sliced (the
-  // emulated cluster: 8 ranks on 2 cores), so the groups of one pipeline stage drift out
-  // of step and their rings cross a node's link at different times (docs/model.md
-  // section 13, "Tensor rings out of step").
+  // emulated cluster: 8 ranks on 2 cores), so the process groups drift out of step and
+  // their rings cross a node's link at different times (docs/model.md
+  // section 2, "Tensor rings out of step").
   double cores_per_rank = 0;
   bool ranks_time_sliced() const { return cores_per_rank > 0 && cores_per_rank < 1; }
 

@@ -32,6 +32,10 @@ using AxisBandwidths = std::array<double, topo::kNumAxes>;
 // The bandwidth of the group along `a`, bytes/s.
 inline double axis_bandwidth(const AxisBandwidths& bw, topo::Axis a) { return bw[static_cast<int>(a)]; }
 
+// Whether eq. 10 keeps a group of `p` members `ip` ranks apart inside one node
+// (Rule::Straddle: also gpus_per_node a multiple of ip p).
+bool group_inside_node(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule);
+
 // Eq. 10 for one group: `ip` ranks between members, `p` members.
 double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule);
 
@@ -81,16 +85,16 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
 // once).
 double staggered_ring_s(double alone_s, double others, double rest_s);
 
-// The share of the time that the rings of a stage's other tensor groups, out of step,
-// are on the link that one group's ring crosses (docs/model.md section 13, "Tensor rings
-// out of step"): the fixed point d = R / (R + rest_s) of R = alone_s + (all_at_once_s -
-// alone_s) d. `alone_s`: the group's collectives of a micro-batch's passes with the
-// link to themselves; `all_at_once_s`: the same under eq. 10, every ring on the link at
-// once; `rest_s`: the rest of those passes. A collective then takes
-// alone + d (all_at_once - alone). 1 (eq. 10) when nothing else is in the passes, or
-// nothing is shared.
-// Example: alone 1 s, all at once 3 s (3 rings), rest 2 s: R = 2 s, d = 0.5.
-double out_of_step_share(double alone_s, double all_at_once_s, double rest_s);
+// The share of the time that the other rings on a link, out of step with one tensor
+// group's (time-sliced ranks; docs/model.md section 2, "Tensor rings out of step"), are
+// on it: d = R / (R + rest_s), R = staggered_ring_s(alone_s, others, rest_s).
+// `alone_s`: the group's transfers in a micro-batch's passes with the link to
+// themselves (no latency); `others`: eq. 10's other rings on the link; `rest_s`: the
+// rest of those passes (latency included). A collective of the group then takes
+// alone + d (eq10 - alone), its transfers R in all. 1 (eq. 10) when nothing else is in
+// the passes, or nothing is shared.
+// Example: transfers 1 s alone, 2 other rings, rest 2 s: R = 2 s, d = 0.5.
+double out_of_step_share(double alone_s, double others, double rest_s);
 
 // Flows on one link that share it equally while they overlap (processor sharing;
 // docs/model.md section 10): flow i starts at start_s[i] and would take alone_s[i]
