@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "axonn/plan/plan.hpp"
+#include "axonn/topology/topology_io.hpp"
 #include "axplan_cli.hpp"
 #include "svg_plot.hpp"
 #include "test_util.hpp"
@@ -241,6 +242,32 @@ TEST(Cli, ExplainShowsPlacementLayersAndVerdict) {
       << rejected.out;
   expect_usage_error(axplan(with({"explain", "--grid", "3,2,2,2,1"}, kGpt20b)), "grid product 24 differs");
   expect_usage_error(axplan(with({"explain"}, kGpt20b)), "--grid");
+}
+
+// On time-sliced ranks (topology cores_per_rank below 1) explain says which axes' rings
+// cross nodes out of step and what share of the passes the other rings are on the link;
+// on Perlmutter (not measured: dedicated cores) it says nothing of it.
+TEST(Cli, ExplainNamesTheAxesWhoseRingsAreOutOfStep) {
+  nlohmann::json j = axonn::topo::topology_to_json(axonn::topo::load_topology("perlmutter"));
+  j["cores_per_rank"] = 0.25;
+  const std::string sliced = write_temp("sliced_perlmutter.json", j.dump());
+  // 4,2,2,2,1 on 4-GPU nodes: X inside a node; Y (ip 4) and Z (ip 8) cross with 4 rings each.
+  auto r = axplan({"explain", "--model", "gpt-20b", "--topology", sliced, "--gpus", "32", "--batch-tokens", "32768",
+                   "--grid", "4,2,2,2,1"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const std::regex line(R"(
+([xyz]): time-sliced ranks, its rings across nodes out of step; the other rings on its link for ([0-9]+)% of the passes)");
+  std::set<std::string> axes;
+  for (std::sregex_iterator it(r.out.begin(), r.out.end(), line), end; it != end; ++it) {
+    axes.insert((*it)[1]);
+    const int percent = std::stoi((*it)[2]);
+    EXPECT_GE(percent, 0);
+    EXPECT_LT(percent, 100) << r.out;
+  }
+  EXPECT_EQ(axes, (std::set<std::string>{"y", "z"})) << r.out;
+  auto dedicated = axplan(with({"explain", "--grid", "4,2,2,2,1"}, kGpt20b));
+  ASSERT_EQ(dedicated.rc, 0) << dedicated.err;
+  EXPECT_EQ(dedicated.out.find("out of step"), std::string::npos) << dedicated.out;
 }
 
 // 2d-broadcast: --grid t,gdata,ginter makes the 2d grid in the broadcast layout, and

@@ -162,6 +162,12 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
                a.size == 1 ? "-" : a.inside_node ? "inside a node" : "across nodes",
                a.size == 1 ? "-" : fmt::format("{:.2f} GB/s", a.bandwidth_bytes_per_s / 1e9));
   }
+  for (int i = 0; i < topo::kNumAxes; ++i)
+    if (x.axes[i].out_of_step_share > 0)
+      fmt::print(out,
+                 "{}: time-sliced ranks, its rings across nodes out of step; the other rings on its link for {:.0f}% "
+                 "of the passes, not eq. 10's all of them (docs/model.md section 2)\n",
+                 topo::axis_name(static_cast<topo::Axis>(i)), 100 * x.axes[i].out_of_step_share);
   if (x.layers.empty()) return;
   fmt::print(out, "\n{} micro-batch(es) of {} sequences; per micro-batch and occurrence, milliseconds:\n",
              e.microbatches, e.microbatch_seqs);

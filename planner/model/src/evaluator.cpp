@@ -257,6 +257,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   const bool any_out_of_step =
       std::any_of(rings_out_of_step.begin(), rings_out_of_step.end(), [](int64_t r) { return r > 0; });
   if (any_out_of_step) sc.alone.resize(nc);
+  sc.out_of_step_share.fill(0.0);
   for (size_t c = 0; c < nc; ++c) {
     const model::Layer& l = *classes_[c].layer;
     LayerCommSettings s = ls;
@@ -294,7 +295,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     // call's fixed cost, the other axes' collectives, the small ones, SUMMA's exposed
     // moves, the sequence ring, and the axis's own latency, which eq. 10 does not
     // change). Each of its collectives then pays the other rings for their share.
-    std::array<double, topo::kNumAxes> share{};
+    std::array<double, topo::kNumAxes>& share = sc.out_of_step_share;
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
       const int64_t rings = rings_out_of_step[static_cast<int>(a)];
       if (rings == 0) continue;

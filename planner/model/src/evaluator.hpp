@@ -12,6 +12,7 @@
 // threads, each with its own Scratch.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -36,6 +37,9 @@ class Evaluator {
     std::vector<LayerCosts> costs;     // per class
     std::vector<LayerCollectives> alone;  // per class: with time-sliced ranks, the collectives
                                           // of axes whose rings are out of step, link alone
+    // Per axis: the share of the passes its out-of-step rings' others are on the link
+    // (bandwidth.hpp's out_of_step_share); 0 where eq. 10 stands.
+    std::array<double, topo::kNumAxes> out_of_step_share{};
     std::vector<double> optimizer_s;   // per class
     std::vector<LayerActivations> activation_per_row;  // per class
     std::vector<double> unit_weight;   // per unit: predicted busy time (partition)

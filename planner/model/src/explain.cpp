@@ -29,6 +29,7 @@ Explanation explain(const model::ModelDescription& m, const topo::Topology& t, c
     const int64_t span = p.ip * p.size, gpn = t.gpus_per_node;
     p.inside_node = span <= gpn && (paper || gpn % span == 0);
     p.bandwidth_bytes_per_s = bw[i];
+    p.out_of_step_share = scratch.out_of_step_share[i];
   }
   if (x.evaluation.microbatches == 0) return x;  // did not divide: no costs
   for (size_t c = 0; c < evaluator.classes().size(); ++c) {

@@ -25,6 +25,10 @@ struct AxisPlacement {
   int64_t ip = 1;                   // ranks between members (the sizes of the groups placed inside)
   bool inside_node = true;          // every copy of the group stays inside a node (straddle rule)
   double bandwidth_bytes_per_s = 0; // what the model gives it (+inf for a group of one)
+  // Time-sliced ranks (topology cores_per_rank below 1): the share of the passes the
+  // other rings on its link are there (docs/model.md section 2, "Tensor rings out of
+  // step"); 0 where eq. 10's every ring at once stands.
+  double out_of_step_share = 0;
 };
 
 struct LayerExplanation {
