@@ -76,6 +76,12 @@ double tensor_collectives_s(const LayerCollectives& c, std::optional<topo::Axis>
 double tensor_collective_calls(const LayerCollectives& c, double forwards, bool embedding) {
   return tensor_collectives(c, std::nullopt, forwards, embedding, [](double t) { return t > 0 ? 1.0 : 0.0; });
 }
+// The layer's other blocking calls in those passes: the sequence ring and the small
+// collectives (each pays the topology's fixed cost per call).
+double ring_and_small_calls(const LayerCollectives& c, double forwards) {
+  return forwards * static_cast<double>((c.ring_forward_s > 0) + c.small_forward_calls) +
+         static_cast<double>((c.ring_backward_s > 0) + c.small_backward_calls);
+}
 
 }  // namespace
 
@@ -308,9 +314,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
         const double forwards = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
         const double mine = tensor_collectives_s(lc, a, forwards, embedding);
         const double compute = forwards * k.forward_s + k.backward_input_s + k.backward_weight_s;
-        const double calls = tensor_collective_calls(lc, forwards, embedding) +
-                             forwards * static_cast<double>((lc.ring_forward_s > 0) + lc.small_forward_calls) +
-                             static_cast<double>((lc.ring_backward_s > 0) + lc.small_backward_calls);
+        const double calls = tensor_collective_calls(lc, forwards, embedding) + ring_and_small_calls(lc, forwards);
         alone_s += tensor_collectives_s(sc.alone[c], a, forwards, embedding);
         eq10_s += mine;
         rest_s += compute * (1.0 + lc.sync_wait_fraction) + calls * lc.sync_call_s +
@@ -354,8 +358,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       const double forwards = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
       const double f_latency = lc.ring_forward_s > 0 ? forward_latency_s : 0.0;
       const double b_latency = lc.ring_backward_s > 0 ? backward_latency_s : 0.0;
-      const double calls = forwards * static_cast<double>((lc.ring_forward_s > 0) + lc.small_forward_calls) +
-                           static_cast<double>((lc.ring_backward_s > 0) + lc.small_backward_calls);
+      const double calls = ring_and_small_calls(lc, forwards);
       transfers_s += forwards * (lc.ring_forward_s - f_latency) + (lc.ring_backward_s - b_latency);
       rest_s += forwards * (k.forward_s + lc.small_forward_s + f_latency) + k.backward_input_s + k.backward_weight_s +
                 lc.small_backward_s + b_latency + calls * lc.sync_call_s;

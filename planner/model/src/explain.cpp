@@ -26,8 +26,7 @@ Explanation explain(const model::ModelDescription& m, const topo::Topology& t, c
     AxisPlacement& p = x.axes[i];
     p.size = g.size(a);
     p.ip = layout.inner_size(a);
-    const int64_t span = p.ip * p.size, gpn = t.gpus_per_node;
-    p.inside_node = span <= gpn && (paper || gpn % span == 0);
+    p.inside_node = group_inside_node(t, p.ip, p.size, paper ? BandwidthRule::Strict : BandwidthRule::Straddle);
     p.bandwidth_bytes_per_s = bw[i];
     p.out_of_step_share = scratch.out_of_step_share[i];
   }
