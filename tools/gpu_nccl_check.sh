@@ -6,7 +6,7 @@
 # GPU; docs/runtime.md gives what it printed.
 #
 # Usage: tools/gpu_nccl_check.sh [--suite] [OUT_DIR]   (OUT_DIR: $OUT, else ./gpu-check)
-#   --suite: also build runtime_mpi_tests against that LibTorch and run it on 1 and 2
+#   --suite: also build runtime_mpi_tests against that LibTorch and run it on 1, 2 and 4
 #            ranks (the CPU runtime on another LibTorch version).
 # Needs: nvidia-smi, python3 with torch, Open MPI, nlohmann-json, fmt, CLI11, Eigen,
 # GoogleTest and NCCL's header and library (as on the device machines of this workplace).
@@ -23,6 +23,7 @@ jobs=$(nproc)
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
   mpirun --version | head -1
+  echo "cpus $(nproc)"
   grep -h "define NCCL_\(MAJOR\|MINOR\|PATCH\) " /usr/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null
 } 2>&1 | tee "$out/env.txt"
 
@@ -68,8 +69,8 @@ status=0
 NCCL_DEBUG=VERSION timeout 300 "${mpirun[@]}" -np 1 "$build/tests/runtime_nccl_tests" 2>&1 | tee "$out/np1.log" || status=1
 timeout 120 "${mpirun[@]}" -np 2 "$build/tests/runtime_nccl_tests" 2>&1 | tee "$out/np2.log" || status=1
 if (( suite )); then
-  for np in 1 2; do
-    timeout 400 "${mpirun[@]}" -np $np "$build/tests/runtime_mpi_tests" > "$out/suite-np$np.log" 2>&1 || status=1
+  for np in 1 2 4; do
+    timeout 180 "${mpirun[@]}" -np $np "$build/tests/runtime_mpi_tests" > "$out/suite-np$np.log" 2>&1 || status=1
     grep -E "PASSED|FAILED|tests ran" "$out/suite-np$np.log" | sed "s/^/np$np: /"
   done
 fi
