@@ -254,13 +254,60 @@ TEST(CollectiveKind, NamesRoundTripAndMapToBreakdownTerms) {
   EXPECT_TRUE(plan::term_is_traced("act_x"));
   EXPECT_FALSE(plan::term_is_traced("p2p_pipe"));
   // Each term of the breakdown's JSON is one kBreakdownTerms names, and back.
-  plan::CommBreakdown b{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  plan::CommBreakdown b{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   double sum = 0;
   for (const auto& t : terms) sum += predicted_term_s(b, t);
   EXPECT_DOUBLE_EQ(sum, b.total());
   EXPECT_DOUBLE_EQ(predicted_term_s(b, "act_x"), 8.0);
   EXPECT_DOUBLE_EQ(predicted_term_s(b, "small"), 11.0);
+  EXPECT_DOUBLE_EQ(predicted_term_s(b, "summa"), 12.0);
   EXPECT_DOUBLE_EQ(predicted_term_s(b, kUnknownKind), 0.0);
+  // SUMMA's four moves are one term, measured by their waits; every other kind by its span.
+  for (auto k : {plan::CollectiveKind::BcY, plan::CollectiveKind::RdY, plan::CollectiveKind::BcZ,
+                 plan::CollectiveKind::RdZ}) {
+    EXPECT_EQ(std::string(plan::breakdown_term(k)), "summa");
+    EXPECT_TRUE(plan::measured_by_wait(k));
+  }
+  int by_wait = 0;
+  for (int i = 0; i < plan::kNumCollectiveKinds; ++i) {
+    const auto k = static_cast<plan::CollectiveKind>(i);
+    by_wait += plan::measured_by_wait(k);
+    EXPECT_EQ(plan::measured_by_wait(k), plan::term_measured_by_wait(plan::breakdown_term(k))) << i;
+  }
+  EXPECT_EQ(by_wait, 4);
+  EXPECT_TRUE(plan::term_measured_by_wait("summa"));
+  EXPECT_FALSE(plan::term_measured_by_wait("act_y"));
+  EXPECT_FALSE(plan::term_measured_by_wait("p2p_seq"));  // traced as its waits already
+}
+
+// validate counts SUMMA's moves by their waits and sets them beside the exposed moves the
+// model predicts; every other kind by its busy span beside the term in full.
+TEST(Validation, SummasMovesAreMeasuredByTheirWaitsBesideTheExposedMoves) {
+  EXPECT_DOUBLE_EQ(measured_kind_s("bc_y", 0.9, 0.1), 0.1);
+  EXPECT_DOUBLE_EQ(measured_kind_s("rd_z", 0.9, 0.2), 0.2);
+  EXPECT_DOUBLE_EQ(measured_kind_s("ag_y", 0.9, 0.1), 0.9);
+  EXPECT_DOUBLE_EQ(measured_kind_s("bcast_q", 0.9, 0.1), 0.9);  // unknown: its span
+  ValidationConfig c;
+  c.status = RunStatus::Measured;
+  c.aware.grid = topo::Grid{1, 2, 2, 2, 1, 1, topo::TensorLayout::TwoDBroadcast};
+  c.aware.batch_s = 2.0;
+  c.aware.comm.summa = 0.8, c.aware.summa_exposed_s = 0.3, c.aware.comm.ag_z = 0.1;
+  EXPECT_DOUBLE_EQ(predicted_term_s(c.aware, "summa"), 0.3);
+  EXPECT_DOUBLE_EQ(predicted_term_s(c.aware, "ag_z"), 0.1);
+  c.measured_s = 2.2;
+  c.measured_comm_s = comm_by_term({{"bc_y", measured_kind_s("bc_y", 1.5, 0.2)},
+                                    {"rd_z", measured_kind_s("rd_z", 0.7, 0.15)},
+                                    {"ag_z", measured_kind_s("ag_z", 0.12, 0.12)}});
+  const auto parts = error_parts(c);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].part, "ag_z");
+  EXPECT_EQ(parts[1].part, "summa");
+  EXPECT_DOUBLE_EQ(parts[1].predicted_s, 0.3);
+  EXPECT_NEAR(parts[1].measured_s, 0.35, 1e-12);
+  // The rest of the step keeps the products the moves' spans covered: 2.2 - 0.12 - 0.35.
+  EXPECT_EQ(parts[2].part, kComputeRest);
+  EXPECT_NEAR(parts[2].measured_s, 1.73, 1e-12);
+  EXPECT_NEAR(parts[2].predicted_s, 2.0 - 0.1 - 0.3, 1e-12);
 }
 
 // A step's busy seconds by kind, summed by term; the median over steps.

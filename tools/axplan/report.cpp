@@ -88,18 +88,18 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
   if (f == Format::Csv) {
     out << "rank,gx,gy,gz,gdata,ginter,microbatch_seqs,batch_s,compute_s,exposed_comm_s,comm_s,ag_z_s,rs_z_s,ar_x_s,ar_y_s,ar_data_s,"
            "p2p_pipe_s,memory_bytes_per_gpu,rejected_because,optimizer,strategy,sequence,p2p_seq_s,act_x_s,act_y_s,sync_wait_s,"
-           "small_s"
+           "small_s,summa_s,summa_exposed_s"
         << (c.order_searched ? ",placement_order" : "") << "\n";
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
       fmt::print(out,
                  "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},"
-                 "\"{}\",{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}{}\n",
+                 "\"{}\",{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}{}\n",
                  rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
                  e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
                  b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because,
                  plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq, b.act_x, b.act_y,
-                 b.sync_wait, b.small, c.order_searched ? ",\"" + topo::order_to_string(e.order) + "\"" : "");
+                 b.sync_wait, b.small, b.summa, e.summa_exposed_s, c.order_searched ? ",\"" + topo::order_to_string(e.order) + "\"" : "");
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
     if (show_rejected)
@@ -116,7 +116,7 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
     out << "batch = predicted batch time = compute + exposed communication (and pipeline bubble); comm = all\n"
            "communication, hidden or not, split by collective (seconds per step)"
         << (c.strategies_ranked ? "; 2d's and 3d's all-gathers and\nreduce-scatters of activations are in ar_x and ar_y, "
-                                  "sequence parallelism's ring in p2p"
+                                  "SUMMA's broadcasts and reduces (2d-broadcast) in ar_y,\nsequence parallelism's ring in p2p"
                                 : "")
         << "\n\n";
   const bool options = c.memory_options_searched;
@@ -135,7 +135,7 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
                i + 1, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs,
                full ? fmt::format("{:>9.4f}  {:>9.4f}  {:>9.4f}  ", e.batch_s, e.compute_s, e.exposed_comm_s) : "",
                e.comm_s,
-               b.ag_z, b.rs_z, b.ar_x + b.act_x, b.ar_y + b.act_y, b.ar_data, b.p2p_pipe + b.p2p_seq, e.memory.total_bytes() / kBytesPerGiB,
+               b.ag_z, b.rs_z, b.ar_x + b.act_x, b.ar_y + b.act_y + b.summa, b.ar_data, b.p2p_pipe + b.p2p_seq, e.memory.total_bytes() / kBytesPerGiB,
                options ? fmt::format("  {:<13}", plan::optimizer_label(e.optimizer)) : "",
                strategies ? fmt::format("  {:<22}", planner::strategy_label(e)) : "",
                c.order_searched ? fmt::format("  {:<16}", topo::order_to_string(e.order)) : "");

@@ -94,12 +94,12 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
       if (!(std::isfinite(steps.back()) && steps.back() > 0))
         throw std::runtime_error(fmt::format("step {} of {} took {} s", steps.size(), measure, steps.back()));
       if (steps.size() == 1 || !s.contains("breakdown")) continue;
-      std::map<std::string, double> busy_s, count;
+      std::map<std::string, double> seconds, count;
       for (const auto& [kind, stats] : s.at("breakdown").at("by_kind").items()) {
-        busy_s[kind] = stats.at("busy_s").get<double>();
+        seconds[kind] = planner::measured_kind_s(kind, stats.at("busy_s").get<double>(), stats.value("exposed_s", 0.0));
         count[kind] = stats.value("count", 0.0);
       }
-      comm.push_back(planner::comm_by_term(busy_s));
+      comm.push_back(planner::comm_by_term(seconds));
       calls.push_back(planner::comm_by_term(count));
       pipeline_wait.push_back(s.value("recv_wait_s", 0.0));
     }

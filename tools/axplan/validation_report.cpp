@@ -43,7 +43,7 @@ std::vector<std::string> comm_terms(const std::vector<const ValidationConfig*>& 
   all.push_back(planner::kUnknownKind);
   for (const auto& t : all)
     for (const auto* c : configs)
-      if (c->measured_comm_s.count(t) || planner::predicted_term_s(c->aware.comm, t) > 0) {
+      if (c->measured_comm_s.count(t) || planner::predicted_term_s(c->aware, t) > 0) {
         terms.push_back(t);
         break;
       }
@@ -110,10 +110,11 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
       j["measured_batch_s"] = c.measured_s, j["measured_steps_s"] = c.steps_s;
       j["measured_runs_s"] = c.runs_s, j["run_spread"] = planner::run_spread(c.runs_s);
       // Per collective: the aware model's seconds per step (its slowest stage) beside rank
-      // 0's busy seconds (issue to completion seen), the median step.
+      // 0's busy seconds (issue to completion seen), the median step; SUMMA's moves by
+      // their waits beside the model's exposed moves (planner::measured_kind_s).
       nlohmann::json by_term = nlohmann::json::object();
       for (const auto& t : comm_terms({&c}))
-        by_term[t] = {{"predicted_s", planner::predicted_term_s(c.aware.comm, t)},
+        by_term[t] = {{"predicted_s", planner::predicted_term_s(c.aware, t)},
                       {"measured_busy_s",
                        planner::term_measured(c, t) ? nlohmann::json(measured_term_s(c, t)) : nlohmann::json(nullptr)}};
       // The small collectives' calls per step: the model's count for rank 0's stage beside
@@ -329,8 +330,9 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
         "predicted. Collectives: rank 0's busy seconds (issue to completion seen, the median step; they include the "
         "wait for the slowest rank), `small` being the small collectives (layer norms, losses, vectors); `{}`: rank 0 "
         "waiting for the pipeline's messages, against the model's bubble and p2p_pipe; `p2p_seq`: the waits of the "
-        "ring self-attention's shifts (in reports measured before they were traced, they stay in the rest); `{}`: "
-        "the rest of the step. Seconds are summed over the {} configurations; `error` "
+        "ring self-attention's shifts (in reports measured before they were traced, they stay in the rest); `summa`: "
+        "the waits of SUMMA's broadcasts and reduces (2d-broadcast, issued a step ahead), against the moves the model "
+        "leaves exposed; `{}`: the rest of the step. Seconds are summed over the {} configurations; `error` "
         "is (measured - predicted) / measured batch time, averaged over them (the column sums to the mean signed "
         "error, {:+.1f}%), and `|error|` its absolute value, largest first; a collective's `excess per call` is its "
         "measured minus predicted seconds over rank 0's calls:\n\n| part | predicted (s) | measured (s) | measured / "

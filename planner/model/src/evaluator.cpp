@@ -460,6 +460,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     plan::CommBreakdown c;
     double zero3_gathers = 0;  // ZeRO-3: the data all-gathers of the weights, per step
     double vectors = 0;        // the vectors' gradient elements on one GPU
+    double summa_exposed = 0;  // 2d-broadcast: SUMMA's exposed moves, per step
     for (size_t i = first; i < last; ++i) {
       const model::Layer& l = m.layers[i];
       sc.pass[i] = schedule::pass_layer(l, o.activation_checkpointing, e.checkpoint_interval, first_unit, g.layout);
@@ -480,6 +481,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       const int64_t forward_all_reduces = paper ? 2 : ((o.activation_checkpointing && l.recomputed) ? 2 : 1);
       const LayerCollectives& lc = sc.costs[static_cast<size_t>(k)].comm;
       c += comm_per_step(lc, ls.microbatches, all_gathers, forward_all_reduces);
+      const LayerCosts& kc = sc.costs[static_cast<size_t>(k)];
+      summa_exposed += static_cast<double>(ls.microbatches) *
+                       (static_cast<double>(forward_all_reduces) * kc.summa_forward_exposed_s + kc.summa_backward_exposed_s);
       if (stage == 0)
         small_calls += ls.microbatches * (forward_all_reduces * lc.small_forward_calls + lc.small_backward_calls);
       if (o.optimizer.zero >= 3)
@@ -509,7 +513,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       const double previous_s = stage > 0 ? sc.link_s[static_cast<size_t>(stage - 1)] : 0.0;
       c.p2p_pipe = static_cast<double>(e.microbatches) * (next_s + previous_s);
     }
-    if (c.total() > e.comm.total() || stage == 0) e.comm = c, comm_stage = static_cast<size_t>(stage);
+    if (c.total() > e.comm.total() || stage == 0)
+      e.comm = c, e.summa_exposed_s = summa_exposed, comm_stage = static_cast<size_t>(stage);
     ms.inflight_microbatches =
         schedule::inflight_microbatches(o.pipeline_schedule, stage, g.ginter, e.microbatches, limit);
     ms.final_stage = stage == g.ginter - 1;

@@ -16,11 +16,16 @@
 
 namespace axonn::planner {
 
-CommByTerm comm_by_term(const std::map<std::string, double>& busy_s_by_kind) {
+double measured_kind_s(const std::string& kind, double busy_s, double exposed_s) {
+  const auto k = plan::parse_collective_kind(kind);
+  return k && plan::measured_by_wait(*k) ? exposed_s : busy_s;
+}
+
+CommByTerm comm_by_term(const std::map<std::string, double>& seconds_by_kind) {
   CommByTerm out;
-  for (const auto& [name, busy_s] : busy_s_by_kind) {
+  for (const auto& [name, seconds] : seconds_by_kind) {
     const auto kind = plan::parse_collective_kind(name);
-    out[kind ? plan::breakdown_term(*kind) : kUnknownKind] += busy_s;
+    out[kind ? plan::breakdown_term(*kind) : kUnknownKind] += seconds;
   }
   return out;
 }
@@ -44,6 +49,10 @@ double predicted_term_s(const plan::CommBreakdown& b, const std::string& term) {
   for (const plan::BreakdownTerm& t : plan::kBreakdownTerms)
     if (term == t.name) return b.*t.seconds;
   return 0.0;
+}
+
+double predicted_term_s(const Evaluation& e, const std::string& term) {
+  return plan::term_measured_by_wait(term) ? e.summa_exposed_s : predicted_term_s(e.comm, term);
 }
 
 namespace {
@@ -70,7 +79,7 @@ std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
   for (const plan::BreakdownTerm& t : plan::kBreakdownTerms) {
     // Where not measured (p2p_pipe; the ring in an old report), in the rest of the step.
     if (!term_measured(c, t.name)) continue;
-    const double predicted_s = e.comm.*t.seconds, measured_s = term_or_zero(c.measured_comm_s, t.name);
+    const double predicted_s = predicted_term_s(e, t.name), measured_s = term_or_zero(c.measured_comm_s, t.name);
     if (predicted_s > 0 || measured_s > 0) add(t.name, predicted_s, measured_s);
   }
   if (e.comm.sync_wait > 0) add("sync_wait", e.comm.sync_wait, 0.0);

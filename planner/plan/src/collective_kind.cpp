@@ -10,6 +10,7 @@ namespace {
 struct KindInfo {
   const char* name;
   const char* term;
+  bool by_wait = false;  // measured by its waits (collective_kind.hpp)
 };
 // Indexed by CollectiveKind.
 constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
@@ -20,7 +21,7 @@ constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
     {"ar_x_norm", "small"},   {"ar_y_norm", "small"},   {"ar_x_vector", "small"},   {"ar_y_vector", "small"},
     {"ar_x_loss", "small"},   {"ar_y_loss", "small"},   {"ar_pipe_loss", "small"},
     {"p2p_seq", "p2p_seq"},
-    {"bc_y", "act_y"},        {"rd_y", "act_y"},        {"bc_z", "ag_z"},           {"rd_z", "rs_z"},
+    {"bc_y", "summa", true},  {"rd_y", "summa", true},  {"bc_z", "summa", true},    {"rd_z", "summa", true},
 }};
 
 }  // namespace
@@ -34,6 +35,14 @@ std::optional<CollectiveKind> parse_collective_kind(const std::string& name) {
 }
 
 const char* breakdown_term(CollectiveKind k) { return kKinds[static_cast<size_t>(k)].term; }
+
+bool measured_by_wait(CollectiveKind k) { return kKinds[static_cast<size_t>(k)].by_wait; }
+
+bool term_measured_by_wait(const std::string& term) {
+  for (const KindInfo& k : kKinds)
+    if (term == k.term) return k.by_wait;
+  return false;
+}
 
 bool term_is_traced(const std::string& term) {
   for (const KindInfo& k : kKinds)

@@ -127,9 +127,9 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
   }
   if (one.summa_steps > 0) {  // n_fwd forwards and one backward: SUMMA's moves in full
     const double q = static_cast<double>(one.summa_steps), forwards = static_cast<double>(forward_all_reduces);
-    c.act_y += mb * q * ((forwards + 1.0) * one.summa_input_broadcast_s + one.summa_input_reduce_s);
-    c.ag_z += mb * q * (forwards + 1.0) * one.summa_weight_broadcast_s;
-    c.rs_z += mb * q * one.summa_weight_reduce_s;
+    c.summa = mb * q *
+              ((forwards + 1.0) * (one.summa_input_broadcast_s + one.summa_weight_broadcast_s) +
+               one.summa_input_reduce_s + one.summa_weight_reduce_s);
   }
   c.ar_data = one.data_all_reduce_s;
   c.small = mb * (static_cast<double>(forward_all_reduces) * one.small_forward_s + one.small_backward_s);

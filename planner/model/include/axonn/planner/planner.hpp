@@ -88,6 +88,9 @@ struct Evaluation {
   // Calls of the small collectives (comm.small) per step of the first stage, the one rank
   // 0 runs (validate sets them beside the runtime's count); 0 in paper mode.
   int64_t small_calls = 0;
+  // 2d-broadcast: what SUMMA's moves (comm.summa) leave exposed beside the products,
+  // seconds per step of the same stage as comm (layer_comm.hpp's summa_*_exposed_s).
+  double summa_exposed_s = 0;
   // Full model only (0 in paper mode), seconds per step (docs/model.md section 8):
   double batch_s = 0;              // predicted batch time
   double compute_s = 0;            // matmuls of the slowest stage

@@ -27,13 +27,21 @@ namespace axonn::planner {
 using CommByTerm = std::map<std::string, double>;
 inline constexpr const char* kUnknownKind = "unknown";
 
-// One step's measured busy seconds by collective kind name (axrun's `by_kind`) summed
-// into the terms that predict them.
-CommByTerm comm_by_term(const std::map<std::string, double>& busy_s_by_kind);
+// The seconds validate counts for one kind in one step, from axrun's `by_kind` entry:
+// its busy seconds (issue to completion seen), or for a kind measured by its waits
+// (plan::measured_by_wait: SUMMA's moves) the seconds its rank sat blocked in them.
+double measured_kind_s(const std::string& kind, double busy_s, double exposed_s);
+// One step's measured seconds by collective kind name (measured_kind_s of axrun's
+// `by_kind`) summed into the terms that predict them.
+CommByTerm comm_by_term(const std::map<std::string, double>& seconds_by_kind);
 // Each term's median over the steps (0 in a step without it).
 CommByTerm median_by_term(const std::vector<CommByTerm>& steps);
 // The predicted seconds per step of `term` in `b` (0 for "unknown").
 double predicted_term_s(const plan::CommBreakdown& b, const std::string& term);
+// What validate sets beside the measured term: predicted_term_s of e.comm, or for a term
+// measured by its waits (plan::term_measured_by_wait: `summa`) what the model leaves
+// exposed (Evaluation::summa_exposed_s).
+double predicted_term_s(const Evaluation& e, const std::string& term);
 
 enum class RunStatus { NotSelected, NotRunnable, Measured, Failed };
 const char* run_status_name(RunStatus s);  // "not selected", "not runnable", "measured", "failed"

@@ -15,6 +15,7 @@
 //   plan::collective_kind_name(plan::CollectiveKind::RsZ);   // "rs_z"
 //   plan::breakdown_term(plan::CollectiveKind::AgY);         // "act_y": 2d/3d activations
 //   plan::breakdown_term(plan::CollectiveKind::ArXNorm);     // "small"
+//   plan::measured_by_wait(plan::CollectiveKind::BcY);       // true: SUMMA's moves
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,7 @@ enum class CollectiveKind : uint8_t {
   P2pSeq,                  // ring self-attention's shifts in the sequence group (their waits)
   BcY, RdY,                // 2d-broadcast: SUMMA's input blocks broadcast along Y, dI's reduced
   BcZ, RdZ,                // 2d-broadcast: SUMMA's weight blocks broadcast along Z, dW's reduced
+                           // (the four: the term `summa`, measured by their waits)
 };
 inline constexpr int kNumCollectiveKinds = static_cast<int>(CollectiveKind::RdZ) + 1;
 
@@ -42,8 +44,15 @@ const char* collective_kind_name(CollectiveKind k);  // "ag_z", "ar_x_norm", ...
 std::optional<CollectiveKind> parse_collective_kind(const std::string& name);
 
 // The CommBreakdown term (its JSON name: "ag_z", "rs_z", "ar_x", "ar_y", "act_x",
-// "act_y", "ar_data", "small", "p2p_seq") that predicts the kind's time.
+// "act_y", "ar_data", "small", "p2p_seq", "summa") that predicts the kind's time.
 const char* breakdown_term(CollectiveKind k);
+// Whether validate measures the kind by the time the rank sat blocked waiting for it
+// (the measurement's `exposed_s`) rather than from its issue to its completion
+// (`busy_s`): SUMMA's moves (`summa`), issued a step ahead of their use by design, whose
+// spans cover the products between. Their term's prediction is then what the model
+// leaves exposed (Evaluation::summa_exposed_s). Every kind of a term agrees.
+bool measured_by_wait(CollectiveKind k);
+bool term_measured_by_wait(const std::string& term);
 
 // Whether some kind is predicted by `term`: the runtime traces its collectives and the
 // ring's shifts (the pipeline's point-to-point messages are not traced: their waits are

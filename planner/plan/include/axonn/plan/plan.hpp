@@ -53,9 +53,14 @@ struct CommBreakdown {
   // vector gradients, and the vectors' and loss's all-reduces over Z x data and the
   // pipeline once per step (docs/model.md section 8). Not in the paper model.
   double small = 0;
+  // 2d-broadcast: SUMMA's moves in full, the input blocks' broadcasts and dI's reduces
+  // along Y and the weight blocks' broadcasts and dW's reduces along Z (docs/model.md
+  // section 15). They run under the products: what they leave exposed is
+  // Evaluation::summa_exposed_s, which validate sets beside their measured waits.
+  double summa = 0;
 
   double total() const {
-    return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_x + act_y + sync_wait + small;
+    return ag_z + rs_z + ar_x + ar_y + ar_data + p2p_pipe + p2p_seq + act_x + act_y + sync_wait + small + summa;
   }
   CommBreakdown& operator+=(const CommBreakdown& o) {
     ag_z += o.ag_z;
@@ -69,11 +74,12 @@ struct CommBreakdown {
     act_y += o.act_y;
     sync_wait += o.sync_wait;
     small += o.small;
+    summa += o.summa;
     return *this;
   }
   CommBreakdown scaled(double f) const {
     return {ag_z * f,     rs_z * f,    ar_x * f,  ar_y * f,  ar_data * f,
-            p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f, sync_wait * f, small * f};
+            p2p_pipe * f, p2p_seq * f, act_x * f, act_y * f, sync_wait * f, small * f, summa * f};
   }
 };
 
@@ -84,7 +90,7 @@ struct BreakdownTerm {
   double CommBreakdown::*seconds;
   bool optional;
 };
-inline constexpr std::array<BreakdownTerm, 11> kBreakdownTerms = {{{"ag_z", &CommBreakdown::ag_z, false},
+inline constexpr std::array<BreakdownTerm, 12> kBreakdownTerms = {{{"ag_z", &CommBreakdown::ag_z, false},
                                                                   {"rs_z", &CommBreakdown::rs_z, false},
                                                                   {"ar_x", &CommBreakdown::ar_x, false},
                                                                   {"ar_y", &CommBreakdown::ar_y, false},
@@ -94,7 +100,8 @@ inline constexpr std::array<BreakdownTerm, 11> kBreakdownTerms = {{{"ag_z", &Com
                                                                   {"act_x", &CommBreakdown::act_x, true},
                                                                   {"act_y", &CommBreakdown::act_y, true},
                                                                   {"sync_wait", &CommBreakdown::sync_wait, true},
-                                                                  {"small", &CommBreakdown::small, true}}};
+                                                                  {"small", &CommBreakdown::small, true},
+                                                                  {"summa", &CommBreakdown::summa, true}}};
 
 // The four overlap optimizations of the 4D paper (section IV) plus bucketing.
 struct OverlapSettings {
