@@ -308,6 +308,53 @@ TEST(Validation, SummasMovesAreMeasuredByTheirWaitsBesideTheExposedMoves) {
   EXPECT_EQ(parts[2].part, kComputeRest);
   EXPECT_NEAR(parts[2].measured_s, 1.73, 1e-12);
   EXPECT_NEAR(parts[2].predicted_s, 2.0 - 0.1 - 0.3, 1e-12);
+  // With a pipeline, the bubble is what the compute and the exposed communication leave:
+  // the moves' hidden 0.5 s is in neither, so the compute part predicts compute_s.
+  c.aware.grid.ginter = 2;
+  c.aware.compute_s = 1.2, c.aware.comm_s = 0.9;  // ag_z 0.1 + summa 0.8
+  c.measured_pipeline_wait_s = 0.4;
+  const auto piped = error_parts(c);
+  ASSERT_EQ(piped.size(), 4u);
+  EXPECT_EQ(piped[2].part, kPipelineWait);
+  EXPECT_NEAR(piped[2].predicted_s, 2.0 - 1.2 - (0.9 - 0.8 + 0.3), 1e-12);
+  EXPECT_EQ(piped[3].part, kComputeRest);
+  EXPECT_NEAR(piped[3].predicted_s, 1.2, 1e-12);
+}
+
+// A report measured before SUMMA's moves were a term of their own summed their spans into
+// act_y, ag_z and rs_z: read back for a rescore, those terms stay unmeasured (the rest of
+// the step) rather than set against predictions that no longer hold the moves.
+TEST(ValidationReport, SummasMovesInAnOlderReportStayInTheRest) {
+  ValidationConfig c;
+  c.status = RunStatus::Measured;
+  c.mode = "2d-broadcast";
+  c.name = "2db-1x2x2x2x1";
+  c.aware.grid = topo::Grid{1, 2, 2, 2, 1, 1, topo::TensorLayout::TwoDBroadcast};
+  c.agnostic = c.aware;
+  c.aware.batch_s = 2.0, c.aware.compute_s = 1.0, c.aware.comm_s = 0.9;
+  c.aware.comm.ar_data = 0.5, c.aware.comm.summa = 0.4, c.aware.summa_exposed_s = 0.1;
+  c.measured_s = 2.4, c.runs_s = {2.4}, c.steps_s = {2.4, 2.4};
+  c.measured_comm_s = {{"ar_data", 0.6}, {"summa", 0.3}};
+  tools::ValidationRun run;
+  run.model = run.model_file = "gpt-bench", run.gpus = 8, run.batch_seqs = 16, run.steps = 2;
+  nlohmann::json j = tools::validation_report_json(run, {c}, std::nullopt);
+  EXPECT_DOUBLE_EQ(j["configs"][0]["predicted"]["placement_aware"]["summa_exposed_s"].get<double>(), 0.1);
+  const tools::EarlierReport now = tools::read_validation_report(test::write_temp("new.json", j.dump()));
+  const ValidationConfig& fresh = now.measured.at(c.name);
+  EXPECT_DOUBLE_EQ(fresh.measured_comm_s.at("summa"), 0.3);
+  EXPECT_TRUE(fresh.unmeasured_terms.empty());
+  // The same configuration as an older report wrote it: the moves' spans in act_y and ag_z.
+  auto& terms = j["configs"][0]["comm_by_term"];
+  terms.erase("summa");
+  terms["act_y"] = {{"predicted_s", 0.2}, {"measured_busy_s", 0.8}};
+  terms["ag_z"] = {{"predicted_s", 0.1}, {"measured_busy_s", 0.5}};
+  const tools::EarlierReport old = tools::read_validation_report(test::write_temp("old.json", j.dump()));
+  ValidationConfig read = old.measured.at(c.name);
+  EXPECT_EQ(read.measured_comm_s.count("act_y") + read.measured_comm_s.count("ag_z"), 0u);
+  EXPECT_DOUBLE_EQ(read.measured_comm_s.at("ar_data"), 0.6);
+  for (const char* term : {"summa", "act_y", "ag_z", "rs_z"}) EXPECT_EQ(read.unmeasured_terms.count(term), 1u) << term;
+  read.aware = c.aware;  // as the rescore predicts it again
+  for (const ErrorPart& p : error_parts(read)) EXPECT_TRUE(p.part == "ar_data" || p.part == kComputeRest) << p.part;
 }
 
 // A step's busy seconds by kind, summed by term; the median over steps.

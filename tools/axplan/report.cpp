@@ -43,6 +43,7 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
       j["exposed_comm_s"] = e.exposed_comm_s;
     }
     j["comm_breakdown_s"] = plan::breakdown_to_json(c);
+    if (e.summa_exposed_s > 0) j["summa_exposed_s"] = e.summa_exposed_s;
     j["optimizer"] = plan::optimizer_label(e.optimizer);
     j["memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.total_bytes());
     j["memory_breakdown_bytes"] = {{"model_state", static_cast<int64_t>(e.memory.model_state_bytes)},

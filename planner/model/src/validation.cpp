@@ -86,7 +86,9 @@ std::vector<ErrorPart> error_parts(const ValidationConfig& c) {
   if (term_or_zero(c.measured_comm_s, kUnknownKind) > 0)
     add(kUnknownKind, 0.0, term_or_zero(c.measured_comm_s, kUnknownKind));
   if (e.grid.ginter > 1 || c.measured_pipeline_wait_s > 0) {
-    const double bubble_s = e.grid.ginter > 1 ? std::max(0.0, e.batch_s - e.compute_s - e.comm_s) : 0.0;
+    // The communication the model leaves exposed: SUMMA's moves by their exposed part.
+    const double exposed_comm_s = e.comm_s - e.comm.summa + e.summa_exposed_s;
+    const double bubble_s = e.grid.ginter > 1 ? std::max(0.0, e.batch_s - e.compute_s - exposed_comm_s) : 0.0;
     add(kPipelineWait, bubble_s + e.comm.p2p_pipe, c.measured_pipeline_wait_s);
   }
   parts.push_back({kComputeRest, predicted_rest, measured_rest});

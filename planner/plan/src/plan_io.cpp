@@ -83,8 +83,8 @@ CommBreakdown breakdown_from(ObjectReader r) {
 }  // namespace
 
 nlohmann::json breakdown_to_json(const CommBreakdown& b) {
-  // The optional terms: sequence parallelism's ring (p2p_seq), the 2d and 3d layouts'
-  // activations (act_x, act_y).
+  // The optional terms (kBreakdownTerms): sequence parallelism's ring (p2p_seq), the 2d
+  // and 3d layouts' activations (act_x, act_y), sync_wait, small, SUMMA's moves (summa).
   nlohmann::json j = nlohmann::json::object();
   for (const BreakdownTerm& t : kBreakdownTerms)
     if (!t.optional || b.*t.seconds > 0) j[t.name] = b.*t.seconds;

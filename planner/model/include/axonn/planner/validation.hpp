@@ -58,7 +58,7 @@ struct ValidationConfig {
   std::string retried_after;                  // the first attempt's failure, when a retry succeeded
   std::vector<double> steps_s;                // measured batch time of every step of every run
   std::vector<double> runs_s;                 // measured_batch_s of each run (validate --repeats)
-  std::vector<CommByTerm> steps_comm_s;       // rank 0's busy seconds by term, each step but a run's first
+  std::vector<CommByTerm> steps_comm_s;       // rank 0's seconds by term (measured_kind_s), each step but a run's first
   CommByTerm measured_comm_s;                 // median_by_term of steps_comm_s
   std::vector<CommByTerm> steps_calls;        // rank 0's collective calls by term (axrun's count), same steps
   CommByTerm measured_calls;                  // median_by_term of steps_calls
@@ -79,17 +79,22 @@ bool term_measured(const ValidationConfig& c, const std::string& term);
 // "Where the error comes from"). The step is cut into parts that the runtime measures and
 // the aware model predicts apart, and the parts' errors sum to measured - predicted:
 //   - each traced CommBreakdown term and "unknown": rank 0's busy seconds (the median
-//     step) against the term's predicted seconds (0 for "unknown");
+//     step) against the term's predicted seconds (0 for "unknown"); `summa` (SUMMA's
+//     moves, issued a step ahead): rank 0's waits in them against the moves the model
+//     leaves exposed (predicted_term_s of the Evaluation);
 //   - kPipelineWait (pipelines): rank 0 waiting for the pipeline's messages against the
-//     model's bubble and p2p_pipe (batch_s - compute_s - comm_s + p2p_pipe, at least p2p_pipe);
+//     model's bubble and p2p_pipe (batch_s - compute_s - the exposed communication +
+//     p2p_pipe, at least p2p_pipe; the exposed communication is comm_s with SUMMA's
+//     moves counted by their exposed part);
 //   - "sync_wait": the predicted waits for the groups' last members against 0, since
 //     the runtime measures them inside the collectives' busy seconds above (read it
 //     with them: their sum's error is the waits' and the transfers' together);
 //   - kComputeRest: what is left of each, i.e. measured compute against compute_s (plus
 //     p2p_seq where the measurement has none: reports from before the runtime traced the
 //     ring's waits).
-// Exact at overlap level 0, where the model hides no communication; with overlaps the
-// hidden part moves into kComputeRest.
+// Exact at overlap level 0, where the model hides no communication but SUMMA's moves
+// (whose hidden part stays out of every part); with overlaps the hidden part moves into
+// kComputeRest.
 inline constexpr const char* kPipelineWait = "pipeline_wait";
 inline constexpr const char* kComputeRest = "compute";
 struct ErrorPart {

@@ -268,7 +268,7 @@ struct Plan {
 std::optional<std::string> runtime_problem(const model::ModelDescription& m);
 
 nlohmann::json plan_to_json(const Plan& p);
-// {"ag_z": ..., "p2p_pipe": ...} (and "p2p_seq", "act_x", "act_y", "sync_wait" when not 0), seconds: the plan's
+// {"ag_z": ..., "p2p_pipe": ...} (and the optional terms of kBreakdownTerms when not 0), seconds: the plan's
 // prediction and axplan's reports write the breakdown alike.
 nlohmann::json breakdown_to_json(const CommBreakdown& b);
 // Validates every field and the consistency of the whole (grid product = gpus, grid
