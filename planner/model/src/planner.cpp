@@ -66,9 +66,11 @@ std::vector<topo::Grid> enumerate_grids(int64_t gpus) {
 }
 
 std::vector<topo::Grid> enumerate_mode_grids(const std::string& mode, int64_t gpus) {
-  const plan::TensorMode& m = plan::find_tensor_mode(mode, "planner", "tensor mode");
+  // A pointer: g++ 13's -Wdangling-reference takes a reference returned from a call with
+  // temporary arguments for one into them (this one is the registry's entry).
+  const plan::TensorMode* m = &plan::find_tensor_mode(mode, "planner", "tensor mode");
   std::vector<topo::Grid> out;
-  for (const auto& g : enumerate_grids(gpus)) m.candidates(g, out);
+  for (const auto& g : enumerate_grids(gpus)) m->candidates(g, out);
   return out;
 }
 
