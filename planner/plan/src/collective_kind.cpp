@@ -2,6 +2,7 @@
 #include "axonn/plan/collective_kind.hpp"
 
 #include <array>
+#include <string_view>
 
 namespace axonn::plan {
 
@@ -10,8 +11,9 @@ namespace {
 struct KindInfo {
   const char* name;
   const char* term;
-  bool by_wait = false;  // measured by its waits (collective_kind.hpp)
 };
+// The one term whose kinds validate measures by their waits (collective_kind.hpp).
+constexpr std::string_view kTermMeasuredByWait = "summa";
 // Indexed by CollectiveKind.
 constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
     {"ag_z", "ag_z"},         {"rs_z", "rs_z"},         {"ar_x", "ar_x"},           {"ar_y", "ar_y"},
@@ -21,7 +23,7 @@ constexpr std::array<KindInfo, kNumCollectiveKinds> kKinds = {{
     {"ar_x_norm", "small"},   {"ar_y_norm", "small"},   {"ar_x_vector", "small"},   {"ar_y_vector", "small"},
     {"ar_x_loss", "small"},   {"ar_y_loss", "small"},   {"ar_pipe_loss", "small"},
     {"p2p_seq", "p2p_seq"},
-    {"bc_y", "summa", true},  {"rd_y", "summa", true},  {"bc_z", "summa", true},    {"rd_z", "summa", true},
+    {"bc_y", "summa"},        {"rd_y", "summa"},        {"bc_z", "summa"},          {"rd_z", "summa"},
 }};
 
 }  // namespace
@@ -36,13 +38,9 @@ std::optional<CollectiveKind> parse_collective_kind(const std::string& name) {
 
 const char* breakdown_term(CollectiveKind k) { return kKinds[static_cast<size_t>(k)].term; }
 
-bool measured_by_wait(CollectiveKind k) { return kKinds[static_cast<size_t>(k)].by_wait; }
+bool measured_by_wait(CollectiveKind k) { return breakdown_term(k) == kTermMeasuredByWait; }
 
-bool term_measured_by_wait(const std::string& term) {
-  for (const KindInfo& k : kKinds)
-    if (term == k.term) return k.by_wait;
-  return false;
-}
+bool term_measured_by_wait(const std::string& term) { return term == kTermMeasuredByWait; }
 
 bool term_is_traced(const std::string& term) {
   for (const KindInfo& k : kKinds)
