@@ -110,12 +110,14 @@ chmod +x "$work/agent"
 
 # The nodes share this machine's cores: waiting ranks yield the CPU (mpi_yield_when_idle;
 # Open MPI would busy-poll, since each node's slots are not oversubscribed), or ranks
-# that wait starve the ones that compute and the ones that move data.
+# that wait starve the ones that compute and the ones that move data. No binding: each
+# node's daemon binds as if it had the machine to itself, so with Open MPI's default
+# for 2 ranks or fewer (a core each) the ranks of every node land on core 0.
 # About one launch in a dozen has left mpirun waiting for a node's daemon that never
 # started (the node's namespace stays empty). A watchdog relaunches such a job (at most
 # twice): every node must have its daemon within 30 s, unless mpirun has ended by then.
 launch() {
-  "$MPIRUN" --allow-run-as-root --oversubscribe -np $((nodes * gpn)) --hostfile "$work/hostfile" --map-by slot \
+  "$MPIRUN" --allow-run-as-root --oversubscribe -np $((nodes * gpn)) --hostfile "$work/hostfile" --map-by slot --bind-to none \
     --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 --mca mpi_yield_when_idle 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.77.0/24 --mca oob_tcp_if_include 198.18.77.0/24 \
     "${mpirun_extra[@]}" "$@" &

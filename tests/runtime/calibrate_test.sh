@@ -56,7 +56,7 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
   # One launch in about a dozen has hung on this machine (tracked in the issue notes):
   # a bounded retry, reported, instead of a 240 s stall.
   for attempt in 1 2; do
-    timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit --mpirun-arg --bind-to --mpirun-arg none -- \
+    timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- \
       "$AXPLAN" calibrate --gpus-per-node 2 \
       --repeats 5 --sync-wait-rounds 1 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
     [ $rc -ne 124 ] && break
