@@ -112,13 +112,16 @@ chmod +x "$work/agent"
 # Open MPI would busy-poll, since each node's slots are not oversubscribed), or ranks
 # that wait starve the ones that compute and the ones that move data. No binding: each
 # node's daemon binds as if it had the machine to itself, so with Open MPI's default
-# for 2 ranks or fewer (a core each) the ranks of every node land on core 0.
+# for 2 ranks or fewer (a core each) the ranks of every node land on core 0. The rsh
+# launcher by name: an environment's OMPI_MCA_plm=isolated (a container image's, for
+# one-machine jobs) starts no daemon in the other nodes, and mpirun then finds "All nodes
+# which are allocated for this job are already filled".
 # About one launch in a dozen has left mpirun waiting for a node's daemon that never
 # started (the node's namespace stays empty). A watchdog relaunches such a job (at most
 # twice): every node must have its daemon within 30 s, unless mpirun has ended by then.
 launch() {
   "$MPIRUN" --allow-run-as-root --oversubscribe -np $((nodes * gpn)) --hostfile "$work/hostfile" --map-by slot --bind-to none \
-    --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 --mca mpi_yield_when_idle 1 \
+    --mca plm rsh --mca plm_rsh_agent "$work/agent" --mca plm_rsh_no_tree_spawn 1 --mca mpi_yield_when_idle 1 \
     --mca btl self,vader,tcp --mca btl_tcp_if_include 198.18.77.0/24 --mca oob_tcp_if_include 198.18.77.0/24 \
     "${mpirun_extra[@]}" "$@" &
   mpirun_pid=$!
