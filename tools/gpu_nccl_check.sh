@@ -27,32 +27,9 @@ jobs=$(nproc)
   grep -h "define NCCL_\(MAJOR\|MINOR\|PATCH\) " /usr/include/nccl.h /usr/local/cuda/include/nccl.h 2>/dev/null
 } 2>&1 | tee "$out/env.txt"
 
-prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-# LibTorch ships its own fmt headers, which come first on the runtime's include path;
-# header-only fmt keeps every target off the system libfmt of another version.
-configure() {
-  cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-    -DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CXX_FLAGS=-DFMT_HEADER_ONLY=1 "$@" > "$out/cmake.log" 2>&1
-}
-if ! configure; then
-  # LibTorch's own config can fail on a CUDA toolkit it doesn't expect; the runtime
-  # needs only the CPU libraries and headers, so name them directly.
-  echo "LibTorch's CMake config failed (cmake.log); configuring with its CPU libraries named directly" | tee -a "$out/env.txt"
-  mv "$out/cmake.log" "$out/cmake-torch-config.log"
-  torch=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
-  mkdir -p "$build/torch-direct"
-  cat > "$build/torch-direct/TorchConfig.cmake" <<EOF
-set(Torch_FOUND TRUE)
-add_library(axonn_torch_direct INTERFACE IMPORTED)
-set_target_properties(axonn_torch_direct PROPERTIES
-  INTERFACE_INCLUDE_DIRECTORIES "$torch/include;$torch/include/torch/csrc/api/include"
-  INTERFACE_LINK_LIBRARIES "$torch/lib/libtorch.so;$torch/lib/libtorch_cpu.so;$torch/lib/libc10.so"
-  INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
-set(TORCH_LIBRARIES axonn_torch_direct)
-EOF
-  rm -f "$build/CMakeCache.txt"
-  configure -DTorch_DIR="$PWD/$build/torch-direct" || { tail -40 "$out/cmake.log"; exit 1; }
-fi
+source tools/torch_wheel_configure.sh
+torch_wheel_configure "$build" "$out" | tee -a "$out/env.txt"
+(( PIPESTATUS[0] == 0 )) || exit 1
 grep -E "axonn:|Torch|CUDA" "$out/cmake.log" | head -20
 
 start=$(date +%s)
