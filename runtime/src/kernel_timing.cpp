@@ -13,6 +13,7 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
+#include "axonn/runtime/split_layer_norm.hpp"
 
 namespace axonn::runtime {
 namespace {
@@ -94,6 +95,15 @@ topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int6
     at::Tensor x = leaf({rows, width}), gamma = leaf({width}), beta = leaf({width});
     leaves = {x, gamma, beta};
     forward = [x, gamma, beta, width] { return at::layer_norm(x, {width}, gamma, beta, 1e-5); };
+  } else if (op == "layer_norm_split") {  // LayerNormFn's arithmetic, its all-reduces left out
+    const at::Tensor x = at::randn({rows, width}), gamma = at::randn({width}), beta = at::randn({width}),
+                     dy = at::randn({rows, width});
+    const SumOverGroup alone = [](at::Tensor&) {};
+    SplitNormSaved saved;
+    const double f =
+        time_calls([&] { split_layer_norm_forward(x, gamma, beta, width, 1e-5, alone, saved); }, repeats);
+    const double b = time_calls([&] { split_layer_norm_backward(dy, gamma, saved, width, alone); }, repeats);
+    return {f / elements, b / elements};
   } else if (op == "gelu") {
     at::Tensor x = leaf({rows, width});
     leaves = {x};

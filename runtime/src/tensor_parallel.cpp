@@ -5,6 +5,7 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/plan/layout_rules.hpp"
+#include "axonn/runtime/split_layer_norm.hpp"
 #include "axonn/runtime/summa.hpp"
 
 namespace axonn::runtime {
@@ -389,39 +390,22 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor gamma, at::Tensor beta, int64_t engine,
                             int64_t hidden, double eps) {
     Engine& e = engine_of(engine);
-    Communicator& group = hidden_group(e);
-    const double H = static_cast<double>(hidden);
-    at::Tensor mean = x.sum(-1, true).contiguous();
-    e.ops.all_reduce(group, mean, norm_kind(e));
-    mean.div_(H);
-    at::Tensor xc = x - mean;
-    at::Tensor var = (xc * xc).sum(-1, true).contiguous();
-    e.ops.all_reduce(group, var, norm_kind(e));
-    var.div_(H);
-    at::Tensor rstd = (var + eps).rsqrt();
-    at::Tensor xhat = xc * rstd;
+    SplitNormSaved s;
+    at::Tensor y = split_layer_norm_forward(
+        x, gamma, beta, hidden, eps, [&](at::Tensor& t) { e.ops.all_reduce(hidden_group(e), t, norm_kind(e)); }, s);
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["hidden"] = hidden;
-    ctx->save_for_backward({xhat, rstd, gamma});
-    return xhat * gamma + beta;
+    ctx->save_for_backward({s.xhat, s.rstd, gamma});
+    return y;
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     Engine& e = engine_of(ctx);
     auto saved = ctx->get_saved_variables();
-    const at::Tensor &xhat = saved[0], &rstd = saved[1], &gamma = saved[2];
-    const double H = static_cast<double>(ctx->saved_data["hidden"].toInt());
-    at::Tensor dy = grads[0];
-    at::Tensor gy = dy * gamma;
-    // dx = rstd * (gy - mean(gy) - xhat * mean(gy * xhat)), means over the full hidden width
-    at::Tensor sums = at::cat({gy.sum(-1, true), (gy * xhat).sum(-1, true)}, -1).contiguous();
-    e.ops.all_reduce(hidden_group(e), sums, norm_kind(e));
-    sums.div_(H);
-    at::Tensor dx = rstd * (gy - sums.narrow(-1, 0, 1) - xhat * sums.narrow(-1, 1, 1));
-    const auto rows = dy.numel() / dy.size(-1);
-    at::Tensor dgamma = (dy * xhat).reshape({rows, -1}).sum(0);
-    at::Tensor dbeta = dy.reshape({rows, -1}).sum(0);
-    return {dx, dgamma, dbeta, at::Tensor(), at::Tensor(), at::Tensor()};
+    SplitNormGrads d = split_layer_norm_backward(
+        grads[0], saved[2], {saved[0], saved[1]}, ctx->saved_data["hidden"].toInt(),
+        [&](at::Tensor& t) { e.ops.all_reduce(hidden_group(e), t, norm_kind(e)); });
+    return {d.dx, d.dgamma, d.dbeta, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 

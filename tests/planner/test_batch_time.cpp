@@ -99,6 +99,67 @@ TEST(ComputeModel, ElementwiseWorkFollowsTheLayerFlags) {
   EXPECT_DOUBLE_EQ(elementwise_s(t, *fc1, g, 16, 128).forward_s, 0.0);
 }
 
+// The runtime normalizes with LibTorch's fused kernel where the hidden dimension is whole
+// and with separate passes where it is split over a group (runtime/split_layer_norm.hpp):
+// the layer norm is charged layer_norm's or layer_norm_split's rates by the layout's
+// hidden axis (AxoNN 3D and 3d: X; 2d: Y), and layer_norm's where the topology lacks the
+// split form's.
+TEST(ComputeModel, TheLayerNormIsChargedTheSplitFormWhereItsHiddenGroupIsSplit) {
+  const auto m = model::load_model("gpt-bench");  // hidden 256, ffn 1024, seq 128
+  const model::Layer* fc1 = nullptr;
+  for (const auto& l : m.layers)
+    if (l.name == "block0.fc1") fc1 = &l;
+  ASSERT_TRUE(fc1 && fc1->norm_before);
+  topo::Topology fused, split, norm_only;
+  fused.peak_flops_per_s = split.peak_flops_per_s = norm_only.peak_flops_per_s = 1e12;
+  fused.compute.elementwise = {{"layer_norm", {1, 2}}, {"bias", {3, 4}}, {"gelu", {5, 6}}};
+  split.compute.elementwise = fused.compute.elementwise;
+  split.compute.elementwise["layer_norm_split"] = {10, 20};
+  norm_only.compute.elementwise = {{"layer_norm", {1, 2}}};
+  auto grid = [](int64_t gx, int64_t gy, int64_t gz, int64_t gdata, topo::TensorLayout layout, int64_t sequence = 1) {
+    topo::Grid g{gx, gy, gz, gdata, 1};
+    g.layout = layout, g.sequence = sequence;
+    return g;
+  };
+  using L = topo::TensorLayout;
+  struct Case {
+    topo::Grid g;
+    bool hidden_split;
+  };
+  const std::vector<Case> cases = {
+      {grid(2, 2, 2, 1, L::Axonn3d), true},     // X = 2
+      {grid(1, 2, 2, 2, L::Axonn3d), false},    // X = 1: the fused kernel
+      {grid(1, 8, 1, 1, L::Axonn3d), false},    // 1d: Y splits the weights, not the hidden columns
+      {grid(1, 1, 1, 2, L::Axonn3d, 2), false}, // sequence
+      {grid(1, 2, 2, 1, L::TwoD), true},        // 2d: the hidden columns over Y
+      {grid(1, 2, 2, 1, L::TwoDBroadcast), true},
+      {grid(2, 2, 2, 1, L::ThreeD), true},
+  };
+  for (const auto& c : cases) {
+    // The layer norm's elements of this grid: the only term of norm_only, at 1 s each forward.
+    const double elements = elementwise_s(norm_only, *fc1, c.g, 16, 128).forward_s;
+    ASSERT_GT(elements, 0) << c.g.to_string();
+    const ElementwiseTime a = elementwise_s(fused, *fc1, c.g, 16, 128), b = elementwise_s(split, *fc1, c.g, 16, 128);
+    EXPECT_DOUBLE_EQ(b.forward_s - a.forward_s, c.hidden_split ? elements * (10 - 1) : 0.0) << c.g.to_string();
+    EXPECT_DOUBLE_EQ(b.backward_s - a.backward_s, c.hidden_split ? elements * (20 - 2) : 0.0) << c.g.to_string();
+  }
+  // Not measured anywhere: the roofline's bytes, 24 and 42 per element split, 4 and 6 fused.
+  topo::Topology roofline;
+  roofline.peak_flops_per_s = 1e12;
+  roofline.compute.memory_bytes_per_s = 1e9;
+  const model::Layer norm_layer = [&] {
+    model::Layer l = *fc1;
+    l.bias = l.gelu_after = false;
+    return l;
+  }();
+  for (const auto& c : cases) {
+    const double elements = elementwise_s(norm_only, norm_layer, c.g, 16, 128).forward_s;
+    const ElementwiseTime r = elementwise_s(roofline, norm_layer, c.g, 16, 128);
+    EXPECT_DOUBLE_EQ(r.forward_s, elements * (c.hidden_split ? 24 : 4) / 1e9) << c.g.to_string();
+    EXPECT_DOUBLE_EQ(r.backward_s, elements * (c.hidden_split ? 42 : 6) / 1e9) << c.g.to_string();
+  }
+}
+
 // The gradient accumulation is charged once per backward pass: a step of M micro-batches
 // on one stage costs M times each layer's, inside the passes' compute.
 TEST(ComputeModel, GradientAccumulationIsChargedPerBackwardPass) {

@@ -57,7 +57,7 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
   if (c.point_to_point_intra) out << fit_row("point-to-point intra-node", *c.point_to_point_intra, 1e9, "GB/s");
   if (c.point_to_point_inter) out << fit_row("point-to-point across nodes", *c.point_to_point_inter, 1e9, "GB/s");
   for (const auto& [op, cost] : c.topology.compute.elementwise)
-    fmt::print(out, "element-wise {:<15} forward {:>7.2f} ns/element  backward {:>7.2f} ns/element\n", op,
+    fmt::print(out, "element-wise {:<16} forward {:>7.2f} ns/element  backward {:>7.2f} ns/element\n", op,
                cost.forward_s_per_element * 1e9, cost.backward_s_per_element * 1e9);
   const size_t shapes = c.topology.compute.matmul_table.size();
   if (c.matmul)

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 
+#include "axonn/plan/layout_rules.hpp"
 #include "axonn/planner/layout_costs.hpp"
 
 namespace axonn::planner {
@@ -125,7 +126,16 @@ ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& 
   };
   if (l.kind == model::LayerKind::Attention) add("softmax", E::Scores);
   if (l.kind == model::LayerKind::Linear) {
-    if (l.norm_before) add("layer_norm", E::Input);
+    if (l.norm_before) {
+      const size_t before = r.count;
+      add("layer_norm", E::Input);
+      if (r.count > before) {
+        r.norm_term = before;
+        r.split_norm = r.terms[r.norm_term];
+        if (auto c = cost("layer_norm_split"))
+          r.split_norm = {E::Input, c->forward_s_per_element, c->backward_s_per_element};
+      }
+    }
     if (l.bias) add("bias", E::Output);
     if (l.gelu_after) add("gelu", E::Output);
     if (l.residual_after) add("residual", E::Output);
@@ -160,8 +170,9 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
     outputs = out_rows * static_cast<double>(x.n);
   }
   using E = ElementwiseRates::Elements;
+  const bool hidden_split = g.size(plan::layout_rules(g.layout).hidden_axis) > 1;
   for (size_t i = 0; i < r.count; ++i) {
-    const auto& term = r.terms[i];
+    const auto& term = i == r.norm_term && hidden_split ? r.split_norm : r.terms[i];
     const double elements = term.elements == E::Input ? in : term.elements == E::Output ? outputs : scores;
     out.forward_s += elements * term.forward_s_per_element;
     out.backward_s += elements * term.backward_s_per_element;
@@ -207,6 +218,8 @@ ElementwiseBytes elementwise_bytes(const std::string& op) {
   static const std::map<std::string, ElementwiseBytes> bytes = {
       {"bias", {4, 2}},           // y = x + b: read x, write y; db: read dy (dx is dy)
       {"layer_norm", {4, 6}},     // read x, write y; read x and dy, write dx
+      {"layer_norm_split", {24, 42}},  // its separate passes (runtime/src/split_layer_norm.cpp):
+                                       // forward 7 reads and 5 writes of an element, backward 14 and 7
       {"gelu", {4, 6}},           // read x, write y; read x and dy, write dx
       {"residual", {6, 6}},       // read h and y, write h + y; dh += dy: read two, write one
       {"softmax", {4, 6}},        // read S, write P; read P and dP, write dS

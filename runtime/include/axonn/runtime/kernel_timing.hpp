@@ -18,9 +18,10 @@ namespace axonn::runtime {
 // least 50 ms.
 double time_matmul(const topo::MatmulTiming& shape, int repeats);
 
-// Seconds per element, forward and backward (autograd), of one element-wise operation
-// of topo::elementwise_op_names() as the runtime runs it, on `rows` x `width` elements
-// (softmax: rows/width score matrices of width x width). Medians of `repeats` runs.
+// Seconds per element, forward and backward (autograd; layer_norm_split: the runtime's
+// own backward), of one element-wise operation of topo::elementwise_op_names() as the
+// runtime runs it, on `rows` x `width` elements (softmax: rows/width score matrices of
+// width x width). Medians of `repeats` runs.
 // Throws InputError for an unknown operation.
 topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int64_t width, int repeats);
 

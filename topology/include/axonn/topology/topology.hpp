@@ -36,7 +36,13 @@ struct MatmulTiming {
 // Seconds per element of one element-wise operation (forward and backward), measured
 // with every rank busy at once. The operations, by name (docs/model.md section 7):
 //   bias           y = x + b                          (elements of the output)
-//   layer_norm     layer norm over the last dimension (elements of the input)
+//   layer_norm     layer norm over the last dimension (elements of the input): LibTorch's
+//                  fused kernel, which the runtime calls where the hidden dimension is whole
+//   layer_norm_split the same where the hidden dimension is split over a group (AxoNN 3D's
+//                  X, 2d's Y): the runtime's arithmetic of runtime/split_layer_norm.hpp,
+//                  its all-reduces aside (elements of the local input); a topology without
+//                  it charges its roofline bytes there, or without a memory bandwidth
+//                  layer_norm's rates
 //   gelu           GELU                               (elements of the output)
 //   residual       h + y                              (elements of the output)
 //   softmax        scale, causal mask, softmax        (elements of the score matrix)
@@ -52,8 +58,9 @@ struct ElementwiseCost {
   double backward_s_per_element = 0;
 };
 inline const std::vector<std::string>& elementwise_op_names() {
-  static const std::vector<std::string> names = {"bias",     "layer_norm",    "gelu", "residual",
-                                                 "softmax",  "cross_entropy", "adam", "grad_accumulate"};
+  static const std::vector<std::string> names = {"bias",    "layer_norm",    "layer_norm_split", "gelu",
+                                                 "residual", "softmax",      "cross_entropy",    "adam",
+                                                 "grad_accumulate"};
   return names;
 }
 // Operations that act on parameters once per step or pass, not on activations: they

@@ -82,7 +82,8 @@ std::vector<MatmulShape> model_matmul_shapes(const model::ModelDescription& m, i
 
 // The operand of each element-wise operation calibrate times for `m`: about 2^20
 // elements at the model's widths (bias and GELU: ffn; layer norm and residual: hidden;
-// softmax: seq_len; cross-entropy: vocab; Adam: 1024).
+// the split layer norm: hidden / 2, the local columns of the smallest group; softmax:
+// seq_len; cross-entropy: vocab; Adam: 1024).
 std::map<std::string, topo::ElementwiseShape> elementwise_shapes(const model::ModelDescription& m);
 
 }  // namespace axonn::planner

@@ -66,6 +66,10 @@ std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const to
 // compute.memory_bytes_per_s: elementwise_bytes / memory_bytes_per_s) times its elements:
 //   bias, gelu, residual, cross_entropy   rows * n/Gb      (the layer's local output; 3d: rows/Ga)
 //   layer_norm                            rows * k/Ga      (the layer's local input; 2d: k/(Ga Gy); 3d: rows/Gb)
+//     at layer_norm_split's rates where the hidden dimension is split (the layout's
+//     hidden axis has more than one member: the runtime's decomposed form), else the
+//     fused layer_norm's; without a layer_norm_split entry, its roofline bytes where
+//     the topology has a memory bandwidth, else layer_norm's rates
 //   softmax                               (mb/Gz)*(heads/Gy) * s * s   (3d: mb/(Gz Gx), as attention's matmuls)
 // Zero where the topology has neither.
 struct ElementwiseTime {
@@ -94,6 +98,10 @@ struct ElementwiseRates {
   };
   std::array<Term, 5> terms{};
   size_t count = 0;
+  // The layer norm's term (index into terms; count when the layer has none) and its
+  // rates where the hidden dimension is split, which replace that term's there.
+  size_t norm_term = 5;
+  Term split_norm{};
   double adam_s_per_element = 0;             // 0: not measured
   double grad_accumulate_s_per_element = 0;  // 0: not measured, or fused
 };
