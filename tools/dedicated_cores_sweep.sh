@@ -22,12 +22,14 @@
 # Writes OUT_DIR/env.txt, probe.txt, calibrate.txt, topology.json, sweep1/ and sweep2/ (report.json,
 # summary.md): at most 8 files, as a device call returns them.
 set -uo pipefail
+out=$(realpath -m "${1:-${OUT:-cores-sweep}}")  # from the caller's directory
 cd "$(dirname "$0")/.."
-out=${1:-${OUT:-cores-sweep}}
 mkdir -p "$out"
 rate=${RATE:-1gbit} nodes=${NODES:-2} gpn=${GPN:-4} steps=${STEPS:-5} rounds=${ROUNDS:-6}
 deadline=${DEADLINE_S:-560}
-logs=$(mktemp -d)
+logs=$(mktemp -d)  # the plans, traces and logs of every run; removed on exit
+wrappers=""
+trap 'rm -rf "$logs" ${wrappers:+"$wrappers"}' EXIT
 t0=$(date +%s)
 elapsed() { echo $(($(date +%s) - t0)); }
 say() { echo "[$(elapsed) s] $*" | tee -a "$out/env.txt"; }
@@ -93,10 +95,16 @@ if [ -z "$build" ]; then
 fi
 
 if [ -n "${PLANS:-}" ]; then
-  for plan in "$PLANS"/*.json; do
+  shopt -s nullglob
+  plans=("$PLANS"/*.json)
+  (( ${#plans[@]} )) || { say "no plan files in $PLANS"; exit 2; }
+  for plan in "${plans[@]}"; do
     name=$(basename "$plan" .json)
-    timeout 60 "${emulated[@]}" "$build/tools/axrun" --plan "$plan" --steps 6 --progress poll \
-      --measure "$logs/$name.measure.json" --trace "$logs/$name" > "$logs/$name.log" 2>&1 || say "$name: axrun failed"
+    if ! timeout 60 "${emulated[@]}" "$build/tools/axrun" --plan "$plan" --steps 6 --progress poll \
+      --measure "$logs/$name.measure.json" --trace "$logs/$name" > "$logs/$name.log" 2>&1; then
+      say "$name: axrun failed: $(tail -1 "$logs/$name.log")"
+      continue
+    fi
     python3 tools/trace_summary.py "$out/traces.json" "$name" "$logs/$name.measure.json" "$logs/$name/rank0.json" \
       | tee -a "$out/env.txt"
   done

@@ -16,8 +16,9 @@ events; the time per call is the median of the repeats, and the spread is
 (max - min) / median. Calls in a loop are issued back to back, as a training step
 issues them, so the time excludes the launch latency that the CPU hides.
 
-Element-wise operations run as the planner counts them (topo::elementwise_op_names),
-in bf16, unfused (Megatron fuses several): the forward, then the backward as
+Element-wise operations run as the planner counts them (topo::elementwise_op_names,
+all but layer_norm_split, the runtime's split layer norm, which a fitted topology
+charges its roofline bytes), in bf16, unfused (Megatron fuses several): the forward, then the backward as
 torch.autograd.grad with the output's gradient made beforehand (the inputs' gradients
 returned, not accumulated into .grad), each timed between CUDA events, median of the
 repeats. Adam (fused) and the gradient accumulation (an fp32 buffer += a bf16 dW, as a

@@ -37,7 +37,7 @@ set_target_properties(axonn_torch_direct PROPERTIES
 set(TORCH_LIBRARIES axonn_torch_direct)
 CONFIG
   rm -f "$build/CMakeCache.txt"
-  torch_wheel_configure_once "$build" "$log" -DTorch_DIR="$PWD/$build/torch-direct" "$@" && return 0
+  torch_wheel_configure_once "$build" "$log" -DTorch_DIR="$(realpath "$build")/torch-direct" "$@" && return 0
   tail -40 "$log/cmake.log"
   return 1
 }

@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""One run's step time split from rank 0's Chrome trace (axrun --trace) and its
-measurement JSON (axrun --measure), added to a JSON file of runs; used by
-tools/dedicated_cores_sweep.sh (PLANS=...). Steps after the first, as validate measures.
+"""One run's steps split from rank 0's Chrome trace (axrun --trace), added to a JSON
+file of runs; used by tools/dedicated_cores_sweep.sh (PLANS=...) and checked by
+tests/runtime/axrun_cli_test.sh.
 
 Usage: trace_summary.py OUT.json NAME MEASURE.json RANK0_TRACE.json
-Per run: batch_s (median step), comm_busy_s (the collectives' spans per step, mean),
-matmul_s (the traced products per step, mean), and matmul_ms_by_op {"Forward 3": ms, ...}
-(each layer's product per step, mean). Prints one line."""
+
+The trace marks each step (category "step", from the runtime's begin_step to its
+end_step); a span belongs to the step it starts in. The first step is left out, as
+validate leaves it out; a run of one step keeps it. Per run: batch_s (the steps'
+median, from MEASURE.json), comm_busy_s (the collectives' spans, category "comm", summed
+per step: spans that overlap each other or compute count in full), matmul_s (the traced
+products, category "compute", per step: the runtime times each layer's products, the
+embedding's lookup as "Forward 0"), matmul_ms_by_op {"Forward 3": ms, ...}; the parts
+are means over the steps kept. Prints one line."""
 import collections
 import json
 import os
@@ -16,22 +22,29 @@ import sys
 
 def main(out_path, name, measure_path, trace_path):
     steps = json.load(open(measure_path))["steps"]
-    events = json.load(open(trace_path))["traceEvents"]
-    first_end_us = steps[0]["batch_s"] * 1e6  # the trace's clock starts with the first step
-    later = len(steps) - 1
+    events = [e for e in json.load(open(trace_path))["traceEvents"] if e.get("ph") == "X"]
+    marks = sorted((e for e in events if e.get("cat") == "step"), key=lambda e: e["ts"])
+    if not marks:
+        sys.exit(f"trace_summary: {trace_path}: no step spans (category 'step'); expected a trace of this runtime")
+    kept = marks[1:] or marks
     by_op, comm_us = collections.defaultdict(float), 0.0
     for e in events:
-        if e.get("ph") != "X" or e["ts"] < first_end_us:
+        if e.get("cat") not in ("compute", "comm"):
+            continue
+        if not any(m["ts"] <= e["ts"] < m["ts"] + m["dur"] for m in kept):
             continue
         if e["cat"] == "compute":
             by_op[e["name"]] += e["dur"]
         else:
             comm_us += e["dur"]
+    n = len(kept)
+    batch = [s["batch_s"] for s in steps[len(marks) - n:]]
     run = {
-        "batch_s": statistics.median(s["batch_s"] for s in steps[1:]),
-        "comm_busy_s": comm_us / later / 1e6,
-        "matmul_s": sum(by_op.values()) / later / 1e6,
-        "matmul_ms_by_op": {k: v / later / 1e3 for k, v in sorted(by_op.items())},
+        "steps": n,
+        "batch_s": statistics.median(batch),
+        "comm_busy_s": comm_us / n / 1e6,
+        "matmul_s": sum(by_op.values()) / n / 1e6,
+        "matmul_ms_by_op": {k: v / n / 1e3 for k, v in sorted(by_op.items())},
     }
     runs = json.load(open(out_path)) if os.path.exists(out_path) else {}
     runs[name] = run
@@ -40,7 +53,7 @@ def main(out_path, name, measure_path, trace_path):
     os.replace(out_path + ".tmp", out_path)
     rest = run["batch_s"] - run["comm_busy_s"] - run["matmul_s"]
     print(f"{name}: step {run['batch_s']:.3f} s = collectives {run['comm_busy_s']:.3f} + products "
-          f"{run['matmul_s']:.3f} + the rest {rest:.3f}")
+          f"{run['matmul_s']:.3f} + the rest {rest:.3f} (mean of {n} step(s))")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ nlohmann::json OverlapBreakdown::to_json() const {
 double Tracer::now() const { return now_s(); }
 
 void Tracer::compute(const std::string& name, double t0, double t1) {
-  if (keep_events_) events_.push_back({name, false, t0, t1});
+  if (keep_events_) events_.push_back({name, Track::Compute, t0, t1});
 }
 
 void Tracer::comm(plan::CollectiveKind kind, double t0, double t1, double exposed_s) {
@@ -33,7 +33,7 @@ void Tracer::comm(plan::CollectiveKind kind, double t0, double t1, double expose
   k.busy_s += t1 - t0;
   k.exposed_s += exposed_s;
   k.count += 1;
-  if (keep_events_) events_.push_back({name, true, t0, t1});
+  if (keep_events_) events_.push_back({name, Track::Comm, t0, t1});
 }
 
 void Tracer::begin_step() {
@@ -63,6 +63,7 @@ OverlapBreakdown Tracer::end_step() {
   for (const auto& [k, s] : step_kinds_) b.exposed_comm_s += s.exposed_s;
   b.overlapped_s = std::max(0.0, b.comm_s - b.exposed_comm_s);
   b.non_overlapped_compute_s = std::max(0.0, b.batch_s - b.comm_s);
+  if (keep_events_) events_.push_back({"step " + std::to_string(++steps_), Track::Step, step_start_, now()});
   return b;
 }
 
@@ -71,10 +72,16 @@ void Tracer::write_chrome_trace(const std::string& path, int rank) const {
   events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", rank}, {"args", {{"name", "rank " + std::to_string(rank)}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 1}, {"args", {{"name", "compute"}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 2}, {"args", {{"name", "communication"}}}});
-  const double origin = events_.empty() ? 0.0 : events_.front().t0;
-  for (const auto& e : events_)
-    events.push_back({{"name", e.name}, {"cat", e.comm ? "comm" : "compute"}, {"ph", "X"}, {"pid", rank},
-                      {"tid", e.comm ? 2 : 1}, {"ts", (e.t0 - origin) * 1e6}, {"dur", (e.t1 - e.t0) * 1e6}});
+  events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 3}, {"args", {{"name", "steps"}}}});
+  // The clock starts at the earliest span (spans are kept as they end, a step after its own).
+  double origin = 0;
+  for (size_t i = 0; i < events_.size(); ++i) origin = i == 0 ? events_[i].t0 : std::min(origin, events_[i].t0);
+  for (const auto& e : events_) {
+    const char* cat = e.track == Track::Comm ? "comm" : e.track == Track::Step ? "step" : "compute";
+    const int tid = e.track == Track::Comm ? 2 : e.track == Track::Step ? 3 : 1;
+    events.push_back({{"name", e.name}, {"cat", cat}, {"ph", "X"}, {"pid", rank}, {"tid", tid},
+                      {"ts", (e.t0 - origin) * 1e6}, {"dur", (e.t1 - e.t0) * 1e6}});
+  }
   write_file_atomically(path, nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n", "trace");
 }
 

@@ -125,20 +125,21 @@ TEST(ComputeModel, TheLayerNormIsChargedTheSplitFormWhereItsHiddenGroupIsSplit) 
   struct Case {
     topo::Grid g;
     bool hidden_split;
+    double elements;  // the norm's input on one rank, by hand: rows x columns
   };
   const std::vector<Case> cases = {
-      {grid(2, 2, 2, 1, L::Axonn3d), true},     // X = 2
-      {grid(1, 2, 2, 2, L::Axonn3d), false},    // X = 1: the fused kernel
-      {grid(1, 8, 1, 1, L::Axonn3d), false},    // 1d: Y splits the weights, not the hidden columns
-      {grid(1, 1, 1, 2, L::Axonn3d, 2), false}, // sequence
-      {grid(1, 2, 2, 1, L::TwoD), true},        // 2d: the hidden columns over Y
-      {grid(1, 2, 2, 1, L::TwoDBroadcast), true},
-      {grid(2, 2, 2, 1, L::ThreeD), true},
+      {grid(2, 2, 2, 1, L::Axonn3d), true, 1024.0 * 128},      // X = 2: rows 2048/Z, k/X
+      {grid(1, 2, 2, 2, L::Axonn3d), false, 1024.0 * 256},     // X = 1: the fused kernel
+      {grid(1, 8, 1, 1, L::Axonn3d), false, 2048.0 * 256},     // 1d: Y splits the weights, not the columns
+      {grid(1, 1, 1, 2, L::Axonn3d, 2), false, 1024.0 * 256},  // sequence: half of each sequence's rows
+      {grid(1, 2, 2, 1, L::TwoD), true, 1024.0 * 128},         // 2d: the block k/(X Y) of rows/Z
+      {grid(1, 2, 2, 1, L::TwoDBroadcast), true, 1024.0 * 128},
+      {grid(2, 2, 2, 1, L::ThreeD), true, 512.0 * 128},        // 3d: rows/(Z Y), k/X
   };
   for (const auto& c : cases) {
     // The layer norm's elements of this grid: the only term of norm_only, at 1 s each forward.
     const double elements = elementwise_s(norm_only, *fc1, c.g, 16, 128).forward_s;
-    ASSERT_GT(elements, 0) << c.g.to_string();
+    ASSERT_DOUBLE_EQ(elements, c.elements) << c.g.to_string();
     const ElementwiseTime a = elementwise_s(fused, *fc1, c.g, 16, 128), b = elementwise_s(split, *fc1, c.g, 16, 128);
     EXPECT_DOUBLE_EQ(b.forward_s - a.forward_s, c.hidden_split ? elements * (10 - 1) : 0.0) << c.g.to_string();
     EXPECT_DOUBLE_EQ(b.backward_s - a.backward_s, c.hidden_split ? elements * (20 - 2) : 0.0) << c.g.to_string();

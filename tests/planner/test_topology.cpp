@@ -1,6 +1,8 @@
 // Topology files, the grid and the rank layout.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "axonn/common/data_path.hpp"
 #include "axonn/topology/grid.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -254,4 +256,50 @@ TEST(Topology, TheHostCoresPerRankReadAndWrite) {
   const std::string msg = error_of([&] { topo::topology_from_json(j, "c.json"); });
   EXPECT_NE(msg.find("c.json: /cores_per_rank"), std::string::npos) << msg;
   EXPECT_NE(msg.find("expected a number >= 0"), std::string::npos) << msg;
+}
+
+// The schema (topology/schema/topology.schema.json, docs/formats.md) names every field the
+// writer emits: a topology with every optional field set, written, walks the schema's
+// objects without a key the schema leaves out (where it forbids other properties).
+namespace {
+void expect_in_schema(const nlohmann::json& schema, const nlohmann::json& node, const nlohmann::json& value,
+                      const std::string& path) {
+  const nlohmann::json* s = &node;
+  while (s->contains("$ref")) {  // "#/$defs/NAME"
+    const std::string ref = (*s)["$ref"];
+    s = &schema["$defs"][ref.substr(ref.rfind('/') + 1)];
+  }
+  if (value.is_object()) {
+    const bool closed = s->contains("additionalProperties") && (*s)["additionalProperties"] == false;
+    for (const auto& [key, v] : value.items()) {
+      if (s->contains("properties") && (*s)["properties"].contains(key))
+        expect_in_schema(schema, (*s)["properties"][key], v, path + "." + key);
+      else
+        EXPECT_FALSE(closed) << path + "." + key << " is written but not in the schema";
+    }
+  } else if (value.is_array() && s->contains("items")) {
+    for (const auto& v : value) expect_in_schema(schema, (*s)["items"], v, path + "[]");
+  }
+}
+}  // namespace
+
+TEST(Topology, EveryFieldTheWriterEmitsIsInTheSchema) {
+  topo::Topology t = topo::load_topology("dgx-h100");
+  t.collective_call_s = 0.001;
+  t.host_link_bytes_per_s = 25e9;
+  t.cores_per_rank = 0.25;
+  t.compute.matmul_table.push_back({128, 256, 512, 2, 1e-3});
+  for (const auto& op : topo::elementwise_op_names())
+    t.compute.elementwise[op] = {1e-9, topo::elementwise_forward_only(op) ? 0.0 : 2e-9};
+  t.point_to_point = {1e10, 1e9};
+  t.sync_wait = {{2, 0.01}, {8, 0.1}};
+  t.nonblocking.all_gather = topo::AllGatherAlgorithm::Linear;
+  const nlohmann::json written = topo::topology_to_json(t);
+  for (const char* key : {"collective_call_s", "host_link_bytes_per_s", "cores_per_rank", "sync_wait",
+                          "point_to_point_bytes_per_s", "nonblocking_collectives"})
+    ASSERT_TRUE(written.contains(key)) << key;
+  ASSERT_EQ(written["compute"]["elementwise_s_per_element"].size(), topo::elementwise_op_names().size());
+  std::ifstream f(resolve_data_file("test", "topology/schema", "topology.schema"));
+  const nlohmann::json schema = nlohmann::json::parse(f);
+  expect_in_schema(schema, schema, written, "");
 }

@@ -66,8 +66,19 @@ check "a budget with a unit" 2 "budget of 0.1 MiB" -- \
 check "overlap flags and a trace per rank" 0 "communication .* exposed" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" \
   --steps 2 --overlap-level 4 --cache-layers 4 --checkpointing on --trace "$T/trace" --measure "$T/mt.json"
 if [ -f "$T/trace/rank3.json" ] && grep -q '"ag_z"' "$T/trace/rank0.json" && grep -q '"rs_z"' "$T/trace/rank0.json" \
-   && grep -q '"exposed_comm_s"' "$T/mt.json"; then
-  passes=$((passes + 1)); echo "PASS traces name all-gathers and reduce-scatters; the measurement has the breakdown"
+   && grep -q '"exposed_comm_s"' "$T/mt.json" \
+   && python3 "$(dirname "$0")/../../tools/trace_summary.py" "$T/ts.json" p4 "$T/mt.json" "$T/trace/rank0.json" \
+   && python3 - "$T/ts.json" "$T/trace/rank0.json" <<'PY'
+import json, sys
+# tools/trace_summary.py splits the trace by its step spans: two steps, the second summed
+run = json.load(open(sys.argv[1]))["p4"]
+steps = [e for e in json.load(open(sys.argv[2]))["traceEvents"] if e.get("cat") == "step"]
+assert [e["name"] for e in steps] == ["step 1", "step 2"], steps
+assert 0 < run["comm_busy_s"] and 0 < run["matmul_s"] < run["batch_s"], run
+assert any(k.startswith("Forward ") for k in run["matmul_ms_by_op"]), run
+PY
+then
+  passes=$((passes + 1)); echo "PASS traces name all-gathers and reduce-scatters and mark the steps; the measurement has the breakdown"
 else
   fails=$((fails + 1)); echo "FAIL traces"; ls "$T/trace" 2>&1
 fi

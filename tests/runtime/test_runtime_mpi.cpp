@@ -20,6 +20,7 @@
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
+#include "axonn/runtime/split_layer_norm.hpp"
 #include "axonn/runtime/stage_engine.hpp"
 #include "axonn/runtime/tensor_parallel.hpp"
 #include "axonn/runtime/trainer.hpp"
@@ -467,6 +468,31 @@ schedule::StageSchedule one_layer_schedule(bool data_parallel) {
 
 // One normal and one transposed layer, every grid: output, input gradient, weight and
 // bias gradients against serial LibTorch.
+// The split layer norm's arithmetic (LayerNormFn's, and what calibrate times as
+// layer_norm_split) on a group of one is LibTorch's layer norm: outputs and the input's,
+// gamma's and beta's gradients. Rank-local: every rank checks it alone.
+TEST(SplitLayerNorm, AloneItIsLibTorchsLayerNormAndItsGradients) {
+  torch::manual_seed(11);
+  const int64_t hidden = 24;
+  const at::Tensor x = at::randn({3, 5, hidden}), gamma = at::randn({hidden}), beta = at::randn({hidden}),
+                   dy = at::randn({3, 5, hidden});
+  int sums = 0;
+  const runtime::SumOverGroup alone = [&](at::Tensor&) { ++sums; };
+  runtime::SplitNormSaved saved;
+  const at::Tensor y = runtime::split_layer_norm_forward(x, gamma, beta, hidden, 1e-5, alone, saved);
+  const runtime::SplitNormGrads g = runtime::split_layer_norm_backward(dy, gamma, saved, hidden, alone);
+  EXPECT_EQ(sums, 3);  // the mean's, the variance's and the backward's two sums (one call)
+
+  const at::Tensor xr = x.clone().requires_grad_(true), gr = gamma.clone().requires_grad_(true),
+                   br = beta.clone().requires_grad_(true);
+  const at::Tensor yr = at::layer_norm(xr, {hidden}, gr, br, 1e-5);
+  yr.backward(dy);
+  EXPECT_LT(relative_error(y, yr.detach()), 1e-5);
+  EXPECT_LT(relative_error(g.dx, xr.grad()), 1e-5);
+  EXPECT_LT(relative_error(g.dgamma, gr.grad()), 1e-5);
+  EXPECT_LT(relative_error(g.dbeta, br.grad()), 1e-5);
+}
+
 TEST(Linear, MatchesSerialOnEveryGrid) {
   const int64_t m = 16, k = 16, n = 32;
   auto gen = at::detail::createCPUGenerator(11);

@@ -1,6 +1,7 @@
 // Timers and traces of one rank: spans of compute and of communication, the time the
 // rank sat blocked waiting for a collective, and a Chrome trace-event file (open it
-// in Perfetto or chrome://tracing) with compute and communication on separate tracks.
+// in Perfetto or chrome://tracing) with compute, communication and the steps (from
+// begin_step to end_step, "step N", category "step") on separate tracks.
 //
 // A communication span runs from the issue of a collective to the moment the rank saw
 // it complete (a test() that succeeded, or the return of wait()); its "exposed" part
@@ -55,13 +56,15 @@ class Tracer {
   void write_chrome_trace(const std::string& path, int rank) const;
 
  private:
+  enum class Track { Compute, Comm, Step };
   struct Span {
     std::string name;
-    bool comm;
+    Track track;
     double t0, t1;
   };
   bool keep_events_;
   double step_start_ = 0;
+  int64_t steps_ = 0;  // steps ended
   std::vector<std::pair<double, double>> step_comm_;  // spans of this step
   std::map<std::string, CommStats> step_kinds_;
   std::vector<Span> events_;

@@ -38,8 +38,9 @@ struct MatmulTiming {
 //   bias           y = x + b                          (elements of the output)
 //   layer_norm     layer norm over the last dimension (elements of the input): LibTorch's
 //                  fused kernel, which the runtime calls where the hidden dimension is whole
-//   layer_norm_split the same where the hidden dimension is split over a group (AxoNN 3D's
-//                  X, 2d's Y): the runtime's arithmetic of runtime/split_layer_norm.hpp,
+//   layer_norm_split the same where the hidden dimension is split over a group (X for
+//                  AxoNN 3D and 3d, Y for 2d and 2d-broadcast): the runtime's arithmetic
+//                  of runtime/split_layer_norm.hpp,
 //                  its all-reduces aside (elements of the local input); a topology without
 //                  it charges its roofline bytes there, or without a memory bandwidth
 //                  layer_norm's rates

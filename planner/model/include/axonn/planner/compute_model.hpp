@@ -96,11 +96,12 @@ struct ElementwiseRates {
     Elements elements = Elements::Output;
     double forward_s_per_element = 0, backward_s_per_element = 0;
   };
-  std::array<Term, 5> terms{};
+  static constexpr size_t kMaxTerms = 5;
+  std::array<Term, kMaxTerms> terms{};
   size_t count = 0;
-  // The layer norm's term (index into terms; count when the layer has none) and its
-  // rates where the hidden dimension is split, which replace that term's there.
-  size_t norm_term = 5;
+  // The layer norm's term (an index into terms; kMaxTerms when the layer has none) and
+  // its rates where the hidden dimension is split, which replace that term's there.
+  size_t norm_term = kMaxTerms;
   Term split_norm{};
   double adam_s_per_element = 0;             // 0: not measured
   double grad_accumulate_s_per_element = 0;  // 0: not measured, or fused
