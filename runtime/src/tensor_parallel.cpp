@@ -386,13 +386,17 @@ plan::CollectiveKind norm_kind(Engine& e) {
   return hidden_axis(e) == topo::Axis::Y ? plan::CollectiveKind::ArYNorm : plan::CollectiveKind::ArXNorm;
 }
 
+// The layer norm's sums over its group: an all-reduce over the hidden axis.
+SumOverGroup norm_group_sum(Engine& e) {
+  return [&e](at::Tensor& t) { e.ops.all_reduce(hidden_group(e), t, norm_kind(e)); };
+}
+
 struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor x, at::Tensor gamma, at::Tensor beta, int64_t engine,
                             int64_t hidden, double eps) {
     Engine& e = engine_of(engine);
     SplitNormSaved s;
-    at::Tensor y = split_layer_norm_forward(
-        x, gamma, beta, hidden, eps, [&](at::Tensor& t) { e.ops.all_reduce(hidden_group(e), t, norm_kind(e)); }, s);
+    at::Tensor y = split_layer_norm_forward(x, gamma, beta, hidden, eps, norm_group_sum(e), s);
     ctx->saved_data["engine"] = engine;
     ctx->saved_data["hidden"] = hidden;
     ctx->save_for_backward({s.xhat, s.rstd, gamma});
@@ -402,9 +406,8 @@ struct LayerNormFn : public torch::autograd::Function<LayerNormFn> {
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     Engine& e = engine_of(ctx);
     auto saved = ctx->get_saved_variables();
-    SplitNormGrads d = split_layer_norm_backward(
-        grads[0], saved[2], {saved[0], saved[1]}, ctx->saved_data["hidden"].toInt(),
-        [&](at::Tensor& t) { e.ops.all_reduce(hidden_group(e), t, norm_kind(e)); });
+    SplitNormGrads d = split_layer_norm_backward(grads[0], saved[2], {saved[0], saved[1]},
+                                                 ctx->saved_data["hidden"].toInt(), norm_group_sum(e));
     return {d.dx, d.dgamma, d.dbeta, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };

@@ -63,7 +63,8 @@ OverlapBreakdown Tracer::end_step() {
   for (const auto& [k, s] : step_kinds_) b.exposed_comm_s += s.exposed_s;
   b.overlapped_s = std::max(0.0, b.comm_s - b.exposed_comm_s);
   b.non_overlapped_compute_s = std::max(0.0, b.batch_s - b.comm_s);
-  if (keep_events_) events_.push_back({"step " + std::to_string(++steps_), Track::Step, step_start_, now()});
+  if (keep_events_)
+    events_.push_back({"step " + std::to_string(++steps_), Track::Step, step_start_, step_start_ + b.batch_s});
   return b;
 }
 
@@ -74,8 +75,9 @@ void Tracer::write_chrome_trace(const std::string& path, int rank) const {
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 2}, {"args", {{"name", "communication"}}}});
   events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", rank}, {"tid", 3}, {"args", {{"name", "steps"}}}});
   // The clock starts at the earliest span (spans are kept as they end, a step after its own).
-  double origin = 0;
-  for (size_t i = 0; i < events_.size(); ++i) origin = i == 0 ? events_[i].t0 : std::min(origin, events_[i].t0);
+  const auto first =
+      std::min_element(events_.begin(), events_.end(), [](const Span& a, const Span& b) { return a.t0 < b.t0; });
+  const double origin = first == events_.end() ? 0.0 : first->t0;
   for (const auto& e : events_) {
     const char* cat = e.track == Track::Comm ? "comm" : e.track == Track::Step ? "step" : "compute";
     const int tid = e.track == Track::Comm ? 2 : e.track == Track::Step ? 3 : 1;

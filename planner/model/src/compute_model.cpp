@@ -170,7 +170,8 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
     outputs = out_rows * static_cast<double>(x.n);
   }
   using E = ElementwiseRates::Elements;
-  const bool hidden_split = g.size(plan::layout_rules(g.layout).hidden_axis) > 1;
+  // Looked up only for a layer with a norm (the planner's inner loop).
+  const bool hidden_split = r.norm_term < r.count && g.size(plan::layout_rules(g.layout).hidden_axis) > 1;
   for (size_t i = 0; i < r.count; ++i) {
     const auto& term = i == r.norm_term && hidden_split ? r.split_norm : r.terms[i];
     const double elements = term.elements == E::Input ? in : term.elements == E::Output ? outputs : scores;

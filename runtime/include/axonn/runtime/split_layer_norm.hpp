@@ -1,9 +1,8 @@
 // The layer norm over a hidden dimension split across a group (the layout's hidden axis:
 // X for AxoNN 3D and 3d, Y for 2d and 2d-broadcast): its arithmetic, with the group's
-// sum as a callback. The runtime's LayerNormFn
-// (tensor_parallel.cpp) passes its all-reduce; `axplan calibrate` passes none and times
-// the same arithmetic (the element-wise operation layer_norm_split), so the planner
-// charges what the runtime runs. Where the group has one member the runtime calls
+// sum as a callback. The runtime's LayerNormFn (tensor_parallel.cpp) passes its
+// all-reduce; `axplan calibrate` passes none and times the same arithmetic (the
+// element-wise operation layer_norm_split), so the planner charges what the runtime runs. Where the group has one member the runtime calls
 // at::layer_norm, LibTorch's fused kernel, instead (layer_norm), which moves the
 // activations a few times less (docs/model.md section 7).
 //
