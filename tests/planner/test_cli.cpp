@@ -2,10 +2,12 @@
 // (exit code 2 with a message naming the file/flag and what was expected).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -99,6 +101,65 @@ TEST(Cli, ShowRejectedListsReasons) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("rejected:"), std::string::npos);
   EXPECT_NE(r.out.find("GiB >"), std::string::npos);
+}
+
+// --tensor-mode all: one CSV table of every mode's candidates, each row naming its
+// strategy, the rejected ones with their reasons; the JSON carries the same rows.
+TEST(Cli, EveryModeRanksInOneTableWithItsStrategyAndRejectedReasons) {
+  const std::vector<std::string> all = {"rank", "--tensor-mode", "all", "--top", "0", "--show-rejected"};
+  auto csv = axplan(with(with(all, {"--format", "csv"}), kGpt20b));
+  ASSERT_EQ(csv.rc, 0) << csv.err;
+  std::istringstream lines(csv.out);
+  std::string line;
+  std::getline(lines, line);
+  std::vector<std::string> header;
+  for (std::istringstream h(line); std::getline(h, line, ',');) header.push_back(line);
+  auto column = [&](const std::string& name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return static_cast<size_t>(it - header.begin());
+  };
+  const size_t rank_col = column("rank"), batch_col = column("batch_s"), why_col = column("rejected_because"),
+               strategy_col = column("strategy");
+  std::map<std::string, int> feasible, rejected;  // by strategy family ("sequence 2" -> "sequence")
+  int rows = 0;
+  double last_batch = 0;
+  while (std::getline(lines, line)) {
+    std::vector<std::string> f;  // the fields; the quoted ones (reasons, strategies) hold no comma but may
+    std::string field;
+    bool quoted = false;
+    for (char ch : line) {
+      if (ch == '"') quoted = !quoted;
+      else if (ch == ',' && !quoted) f.push_back(std::exchange(field, ""));
+      else field += ch;
+    }
+    f.push_back(field);
+    ASSERT_EQ(f.size(), header.size()) << line;
+    const std::string family = f[strategy_col].substr(0, f[strategy_col].find(' '));
+    if (f[why_col].empty()) {
+      ++feasible[family];
+      EXPECT_EQ(std::stoi(f[rank_col]), ++rows) << line;  // one ranking over every mode, by batch time
+      EXPECT_GE(std::stod(f[batch_col]), last_batch) << line;
+      last_batch = std::stod(f[batch_col]);
+    } else {
+      ++rejected[family];
+    }
+  }
+  for (const char* s : {"4d", "1d", "2d", "2d-broadcast", "sequence"}) EXPECT_GT(feasible[s], 0) << s;
+  for (const char* s : {"4d", "1d", "2d", "3d", "sequence"}) EXPECT_GT(rejected[s], 0) << s;
+
+  auto json = axplan(with(with(all, {"--format", "json"}), kGpt20b));
+  ASSERT_EQ(json.rc, 0) << json.err;
+  auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["candidates"].size(), static_cast<size_t>(rows));
+  int json_rejected = 0, csv_rejected = 0;
+  for (const auto& [family, n] : rejected) csv_rejected += n;
+  for (const auto& r : j["rejected"]) {
+    EXPECT_FALSE(r["rejected_because"].get<std::string>().empty());
+    EXPECT_FALSE(r["strategy"].get<std::string>().empty());
+    ++json_rejected;
+  }
+  EXPECT_EQ(json_rejected, csv_rejected);
 }
 
 TEST(Cli, PlanWritesALoadablePlan) {
