@@ -599,6 +599,28 @@ TEST(OneD, LossAndEveryGradientMatchSerialForEveryTensorGroup) {
   }
 }
 
+// Megatron's 1D (the `1d` tensor mode's grids, 1,t,1,gdata,ginter): 20 Adam steps with
+// clipping follow the serial loss curve on every one of them.
+TEST(OneD, TwentyTrainingStepsFollowTheSerialLossCurve) {
+  const auto desc = model::model_from_json(nlohmann::json::parse(R"({"name": "gpt-1d", "family": "gpt",
+      "num_layers": 2, "hidden": 64, "heads": 8, "seq_len": 16, "vocab": 64, "ffn_multiplier": 4})"),
+                                           "gpt-1d");
+  const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
+  SerialRun ref(cfg, 8, 13, 14);
+  std::vector<std::string> skipped;
+  const auto plans = plans_on(planner::enumerate_mode_grids("1d", g_world->size()), desc, 8, &skipped);
+  if (g_world->size() > 1) {
+    EXPECT_FALSE(plans.empty());
+  }
+  for (const auto& p : plans) {
+    ASSERT_TRUE(p.grid.gx == 1 && p.grid.gz == 1 && p.grid.gy >= 2) << p.grid.to_string();
+    ProcessGrid pg(*g_world, p.grid, p.placement_order);
+    gpt::GptStage run(p, pg, cfg, ref.initial.named_parameters(), nullptr, SerialRun::options());
+    EXPECT_LT(worst_loss_deviation(run, *ref.source, ref.losses), 1e-4) << describe_plan(p);
+  }
+  EXPECT_TRUE(ref.trained());
+}
+
 // The element size is a parameter of the model: in fp64 the parallel GPT agrees with
 // the serial one to rounding (1e-12), which fp32's 1e-5 could hide a small bug behind.
 TEST(Gpt, DoublePrecisionAgreesToRounding) {
