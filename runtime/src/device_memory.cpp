@@ -1,6 +1,7 @@
 // The counting device allocator; see axonn/runtime/device_memory.hpp.
 #include "axonn/runtime/device_memory.hpp"
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <torch/version.h>
 
@@ -182,5 +183,8 @@ void DeviceMemory::empty_cache() {
 }
 void DeviceMemory::set_budget(int64_t bytes) { g_budget.store(bytes > 0 ? bytes : 0); }
 int64_t DeviceMemory::budget_bytes() { return g_budget.load(); }
+bool DeviceMemory::counts(const at::Tensor& t) {
+  return t.defined() && t.has_storage() && t.storage().data_ptr().get_deleter() == &counted_free;
+}
 
 }  // namespace axonn::runtime

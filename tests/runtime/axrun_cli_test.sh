@@ -39,21 +39,30 @@ if grep -q '"forward_s"' "$T/m.json" 2>/dev/null && [ "$(grep -c '"step":' "$T/m
 else
   fails=$((fails + 1)); echo "FAIL measurement JSON"; cat "$T/m.json" 2>/dev/null | head -20
 fi
-# Device memory: every rank's peak beside the plan's prediction; a budget below the
+# Device memory: every rank's peak beside the plan's prediction, and its last step's
+# bytes by what held them (parameters, gradients, the rest, the step's own); a budget below the
 # peak fails every rank like a GPU out of memory (exit 2, the message names the flag),
 # and one a little above it trains. (Asynchronous collectives free their buffers at
 # slightly different moments from run to run: the peak varies by a few KiB.)
-peak=$(python3 - "$T/m.json" <<'PY'
+peak=$(python3 - "$T/m.json" "$T/p4.json" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))["device_memory"]
 ranks, steps = m["peak_bytes_per_rank"], json.load(open(sys.argv[1]))["steps"]
 ok = (len(ranks) == 4 and min(ranks) > 0 and m["peak_bytes"] == max(ranks) and m["predicted_bytes_per_gpu"] > 0
       and all(0 < s["peak_device_bytes"] <= ranks[0] for s in steps))
+# The last step's bytes by what held them add up to its peak (the steps are rank 0's);
+# the gradients (zeroed, not freed, by the optimizer) live at its start, in fp32 beside
+# the plan's bf16 weights: twice their bytes.
+kinds, precision = m["last_step_by_kind_per_rank"], json.load(open(sys.argv[2]))["precision"]
+widen = precision["grad_reduce_bytes"] // precision["compute_bytes"]
+ok = (ok and len(kinds) == 4 and widen == 2 and sum(kinds[0].values()) == steps[-1]["peak_device_bytes"]
+      and all(k["parameter_bytes"] > 0 and k["gradient_bytes"] == widen * k["parameter_bytes"]
+              and k["other_resident_bytes"] > 0 and k["step_bytes"] > 0 for k in kinds))
 print(m["peak_bytes"] if ok else 0)
 PY
 )
 if [ "${peak:-0}" -gt 0 ]; then
-  passes=$((passes + 1)); echo "PASS measurement JSON has each rank's peak device bytes ($peak) and the prediction"
+  passes=$((passes + 1)); echo "PASS measurement JSON has each rank's peak device bytes ($peak), by what held them, and the prediction"
 else
   fails=$((fails + 1)); echo "FAIL device memory in the measurement JSON"; peak=100000000
 fi

@@ -36,6 +36,7 @@
 #include <ATen/Parallel.h>
 #include <unistd.h>
 
+#include <array>
 #include <csignal>
 
 #include <cstdlib>
@@ -64,6 +65,7 @@
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_memory.hpp"
 #include "axonn/runtime/launch.hpp"
+#include "axonn/runtime/memory_breakdown.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/precision.hpp"
 #include "axonn/runtime/rank_process.hpp"
@@ -352,6 +354,7 @@ int main(int argc, char** argv) {
     runtime::DeviceMemory::empty_cache();  // initialization's sizes do not recur in the steps
     runtime::DeviceMemory::set_budget(a.device_memory);
     auto train_step = [&](const at::Tensor& batch) { return l2l ? l2l->trainer.step(batch) : stage->trainer.step(batch); };
+    auto parameters = [&] { return l2l ? l2l->trainer.parameters() : stage->trainer.parameters(); };
     const int64_t first_step = resume ? resume->step : 0;
     if (resume) {
       const topo::Coords coords = grid.layout().coords_of(rank);
@@ -419,6 +422,7 @@ int main(int argc, char** argv) {
     // Caught here, while the model and its collectives in flight are still alive: ending
     // the job must not wait for them (another rank may never complete them).
     int64_t peak_device = 0, peak_host = 0;  // this rank's, over the steps
+    runtime::DeviceMemoryBreakdown held;     // this rank's device memory in its last step, by what held it
     try {
     for (int64_t step = first_step; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
@@ -427,8 +431,10 @@ int main(int argc, char** argv) {
       const at::Tensor batch = source->batch(step);
       runtime::DeviceMemory::reset_peak();
       runtime::HostMemory::reset_peak();
+      held = runtime::device_memory_at_step_start(parameters());
       runtime::StepStats s = train_step(batch);
       const int64_t step_peak = runtime::DeviceMemory::peak_bytes();
+      held.end_step(step_peak);
       peak_device = std::max(peak_device, step_peak);
       peak_host = std::max(peak_host, runtime::HostMemory::peak_bytes());
       steps.push_back({{"step", step}, {"loss", s.loss}, {"grad_norm", s.grad_norm}, {"batch_s", s.batch_s},
@@ -468,6 +474,11 @@ int main(int argc, char** argv) {
     std::vector<int64_t> peaks(static_cast<size_t>(world.size())), host_peaks(peaks.size());
     AXONN_CHECK(MPI_Gather(&peak_device, 1, MPI_INT64_T, peaks.data(), 1, MPI_INT64_T, 0, world.handle()));
     AXONN_CHECK(MPI_Gather(&peak_host, 1, MPI_INT64_T, host_peaks.data(), 1, MPI_INT64_T, 0, world.handle()));
+    const std::array<int64_t, 4> held_bytes = {held.parameter_bytes, held.gradient_bytes, held.other_resident_bytes,
+                                               held.step_bytes};
+    std::vector<int64_t> all_held(held_bytes.size() * peaks.size());
+    AXONN_CHECK(MPI_Gather(held_bytes.data(), static_cast<int>(held_bytes.size()), MPI_INT64_T, all_held.data(),
+                           static_cast<int>(held_bytes.size()), MPI_INT64_T, 0, world.handle()));
     if (rank == 0) {
       const auto worst = std::max_element(peaks.begin(), peaks.end());
       nlohmann::json memory = {{"counted", "every LibTorch tensor (axonn/runtime/device_memory.hpp)"},
@@ -476,6 +487,14 @@ int main(int argc, char** argv) {
                                {"peak_bytes", *worst},
                                {"host_peak_bytes_per_rank", host_peaks},
                                {"host_peak_bytes", *std::max_element(host_peaks.begin(), host_peaks.end())}};
+      // The last step's device bytes by what held them, per rank (memory_breakdown.hpp).
+      nlohmann::json by_kind = nlohmann::json::array();
+      for (size_t r = 0; r < peaks.size(); ++r) {
+        const int64_t* h = &all_held[r * held_bytes.size()];
+        by_kind.push_back({{"parameter_bytes", h[0]}, {"gradient_bytes", h[1]}, {"other_resident_bytes", h[2]},
+                           {"step_bytes", h[3]}});
+      }
+      memory["last_step_by_kind_per_rank"] = by_kind;
       std::string predicted;
       if (plan.prediction) {
         memory["predicted_bytes_per_gpu"] = plan.prediction->memory_bytes_per_gpu;
@@ -488,6 +507,13 @@ int main(int argc, char** argv) {
       }
       fmt::print("axrun: peak device memory {:.1f} MiB (rank {}){}\n", static_cast<double>(*worst) / kBytesPerMiB,
                  worst - peaks.begin(), predicted);
+      if (a.steps > first_step) {
+        const int64_t* h = &all_held[static_cast<size_t>(worst - peaks.begin()) * held_bytes.size()];
+        auto mib = [](int64_t b) { return static_cast<double>(b) / kBytesPerMiB; };
+        fmt::print("axrun: its last step: parameters {:.1f} MiB, gradients {:.1f} MiB, the rest held between steps "
+                   "{:.1f} MiB, and the step's own (activations, gathered weights, buffers) {:.1f} MiB\n",
+                   mib(h[0]), mib(h[1]), mib(h[2]), mib(h[3]));
+      }
       const int64_t host_peak = *std::max_element(host_peaks.begin(), host_peaks.end());
       if (host_peak > 0)
         fmt::print("axrun: peak host-tier memory {:.1f} MiB{}\n", static_cast<double>(host_peak) / kBytesPerMiB,

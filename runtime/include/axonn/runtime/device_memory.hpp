@@ -37,6 +37,10 @@
 
 #include "axonn/common/error.hpp"
 
+namespace at {
+class Tensor;
+}
+
 namespace axonn::runtime {
 
 // An allocation past the budget (axrun --device-memory). An input error: the plan does
@@ -70,6 +74,10 @@ class DeviceMemory {
   // (and allocate nothing). <= 0: no budget.
   static void set_budget(int64_t bytes);
   static int64_t budget_bytes();
+
+  // Whether `t`'s storage came from this allocator (host-tier tensors, and tensors
+  // allocated before install(), did not).
+  static bool counts(const at::Tensor& t);
 };
 
 }  // namespace axonn::runtime
