@@ -461,7 +461,7 @@ std::string checkpoint_from_serial(const std::string& serial_path, const std::st
     Parameter p;
     p.name = name;
     p.shape = w.sizes().vec();
-    p.spec = w.dim() == 2 ? ShardSpec::matrix(false) : ShardSpec::vector(Axis::X);
+    p.spec = w.dim() == 2 ? ShardSpec::matrix(model::LinearRole::Column) : ShardSpec::vector(Axis::X);
     ParameterState ps;
     ps.weight = w;
     auto required = [&](const std::string& key) {

@@ -7,11 +7,12 @@ namespace axonn::runtime {
 
 using topo::Axis;
 
-ShardSpec ShardSpec::matrix(bool transposed, int64_t qkv_heads) {
+ShardSpec ShardSpec::matrix(model::LinearRole role, int64_t qkv_heads) {
+  const bool row = role == model::LinearRole::Row;
   ShardSpec s;
   s.kind = Kind::Matrix;
-  s.axis_a = transposed ? Axis::Y : Axis::X;
-  s.axis_b = transposed ? Axis::X : Axis::Y;
+  s.axis_a = row ? Axis::Y : Axis::X;
+  s.axis_b = row ? Axis::X : Axis::Y;
   s.qkv_heads = qkv_heads;
   return s;
 }

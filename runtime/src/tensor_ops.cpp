@@ -18,8 +18,8 @@ at::Tensor summa_broadcast_op(Engine& e, int64_t layer, const at::Tensor& x, con
                               const LinearShape& shape) {
   return tp2d_broadcast_linear(e, layer, x, bias, shape.k, shape.n);
 }
-ShardSpec role_matrix(bool transposed, int64_t heads) { return ShardSpec::matrix(transposed, heads); }
-ShardSpec normal_matrix(bool, int64_t heads) { return ShardSpec::matrix(false, heads); }
+ShardSpec role_matrix(model::LinearRole role, int64_t heads) { return ShardSpec::matrix(role, heads); }
+ShardSpec column_matrix(model::LinearRole, int64_t heads) { return ShardSpec::matrix(model::LinearRole::Column, heads); }
 ShardSpec natural_vector(Axis axis, int64_t heads) { return ShardSpec::vector(axis, heads); }
 ShardSpec y_vector(Axis, int64_t heads) { return ShardSpec::vector(Axis::Y, heads); }
 
@@ -47,10 +47,10 @@ const TensorOps& tensor_ops(const topo::Grid& g) {
 const TensorOps& tensor_ops(TensorLayout layout) {
   static const TensorOps axonn3d{TensorLayout::Axonn3d, tp_linear, tp_embedding, role_matrix, natural_vector,
                                  std::nullopt, std::nullopt, whole_sequences, tensor_group};
-  static const TensorOps two_d{TensorLayout::TwoD, summa_linear_op, tp2d_embedding, normal_matrix, y_vector,
+  static const TensorOps two_d{TensorLayout::TwoD, summa_linear_op, tp2d_embedding, column_matrix, y_vector,
                                std::nullopt, std::nullopt, whole_sequences, tensor_group};
   static const TensorOps two_d_broadcast{TensorLayout::TwoDBroadcast, summa_broadcast_op, tp2d_embedding,
-                                         normal_matrix, y_vector, std::nullopt, std::nullopt, whole_sequences,
+                                         column_matrix, y_vector, std::nullopt, std::nullopt, whole_sequences,
                                          tensor_group};
   static const TensorOps three_d{TensorLayout::ThreeD, tp3d_linear, tp_embedding, role_matrix, natural_vector,
                                  Axis::Y, Axis::X, whole_sequences, tensor_group};

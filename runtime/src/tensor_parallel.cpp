@@ -82,7 +82,7 @@ void weight_gradient(Engine& e, int64_t layer, OperatorComm::InFlight& f, const 
 // it (it serves the backward pass that follows at once).
 struct SavedLinear {
   int64_t layer = 0, k = 0, n = 0;
-  bool transposed = false;
+  bool row = false;
   at::Tensor input, weight;
 };
 void save_linear(AutogradContext* ctx, Engine& e, int64_t engine, const SavedLinear& s) {
@@ -90,7 +90,7 @@ void save_linear(AutogradContext* ctx, Engine& e, int64_t engine, const SavedLin
   ctx->saved_data["layer"] = s.layer;
   ctx->saved_data["k"] = s.k;
   ctx->saved_data["n"] = s.n;
-  ctx->saved_data["transposed"] = s.transposed;
+  ctx->saved_data["row"] = s.row;
   if (e.weights.in_backward()) ctx->saved_data["weight"] = s.weight;
   ctx->save_for_backward({s.input});
 }
@@ -99,7 +99,7 @@ SavedLinear load_linear(AutogradContext* ctx, Engine& e) {
   s.layer = ctx->saved_data["layer"].toInt();
   s.k = ctx->saved_data["k"].toInt();
   s.n = ctx->saved_data["n"].toInt();
-  s.transposed = ctx->saved_data["transposed"].toBool();
+  s.row = ctx->saved_data["row"].toBool();
   s.input = ctx->get_saved_variables()[0];
   s.weight = ctx->saved_data.count("weight") ? ctx->saved_data["weight"].toTensor()
                                              : e.weights.weight(s.layer).view({s.k, s.n});
@@ -108,15 +108,15 @@ SavedLinear load_linear(AutogradContext* ctx, Engine& e) {
 
 struct LinearFn : public torch::autograd::Function<LinearFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor input, at::Tensor weight_shard, int64_t engine,
-                            int64_t layer, int64_t k_local, int64_t n_local, bool transposed) {
+                            int64_t layer, int64_t k_local, int64_t n_local, bool row) {
     (void)weight_shard;  // an input so that autograd routes its gradient; read through the engine
     Engine& e = engine_of(engine);
     ProcessGrid& g = e.grid;
     at::Tensor w = e.weights.weight(layer).view({k_local, n_local});
     at::Tensor out = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(input, w); });
     record(e, LayerOp::ForwardCollective, layer);
-    e.ops.all_reduce(transposed ? g.y() : g.x(), out, transposed ? plan::CollectiveKind::ArY : plan::CollectiveKind::ArX);  // partial over W's rows
-    save_linear(ctx, e, engine, {layer, k_local, n_local, transposed, input, w});
+    e.ops.all_reduce(row ? g.y() : g.x(), out, row ? plan::CollectiveKind::ArY : plan::CollectiveKind::ArX);  // partial over W's rows
+    save_linear(ctx, e, engine, {layer, k_local, n_local, row, input, w});
     return out;
   }
 
@@ -125,15 +125,15 @@ struct LinearFn : public torch::autograd::Function<LinearFn> {
     ProcessGrid& g = e.grid;
     const SavedLinear sv = load_linear(ctx, e);
     const int64_t layer = sv.layer, k = sv.k, n = sv.n;
-    const bool transposed = sv.transposed;
+    const bool row = sv.row;
     const at::Tensor& input = sv.input;
     const at::Tensor& w = sv.weight;
     at::Tensor dout = grads[0].contiguous();
     at::Tensor dinput =
         compute(e, LayerOp::BackwardInput, layer, [&] { return at::matmul(dout, w.t()).contiguous(); });
     // Optimization 1: the dI all-reduce (partial over W's columns) runs under the dW matmul.
-    Communicator& c = transposed ? g.x() : g.y();
-    plan::CollectiveKind kind = transposed ? plan::CollectiveKind::ArX : plan::CollectiveKind::ArY;
+    Communicator& c = row ? g.x() : g.y();
+    plan::CollectiveKind kind = row ? plan::CollectiveKind::ArX : plan::CollectiveKind::ArY;
     record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f = e.ops.issue_all_reduce(c, dinput, kind);
     weight_gradient(e, layer, f, input.reshape({-1, k}), dout.reshape({-1, n}));
@@ -300,17 +300,17 @@ struct Linear2dBroadcastFn : public torch::autograd::Function<Linear2dBroadcastF
 // b (gathered first) and the output's over a (reduce-scattered instead of all-reduced).
 struct Linear3dFn : public torch::autograd::Function<Linear3dFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor input, at::Tensor weight_shard, int64_t engine,
-                            int64_t layer, int64_t k_local, int64_t n_local, bool transposed) {
+                            int64_t layer, int64_t k_local, int64_t n_local, bool row) {
     (void)weight_shard;  // as LinearFn
     Engine& e = engine_of(engine);
     ProcessGrid& g = e.grid;
     at::Tensor w = e.weights.weight(layer).view({k_local, n_local});
     record(e, LayerOp::InputGather, layer);
-    at::Tensor full = gather_rows(e, transposed ? g.x() : g.y(), input, transposed ? plan::CollectiveKind::AgX : plan::CollectiveKind::AgY);
+    at::Tensor full = gather_rows(e, row ? g.x() : g.y(), input, row ? plan::CollectiveKind::AgX : plan::CollectiveKind::AgY);
     at::Tensor partial = compute(e, LayerOp::Forward, layer, [&] { return at::matmul(full, w); });
     record(e, LayerOp::ForwardCollective, layer);
-    at::Tensor out = scatter_rows(e, transposed ? g.y() : g.x(), partial, transposed ? plan::CollectiveKind::RsY : plan::CollectiveKind::RsX);
-    save_linear(ctx, e, engine, {layer, k_local, n_local, transposed, full, w});
+    at::Tensor out = scatter_rows(e, row ? g.y() : g.x(), partial, row ? plan::CollectiveKind::RsY : plan::CollectiveKind::RsX);
+    save_linear(ctx, e, engine, {layer, k_local, n_local, row, full, w});
     return out;
   }
 
@@ -319,16 +319,16 @@ struct Linear3dFn : public torch::autograd::Function<Linear3dFn> {
     ProcessGrid& g = e.grid;
     const SavedLinear sv = load_linear(ctx, e);  // fetches the weight first, as the pass program says
     const int64_t layer = sv.layer;
-    const bool transposed = sv.transposed;
+    const bool row = sv.row;
     const at::Tensor& full = sv.input;
     const at::Tensor& w = sv.weight;
     record(e, LayerOp::OutputGradGather, layer);
-    const at::Tensor dout = gather_rows(e, transposed ? g.y() : g.x(), grads[0], transposed ? plan::CollectiveKind::AgY : plan::CollectiveKind::AgX);
+    const at::Tensor dout = gather_rows(e, row ? g.y() : g.x(), grads[0], row ? plan::CollectiveKind::AgY : plan::CollectiveKind::AgX);
     at::Tensor dfull = compute(e, LayerOp::BackwardInput, layer, [&] { return at::matmul(dout, w.t()); });
     at::Tensor dinput;
     record(e, LayerOp::InputGradCollective, layer);
     OperatorComm::InFlight f =
-        issue_scatter_rows(e, transposed ? g.x() : g.y(), dfull, dinput, transposed ? plan::CollectiveKind::RsX : plan::CollectiveKind::RsY);
+        issue_scatter_rows(e, row ? g.x() : g.y(), dfull, dinput, row ? plan::CollectiveKind::RsX : plan::CollectiveKind::RsY);
     weight_gradient(e, layer, f, full, dout);
     return {dinput, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
@@ -444,9 +444,9 @@ struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
 
 namespace {
 // The local block of a linear's weight in AxoNN's and the 3d layout: k/Ga x n/Gb, with
-// (a, b) = (X, Y), or (Y, X) when transposed.
+// (a, b) = (X, Y), or (Y, X) for a row-parallel layer.
 std::pair<int64_t, int64_t> local_block(const topo::Grid& g, const LinearShape& s) {
-  const int64_t ga = s.transposed ? g.gy : g.gx, gb = s.transposed ? g.gx : g.gy;
+  const int64_t ga = s.row() ? g.gy : g.gx, gb = s.row() ? g.gx : g.gy;
   return {s.k / ga, s.n / gb};
 }
 }  // namespace
@@ -454,7 +454,7 @@ std::pair<int64_t, int64_t> local_block(const topo::Grid& g, const LinearShape& 
 at::Tensor tp_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias,
                      const LinearShape& s) {
   const auto [k, n] = local_block(e.grid.grid(), s);
-  at::Tensor out = LinearFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, k, n, s.transposed);
+  at::Tensor out = LinearFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, k, n, s.row());
   return bias.defined() ? out + bias : out;
 }
 
@@ -467,8 +467,8 @@ at::Tensor tp3d_linear(Engine& e, int64_t layer, const at::Tensor& input, const 
                        const LinearShape& s) {
   const auto [k, n] = local_block(e.grid.grid(), s);
   at::Tensor out =
-      Linear3dFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, k, n, s.transposed);
-  return bias.defined() ? out + rows_split_vector(e, bias, s.transposed ? topo::Axis::Y : topo::Axis::X) : out;
+      Linear3dFn::apply(input.contiguous(), *e.weights.shard(layer), to_handle(&e), layer, k, n, s.row());
+  return bias.defined() ? out + rows_split_vector(e, bias, s.row() ? topo::Axis::Y : topo::Axis::X) : out;
 }
 
 at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows) {

@@ -337,7 +337,7 @@ TEST(ShardedInit, ShardPositionsAreShardOfThePositionsOnEveryGridOfEight) {
 }
 
 TEST(ShardedInit, SeededWeightsAreNormalWithTheSerialModelsStd) {
-  const gpt::ParameterLayout l{"block0.fc1.weight", {256, 1024}, runtime::ShardSpec::matrix(false)};
+  const gpt::ParameterLayout l{"block0.fc1.weight", {256, 1024}, runtime::ShardSpec::matrix(model::LinearRole::Column)};
   const at::Tensor w = gpt::initial_values(l, at::arange(256 * 1024, at::kLong).view({256, 1024}), 3, at::kFloat);
   EXPECT_LT(std::abs(w.mean().item<double>()), 2e-4);
   EXPECT_NEAR(w.std().item<double>(), 0.02, 0.0004);

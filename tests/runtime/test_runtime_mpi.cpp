@@ -512,7 +512,8 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
       const int64_t kl = k / g.size(a), nl = n / g.size(bx);
       at::Tensor Il = I.narrow(0, row0, rows).narrow(1, pg.coord(a) * kl, kl).clone().set_requires_grad(true);
       const auto coords = pg.layout().coords_of(g_world->rank());
-      auto wspec = runtime::ShardSpec::matrix(transposed);
+      const auto role = transposed ? model::LinearRole::Row : model::LinearRole::Column;
+      auto wspec = runtime::ShardSpec::matrix(role);
       auto bspec = runtime::ShardSpec::vector(bx);
       std::vector<runtime::Parameter> params{
           {"w", runtime::shard_of(W, wspec, g, coords).set_requires_grad(true), wspec, W.sizes().vec()},
@@ -523,7 +524,7 @@ TEST(Linear, MatchesSerialOnEveryGrid) {
       engine.engine().add_layer(id, &Wl);
       engine.set_parameters(&params);
       engine.begin_forward(0);
-      at::Tensor Ol = runtime::tp_linear(engine.engine(), id, Il, bl, runtime::LinearShape{k, n, transposed});
+      at::Tensor Ol = runtime::tp_linear(engine.engine(), id, Il, bl, runtime::LinearShape{k, n, role});
       engine.end_forward();
       at::Tensor Rl = R.narrow(0, row0, rows).narrow(1, pg.coord(bx) * nl, nl);
       engine.begin_backward(0);

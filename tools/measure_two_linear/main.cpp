@@ -78,13 +78,13 @@ class TwoLinear : public runtime::ParallelModel {
       : grid_(grid), engine_(engine), hidden_(hidden), ffn_(ffn) {
     const auto coords = grid.layout().coords_of(grid.world().rank());
     const runtime::TensorOps& ops = runtime::tensor_ops(grid.grid().layout);
-    auto add = [&](const std::string& layer, const at::Tensor& full, bool transposed) {
-      const auto spec = ops.matrix(transposed, 0);
+    auto add = [&](const std::string& layer, const at::Tensor& full, model::LinearRole role) {
+      const auto spec = ops.matrix(role, 0);
       params_.push_back({layer + ".weight", runtime::shard_of(full, spec, grid.grid(), coords).set_requires_grad(true),
                          spec, full.sizes().vec()});
     };
-    add("fc1", w1, false);
-    add("fc2", w2, true);
+    add("fc1", w1, model::LinearRole::Column);
+    add("fc2", w2, model::LinearRole::Row);
     for (size_t i = 0; i < params_.size(); ++i) {
       const std::string layer = i == 0 ? "fc1" : "fc2";
       const int64_t index = stage.layer_index(layer);
@@ -110,8 +110,8 @@ class TwoLinear : public runtime::ParallelModel {
     at::Tensor x = tokens.narrow(1, 0, tokens.size(1) - 1).reshape({-1}).narrow(0, row0, rows).to(at::kFloat);
     x = (x.unsqueeze(1) * at::arange(1, width + 1, at::kFloat).unsqueeze(0) * (1e-3 / width)).sin();
     const at::Tensor y = ops.linear(engine_, index_[1],
-                                    ops.linear(engine_, index_[0], x, {}, runtime::LinearShape{hidden_, ffn_, false}),
-                                    {}, runtime::LinearShape{ffn_, hidden_, true});
+                                    ops.linear(engine_, index_[0], x, {}, runtime::LinearShape{hidden_, ffn_, model::LinearRole::Column}),
+                                    {}, runtime::LinearShape{ffn_, hidden_, model::LinearRole::Row});
     return y.sum() / global_tokens;
   }
   std::vector<int64_t> activation_shape(int64_t) const override { return {}; }  // no pipeline

@@ -45,14 +45,16 @@ at::Tensor position_encoding(int64_t seq_len, int64_t hidden, at::ScalarType dty
 std::vector<ParameterLayout> parameter_layout(const GptConfig& c, topo::TensorLayout layout) {
   const runtime::TensorOps& ops = runtime::tensor_ops(layout);
   const int64_t H = c.hidden, F = c.ffn, V = c.vocab;
-  // Each layer by its role (transposed: the row-parallel member of a pair) and each
-  // vector by the axis that splits the activation it meets in AxoNN's layout (over X
-  // after a transposed layer, over Y after a normal one); the layout's entry decides
-  // (the 2d layout: normal layers only and every vector over Y).
-  auto matrix = [&](bool transposed, int64_t heads = 0) { return ops.matrix(transposed, heads); };
+  // Each layer by its role in a column/row pair (the embedding's table split as a
+  // row-parallel weight) and each vector by the axis that splits the activation it
+  // meets in AxoNN's layout (over X after a row-parallel layer, over Y after a column-
+  // parallel one); the layout's entry decides (the 2d layout: column-parallel blocks
+  // only and every vector over Y).
+  using model::LinearRole;
+  auto matrix = [&](LinearRole role, int64_t heads = 0) { return ops.matrix(role, heads); };
   auto vector = [&](Axis axis, int64_t heads = 0) { return ops.vector(axis, heads); };
   std::vector<ParameterLayout> out;
-  out.push_back({"embedding.weight", {V, H}, matrix(true)});
+  out.push_back({"embedding.weight", {V, H}, matrix(LinearRole::Row)});
   auto norm = [&](const std::string& n) {
     out.push_back({n + ".weight", {H}, vector(Axis::X)});
     out.push_back({n + ".bias", {H}, vector(Axis::X)});
@@ -60,18 +62,18 @@ std::vector<ParameterLayout> parameter_layout(const GptConfig& c, topo::TensorLa
   for (int64_t b = 0; b < c.layers; ++b) {
     const std::string p = "block" + std::to_string(b) + ".";
     norm(p + "ln1");
-    out.push_back({p + "qkv.weight", {H, 3 * H}, matrix(false, c.heads)});
+    out.push_back({p + "qkv.weight", {H, 3 * H}, matrix(LinearRole::Column, c.heads)});
     out.push_back({p + "qkv.bias", {3 * H}, vector(Axis::Y, c.heads)});
-    out.push_back({p + "attn_out.weight", {H, H}, matrix(true)});
+    out.push_back({p + "attn_out.weight", {H, H}, matrix(LinearRole::Row)});
     out.push_back({p + "attn_out.bias", {H}, vector(Axis::X)});
     norm(p + "ln2");
-    out.push_back({p + "fc1.weight", {H, F}, matrix(false)});
+    out.push_back({p + "fc1.weight", {H, F}, matrix(LinearRole::Column)});
     out.push_back({p + "fc1.bias", {F}, vector(Axis::Y)});
-    out.push_back({p + "fc2.weight", {F, H}, matrix(true)});
+    out.push_back({p + "fc2.weight", {F, H}, matrix(LinearRole::Row)});
     out.push_back({p + "fc2.bias", {H}, vector(Axis::X)});
   }
   norm("ln_f");
-  out.push_back({"lm_head.weight", {H, V}, matrix(false)});
+  out.push_back({"lm_head.weight", {H, V}, matrix(LinearRole::Head)});
   return out;
 }
 
@@ -272,16 +274,18 @@ at::Tensor ParallelGpt::block_forward(int64_t b, const at::Tensor& h_in, int64_t
   auto ln = [&](const at::Tensor& x, const std::string& n) {
     return runtime::tp_layer_norm(e, x, p(n + ".weight"), p(n + ".bias"), H, c_.layer_norm_eps);
   };
-  auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, bool transposed) {
-    return ops_.linear(e, layer_of_.at(n + ".weight"), x, p(n + ".bias"), runtime::LinearShape{k, nn, transposed});
+  using model::LinearRole;
+  auto linear = [&](const at::Tensor& x, const std::string& n, int64_t k, int64_t nn, LinearRole role) {
+    return ops_.linear(e, layer_of_.at(n + ".weight"), x, p(n + ".bias"), runtime::LinearShape{k, nn, role});
   };
   const std::string pre = "block" + std::to_string(b) + ".";
-  at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, false);  // [rows, 3H/Gy]
+  at::Tensor qkv = linear(ln(h_in, pre + "ln1"), pre + "qkv", H, 3 * H, LinearRole::Column);  // [rows, 3H/Gy]
   // 3d: qkv's rows are this X-rank's sequences, a 1/Gx of those of the stage's input.
   const int64_t n = seqs / rows_split(ops_.output_rows_split);
   at::Tensor ctx = ops_.attention(e, qkv.view({n, qkv.size(0) / n, -1}), heads_local).reshape({qkv.size(0), -1});
-  at::Tensor h = h_in + linear(ctx, pre + "attn_out", H, H, true);
-  return h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, false)), pre + "fc2", c_.ffn, H, true);
+  at::Tensor h = h_in + linear(ctx, pre + "attn_out", H, H, LinearRole::Row);
+  return h + linear(at::gelu(linear(ln(h, pre + "ln2"), pre + "fc1", H, c_.ffn, LinearRole::Column)), pre + "fc2", c_.ffn, H,
+                    LinearRole::Row);
 }
 
 at::Tensor ParallelGpt::blocks_forward(int64_t first, int64_t last, const at::Tensor& h_in, int64_t seqs) {
@@ -312,7 +316,7 @@ at::Tensor ParallelGpt::forward(const at::Tensor& activation, const at::Tensor& 
   at::Tensor target = tokens.narrow(1, 1, S).reshape({-1});
   at::Tensor hf = runtime::tp_layer_norm(e, h, p("ln_f.weight"), p("ln_f.bias"), H, c_.layer_norm_eps);
   const int64_t head = layer_of_.at("lm_head.weight");
-  const runtime::LinearShape shape{H, c_.vocab, false};
+  const runtime::LinearShape shape{H, c_.vocab, model::LinearRole::Head};
   at::Tensor logits = ops_.linear(e, head, hf, at::Tensor(), shape);  // [rows, V/Gy]
   if (ops_.output_rows_split) target = rows_of(target, *ops_.output_rows_split);  // 3d: the logits' block x
   return runtime::tp_cross_entropy(e, loss_precision(logits), target, c_.vocab).sum() / global_tokens;

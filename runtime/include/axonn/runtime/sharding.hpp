@@ -1,13 +1,13 @@
 // How a serial (unsharded) parameter maps onto the ranks of one model replica, and back.
 //
-//   Matrix k x n: rows split over axis_a, columns over axis_b (normal layer: X, Y;
-//                 transposed layer and embedding: Y, X); the local block, flattened
+//   Matrix k x n: rows split over axis_a, columns over axis_b (column-parallel layer
+//                 and head: X, Y; row-parallel layer and the embedding's table: Y, X); the local block, flattened
 //                 row-major, is split into Gz equal chunks, chunk z on Z-rank z.
 //   Vector n:     entries split over axis_a, replicated over every other axis.
 //   qkv_heads>0:  the columns (entries) are [q | k | v], each heads x head_dim; they are
 //                 regrouped per Y-rank as [q_y | k_y | v_y] so a split keeps whole heads.
 //
-// Example (Gx = Gy = 2, Gz = 1, W is 4 x 6, normal): rank (x=1, y=0) holds W[2:4, 0:3].
+// Example (Gx = Gy = 2, Gz = 1, W is 4 x 6, column-parallel): rank (x=1, y=0) holds W[2:4, 0:3].
 #pragma once
 
 #include <ATen/ATen.h>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "axonn/model/model_description.hpp"
 #include "axonn/runtime/process_grid.hpp"
 
 namespace axonn::runtime {
@@ -26,7 +27,7 @@ struct ShardSpec {
   topo::Axis axis_b = topo::Axis::Y;  // Matrix: columns
   int64_t qkv_heads = 0;
 
-  static ShardSpec matrix(bool transposed, int64_t qkv_heads = 0);
+  static ShardSpec matrix(model::LinearRole role, int64_t qkv_heads = 0);
   static ShardSpec vector(topo::Axis axis, int64_t qkv_heads = 0);
   // Replicated over Z (and so its gradient must be summed over Z).
   bool replicated_over_z() const { return kind == Kind::Vector; }

@@ -13,7 +13,7 @@
 //
 // Example:
 //   const runtime::TensorOps& ops = runtime::tensor_ops(grid.grid());
-//   at::Tensor y = ops.linear(engine, layer, x, bias, runtime::LinearShape{k, n, false});
+//   at::Tensor y = ops.linear(engine, layer, x, bias, runtime::LinearShape{k, n, model::LinearRole::Column});
 #pragma once
 
 #include <cstdint>
@@ -31,15 +31,16 @@ namespace axonn::runtime {
 
 struct TensorOps {
   topo::TensorLayout layout = topo::TensorLayout::Axonn3d;
-  // y = x W (+ bias) for engine layer `layer`; shape.transposed: the row-parallel
-  // member of a column/row pair (a layout without roles ignores it).
+  // y = x W (+ bias) for engine layer `layer`; shape.role: its role in a column/row
+  // pair (a layout without roles ignores it).
   at::Tensor (*linear)(Engine& e, int64_t layer, const at::Tensor& x, const at::Tensor& bias,
                        const LinearShape& shape) = nullptr;
   // The vocab x hidden table's rows for `tokens` (int64, [rows]).
   at::Tensor (*embedding)(Engine& e, int64_t layer, const at::Tensor& tokens, int64_t vocab, int64_t hidden) = nullptr;
-  // A weight's shards (transposed: the row-parallel role) and a bias's or norm's, given
-  // the axis that splits the activation it meets in AxoNN's layout.
-  ShardSpec (*matrix)(bool transposed, int64_t qkv_heads) = nullptr;
+  // A weight's shards, by its layer's role (the embedding's table is split as a
+  // row-parallel weight), and a bias's or norm's, given the axis that splits the
+  // activation it meets in AxoNN's layout.
+  ShardSpec (*matrix)(model::LinearRole role, int64_t qkv_heads) = nullptr;
   ShardSpec (*vector)(topo::Axis natural, int64_t qkv_heads) = nullptr;
   // The axis whose group splits the rows of a column-parallel layer's input (the
   // stage's input, the embedding's output: tp_embedding scatters them over Y in 3d, so

@@ -2,8 +2,10 @@
 // functions, plus the exact operators around them (embedding, layer norm, loss).
 // Layouts (docs/runtime.md), rows = this rank's tokens (its Z share of the micro-batch):
 //
-//   normal linear      in [rows, k/Gx] (replicated over Y)  ->  out [rows, n/Gy] (replicated over X)
-//   transposed linear  in [rows, k/Gy] (replicated over X)  ->  out [rows, n/Gx] (replicated over Y)
+//   column-parallel    in [rows, k/Gx] (replicated over Y)  ->  out [rows, n/Gy] (replicated over X)
+//     linear (AxoNN's "normal" layer; the head too)
+//   row-parallel       in [rows, k/Gy] (replicated over X)  ->  out [rows, n/Gx] (replicated over Y)
+//     linear (AxoNN's "transposed" layer)
 //   weight             the local block (k/Gx x n/Gy, or k/Gy x n/Gx), flattened, 1/Gz of it per rank
 //   embedding          tokens [rows] -> [rows, hidden/Gx]; table vocab/Gy x hidden/Gx, 1/Gz per rank
 //   layer norm         [rows, hidden/Gx], statistics all-reduced over X (exact)
@@ -26,8 +28,8 @@
 //                      backward, dI reduced along Y and dW along Z to their owners.
 //
 // The 3d layout (topo::Grid::threed, Colossal-AI's 3D): AxoNN's weight blocks, and the
-// rows AxoNN replicates split instead, so a normal layer's input is [rows/Gy, k/Gx] and
-// its output [rows/Gx, n/Gy] (transposed: X and Y swapped):
+// rows AxoNN replicates split instead, so a column-parallel layer's input is [rows/Gy, k/Gx]
+// and its output [rows/Gx, n/Gy] (row-parallel: X and Y swapped):
 //   3d linear          the input's rows all-gathered over b, AxoNN's matmul, the partial
 //                      output reduce-scattered over a by rows (AxoNN all-reduces it);
 //                      backward: dO's rows all-gathered over a, dI reduce-scattered
@@ -50,19 +52,23 @@
 //
 // Example:
 //   engine.add_layer(4, &w_shard);   // fc1 is layer 4 of the stage
-//   auto out = tp_linear(engine, 4, x, bias, LinearShape{1024, 4096, false});
+//   auto out = tp_linear(engine, 4, x, bias, LinearShape{1024, 4096, model::LinearRole::Column});
 #pragma once
 
 #include <ATen/ATen.h>
 
+#include "axonn/model/model_description.hpp"
 #include "axonn/runtime/engine.hpp"
 
 namespace axonn::runtime {
 
 struct LinearShape {
-  int64_t k = 0;            // input features (rows of W)
-  int64_t n = 0;            // output features (columns of W)
-  bool transposed = false;  // X and Y swap roles
+  int64_t k = 0;  // input features (rows of W)
+  int64_t n = 0;  // output features (columns of W)
+  // Its role in a column/row pair (the model description's): a row-parallel layer is
+  // AxoNN's "transposed" one, X and Y swapping roles; the head is column-parallel.
+  model::LinearRole role = model::LinearRole::Column;
+  bool row() const { return role == model::LinearRole::Row; }
 };
 
 // O = I*W (+ bias). `bias` may be undefined; it holds the local output columns.
@@ -79,7 +85,7 @@ at::Tensor tp3d_linear(Engine& e, int64_t layer, const at::Tensor& input, const 
 // that axis's group; `v` itself in the other layouts.
 at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows);
 
-// The 2d layout's linear (no transposed roles) and embedding.
+// The 2d layout's linear (no roles: every layer is column-parallel) and embedding.
 at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n);
 // The 2d-broadcast layout's linear: the same blocks in and out, SUMMA's broadcasts and
 // reduces on this rank's own weight block (summa.hpp); its embedding is tp2d_embedding.
