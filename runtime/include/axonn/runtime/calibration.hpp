@@ -3,11 +3,13 @@
 //
 // For every group size p and stride ip (ip * p dividing the world size) every rank
 // joins the group {base + ip*j}; all-gather, reduce-scatter and all-reduce are timed
-// at each size (the slowest member's median). They are MPI's blocking collectives:
-// with axonn::prefer_ring_collectives (MpiEnvironment) Open MPI runs them as rings,
-// which move the bytes the model's ring formulas assume (its non-blocking all-gather
-// has no ring algorithm, and measured a third below the link rate on the emulated
-// cluster). A ping-pong between ranks 0 and 1 (same
+// at each size (the slowest member's median). They are the collectives the runtime
+// issues, through the group's own communicator: its rings for the all-gather and the
+// reduce-scatter (mpi_ring.hpp), and Open MPI's non-blocking all-reduce, which
+// axonn::prefer_ring_collectives (MpiEnvironment) makes libnbc's ring. All move the
+// bytes the model's ring formulas assume. (Open MPI's blocking all-reduce, timed until
+// 2026-11-28, took 1.4 times the runtime's on 2 ranks at 4 MiB: docs/validation.md,
+// "A core for every rank on the development machine".) A ping-pong between ranks 0 and 1 (same
 // node) and 0 and gpus_per_node (next node) gives the point-to-point times. For each
 // group with ip = 1, every rank computes bursts of matmuls and then all-reduces one
 // element over its group: the wait for the group's last member (sync_waits), in

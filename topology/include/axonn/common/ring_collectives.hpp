@@ -5,8 +5,9 @@
 // Open MPI for ring algorithms wherever it offers one, through MCA environment
 // variables read by MPI_Init; a value the user has set already wins.
 //
-// Call before MPI_Init. Used by `axplan calibrate` (blocking collectives, tuned
-// component) and the runtime (non-blocking collectives, libnbc).
+// Call before MPI_Init. Used by the runtime (non-blocking collectives, libnbc), so by
+// `axplan calibrate`, which times the runtime's collectives, and by
+// bench_collective_algorithms, which compares them with the blocking ones (tuned).
 #pragma once
 
 #include <cstdlib>
