@@ -234,6 +234,8 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
   }
 
   bool reduces_data_parallel() const override { return settings_.reduces_data_parallel(); }
+  std::vector<at::Tensor> held_weights() const override { return segment_tensors(&Segment::weights); }
+  std::vector<at::Tensor> held_gradients() const override { return segment_tensors(&Segment::grad); }
   GradientSink* gradient_sink() override { return shard_grads_ ? this : nullptr; }
   WeightStore* weight_store() override { return shard_weights_ ? this : nullptr; }
 
@@ -367,6 +369,13 @@ class FlatAdam final : public Optimizer, public GradientSink, public WeightStore
     at::Tensor weights, grad;                // device, every element (padded), or the owned block
     at::Tensor master, exp_avg, exp_avg_sq;  // the owned elements (master: offloaded only)
   };
+  // The defined tensors `member` of the segments that hold elements.
+  std::vector<at::Tensor> segment_tensors(at::Tensor Segment::*member) const {
+    std::vector<at::Tensor> out;
+    for (const Segment& seg : segments_)
+      if (seg.elements > 0 && (seg.*member).defined()) out.push_back(seg.*member);
+    return out;
+  }
   struct Chunk {
     size_t segment;
     int64_t offset, elements;

@@ -303,6 +303,7 @@ StepStats Trainer::step(const at::Tensor& global_batch) {
 }
 
 const std::vector<Parameter>& Trainer::parameters() const { return impl_->model.parameters(); }
+const Optimizer& Trainer::optimizer() const { return *impl_->optimizer; }
 TrainingState Trainer::state() { return impl_->optimizer->state(); }
 void Trainer::load_state(const TrainingState& s) { impl_->optimizer->load_state(s); }
 

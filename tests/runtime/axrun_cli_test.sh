@@ -263,18 +263,42 @@ grep -q '"host_peak_bytes": [1-9]' "$T/m_offload.json" && { passes=$((passes + 1
 # (data x pipeline, the master weights sharded in the host tier).
 "$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,4,1 --precision fp32 \
   --zero 1 --output "$T/zero.json" >/dev/null
-trains_as_one "ZeRO-1" "ZeRO stage 1: Adam's state sharded over the 4 data-parallel ranks" "$T/zero.json"
+trains_as_one "ZeRO-1" "ZeRO stage 1: Adam's state sharded over the 4 data-parallel ranks" "$T/zero.json" \
+  --measure "$T/m_zero1.json"
 trains_as_one "ZeRO-1 offloaded" "ZeRO stage 1: Adam's state and master weights \(host tier\) sharded over the 2" \
   "$T/offload.json" --zero 1
 # ZeRO-2 alike: the gradients reduced to their owners during each backward (data x
 # pipeline, message-driven, two micro-batches per replica in the offloaded plan).
-trains_as_one "ZeRO-2" "ZeRO stage 2: Adam's state and the weight gradients sharded over the 4" "$T/zero.json" --zero 2
+trains_as_one "ZeRO-2" "ZeRO stage 2: Adam's state and the weight gradients sharded over the 4" "$T/zero.json" --zero 2 \
+  --measure "$T/m_zero2.json"
 trains_as_one "ZeRO-2 offloaded" "ZeRO stage 2: Adam's state, master weights \(host tier\) and the weight gradients" \
   "$T/offload.json" --zero 2
 # ZeRO-3: the weights gathered from their owners at each fetch. The message-driven
 # pipeline with two replicas is refused (its passes follow message arrival); 1F1B runs.
 trains_as_one "ZeRO-3" "ZeRO stage 3: Adam's state, the weight gradients and the weights sharded over the 4" \
-  "$T/zero.json" --zero 3
+  "$T/zero.json" --zero 3 --measure "$T/m_zero3.json"
+# Each stage shards what it names, and the device memory by what held it shows it (the
+# optimizer's own buffers counted: ZeRO-2's owned gradient block, ZeRO-3's weights): over
+# 4 data-parallel ranks, ZeRO-2 holds a quarter of ZeRO-1's gradient bytes (its owned
+# block, plus the vectors' gradients that stay whole) and ZeRO-3 a quarter of ZeRO-2's
+# parameter bytes; Adam's state, sharded from stage 1, stays.
+if python3 - "$T/m_zero1.json" "$T/m_zero2.json" "$T/m_zero3.json" <<'PY'
+import json, sys
+k1, k2, k3 = (json.load(open(f))["device_memory"]["last_step_by_kind_per_rank"][0] for f in sys.argv[1:])
+ok = (all(k["parameter_bytes"] > 0 and k["gradient_bytes"] > 0 for k in (k1, k2, k3))
+      and k1["gradient_bytes"] / 4 <= k2["gradient_bytes"] < k1["gradient_bytes"] / 2
+      and k2["parameter_bytes"] == k1["parameter_bytes"]
+      and k2["parameter_bytes"] / 4 <= k3["parameter_bytes"] < k2["parameter_bytes"] / 2
+      and k3["gradient_bytes"] == k2["gradient_bytes"]
+      and k1["other_resident_bytes"] == k2["other_resident_bytes"] == k3["other_resident_bytes"])
+print(k1, k2, k3)
+sys.exit(0 if ok else 1)
+PY
+then
+  passes=$((passes + 1)); echo "PASS ZeRO-2 shards the gradient bytes, ZeRO-3 the parameter bytes"
+else
+  fails=$((fails + 1)); echo "FAIL ZeRO's device memory by what held it"
+fi
 check "ZeRO-3 refuses the message-driven pipeline with replicas" 2 "ZeRO-3 with the message-driven pipeline.*1f1b or gpipe" -- \
   "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/offload.json" --zero 3 --steps 2
 trains_as_one "ZeRO-3 offloaded, 1F1B pipeline" "pipeline 1f1b" "$T/offload.json" --zero 3 --pipeline-schedule 1f1b

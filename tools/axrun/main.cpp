@@ -354,7 +354,11 @@ int main(int argc, char** argv) {
     runtime::DeviceMemory::empty_cache();  // initialization's sizes do not recur in the steps
     runtime::DeviceMemory::set_budget(a.device_memory);
     auto train_step = [&](const at::Tensor& batch) { return l2l ? l2l->trainer.step(batch) : stage->trainer.step(batch); };
-    auto parameters = [&] { return l2l ? l2l->trainer.parameters() : stage->trainer.parameters(); };
+    auto held_at_step_start = [&] {  // this rank's device memory now, by what holds it
+      if (l2l) return runtime::device_memory_at_step_start(l2l->trainer.parameters());
+      const runtime::Optimizer& o = stage->trainer.optimizer();
+      return runtime::device_memory_at_step_start(stage->trainer.parameters(), o.held_weights(), o.held_gradients());
+    };
     const int64_t first_step = resume ? resume->step : 0;
     if (resume) {
       const topo::Coords coords = grid.layout().coords_of(rank);
@@ -431,7 +435,7 @@ int main(int argc, char** argv) {
       const at::Tensor batch = source->batch(step);
       runtime::DeviceMemory::reset_peak();
       runtime::HostMemory::reset_peak();
-      held = runtime::device_memory_at_step_start(parameters());
+      held = held_at_step_start();
       runtime::StepStats s = train_step(batch);
       const int64_t step_peak = runtime::DeviceMemory::peak_bytes();
       held.end_step(step_peak);
@@ -494,7 +498,7 @@ int main(int argc, char** argv) {
         by_kind.push_back({{"parameter_bytes", h[0]}, {"gradient_bytes", h[1]}, {"other_resident_bytes", h[2]},
                            {"step_bytes", h[3]}});
       }
-      memory["last_step_by_kind_per_rank"] = by_kind;
+      memory["last_step_by_kind_per_rank"] = a.steps > first_step ? by_kind : nlohmann::json();  // null: no step ran
       std::string predicted;
       if (plan.prediction) {
         memory["predicted_bytes_per_gpu"] = plan.prediction->memory_bytes_per_gpu;

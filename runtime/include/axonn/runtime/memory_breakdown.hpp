@@ -9,7 +9,8 @@
 //
 // Example:
 //   DeviceMemory::reset_peak();
-//   DeviceMemoryBreakdown b = device_memory_at_step_start(trainer.parameters());
+//   DeviceMemoryBreakdown b = device_memory_at_step_start(trainer.parameters(),
+//       trainer.optimizer().held_weights(), trainer.optimizer().held_gradients());
 //   trainer.step(batch);
 //   b.end_step(DeviceMemory::peak_bytes());
 #pragma once
@@ -33,9 +34,14 @@ struct DeviceMemoryBreakdown {
 };
 
 // The live device bytes now (DeviceMemory::live_bytes()), split into the storages of
-// `params` and of their gradients, and the rest. Called at a step's start: the
-// optimizer zeroes gradients rather than freeing them, so from the second step on they
-// live there; in a first step they are born inside the step and are in its step_bytes.
-DeviceMemoryBreakdown device_memory_at_step_start(const std::vector<Parameter>& params);
+// the weights (`params`' tensors and `held_weights`) and of their gradients (their .grad
+// and `held_gradients`: Optimizer::held_weights / held_gradients, where the optimizer
+// keeps them itself, as ZeRO's owned blocks), and the rest. Called at a step's start.
+// Gradients that do not live there (LibTorch's Adam allocates .grad in a run's first
+// backward; FlatAdam's buffers exist from its construction) are in that step's
+// step_bytes. Undefined tensors (an L2L unit's weights between its visits) count nothing.
+DeviceMemoryBreakdown device_memory_at_step_start(const std::vector<Parameter>& params,
+                                                  const std::vector<at::Tensor>& held_weights = {},
+                                                  const std::vector<at::Tensor>& held_gradients = {});
 
 }  // namespace axonn::runtime

@@ -98,6 +98,12 @@ class Optimizer {
   virtual GradientSink* gradient_sink() { return nullptr; }
   // Where the weight source gathers each layer's shard from (ZeRO-3); null: the shards.
   virtual WeightStore* weight_store() { return nullptr; }
+  // The tensors in which the optimizer itself keeps the stage's weights and their
+  // gradients (FlatAdam's flat segments: under ZeRO-2 the owned gradient block, under
+  // ZeRO-3 the owned weight block, which the parameters' own tensors and .grad no longer
+  // hold); empty where those hold them. For memory_breakdown.hpp.
+  virtual std::vector<at::Tensor> held_weights() const { return {}; }
+  virtual std::vector<at::Tensor> held_gradients() const { return {}; }
   // The weights and Adam's state of every parameter, shaped as its shard
   // (training_state.hpp); between steps. Under ZeRO, collective over the data group
   // (each rank's blocks are all-gathered).

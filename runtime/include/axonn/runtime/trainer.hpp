@@ -75,6 +75,8 @@ class Trainer {
   const std::vector<schedule::StepInstruction>& executed() const;
   // The stage's parameters (names, shard specs, full shapes).
   const std::vector<Parameter>& parameters() const;
+  // The plan's optimizer (optimizer.hpp), e.g. for the buffers it holds.
+  const Optimizer& optimizer() const;
   // The weights and Adam's state, between steps (Optimizer::state: under ZeRO,
   // collective over the data group); load_state puts them back.
   TrainingState state();
