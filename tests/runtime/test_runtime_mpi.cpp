@@ -575,13 +575,20 @@ TEST(Gpt, LossAndEveryGradientMatchSerialOnEveryGrid) {
   report_skipped(skipped);
 }
 
+namespace {
+// The 1d tests' model: 8 heads, so t = 2, 4 and 8 split them.
+model::ModelDescription one_d_model() {
+  return model::model_from_json(nlohmann::json::parse(R"({"name": "gpt-1d", "family": "gpt",
+      "num_layers": 2, "hidden": 64, "heads": 8, "seq_len": 16, "vocab": 64, "ffn_multiplier": 4})"),
+                                "gpt-1d");
+}
+}  // namespace
+
 // Megatron's 1D (--tensor-mode 1d) is AxoNN's 3D on grids 1,t,1,gdata,ginter: with a
 // model of 8 heads, t = 2, 4 and 8 where the world allows, alone and with data
 // parallelism and pipelines, give serial LibTorch's loss and every gradient.
 TEST(OneD, LossAndEveryGradientMatchSerialForEveryTensorGroup) {
-  const auto desc = model::model_from_json(nlohmann::json::parse(R"({"name": "gpt-1d", "family": "gpt",
-      "num_layers": 2, "hidden": 64, "heads": 8, "seq_len": 16, "vocab": 64, "ffn_multiplier": 4})"),
-                                           "gpt-1d");
+  const auto desc = one_d_model();
   const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
   const int64_t seqs = 8;
   int tested = 0;
@@ -603,9 +610,7 @@ TEST(OneD, LossAndEveryGradientMatchSerialForEveryTensorGroup) {
 // Megatron's 1D (the `1d` tensor mode's grids, 1,t,1,gdata,ginter): 20 Adam steps with
 // clipping follow the serial loss curve on every one of them.
 TEST(OneD, TwentyTrainingStepsFollowTheSerialLossCurve) {
-  const auto desc = model::model_from_json(nlohmann::json::parse(R"({"name": "gpt-1d", "family": "gpt",
-      "num_layers": 2, "hidden": 64, "heads": 8, "seq_len": 16, "vocab": 64, "ffn_multiplier": 4})"),
-                                           "gpt-1d");
+  const auto desc = one_d_model();
   const gpt::GptConfig cfg = gpt::GptConfig::from(desc);
   SerialRun ref(cfg, 8, 13, 14);
   std::vector<std::string> skipped;

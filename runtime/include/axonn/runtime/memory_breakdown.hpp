@@ -27,10 +27,10 @@ struct DeviceMemoryBreakdown {
   int64_t gradient_bytes = 0;        // their gradients' storages
   int64_t other_resident_bytes = 0;  // the rest of the live bytes at the step's start
   int64_t step_bytes = 0;            // the step's peak above the live bytes at its start
-  int64_t live_at_start_bytes = 0;   // = parameter_bytes + gradient_bytes + other_resident_bytes
-  int64_t peak_bytes() const { return live_at_start_bytes + step_bytes; }
+  int64_t live_at_start_bytes() const { return parameter_bytes + gradient_bytes + other_resident_bytes; }
+  int64_t peak_bytes() const { return live_at_start_bytes() + step_bytes; }
   // Sets step_bytes from the step's peak (DeviceMemory::peak_bytes() after the step).
-  void end_step(int64_t step_peak_bytes) { step_bytes = step_peak_bytes - live_at_start_bytes; }
+  void end_step(int64_t step_peak_bytes) { step_bytes = step_peak_bytes - live_at_start_bytes(); }
 };
 
 // The live device bytes now (DeviceMemory::live_bytes()), split into the storages of
