@@ -14,6 +14,14 @@ namespace {
 
 size_t shown(size_t n, size_t top) { return top == 0 ? n : std::min(n, top); }
 
+// One CSV field in quotes, a quote inside it doubled (RFC 4180): reasons name the
+// model's layers, whose names are the user's.
+std::string csv_quoted(const std::string& s) {
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
 }  // namespace
 
 nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
@@ -94,13 +102,13 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
     auto row = [&](const planner::Evaluation& e, const std::string& rank) {
       const auto& b = e.comm;
       fmt::print(out,
-                 "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},\"{}\",{},"
-                 "\"{}\",{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}{}\n",
+                 "{},{},{},{},{},{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.0f},{},{},"
+                 "{},{},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g},{:.9g}{}\n",
                  rank, e.grid.gx, e.grid.gy, e.grid.gz, e.grid.gdata, e.grid.ginter, e.microbatch_seqs, e.batch_s,
                  e.compute_s, e.exposed_comm_s, e.comm_s, b.ag_z,
-                 b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), e.rejected_because,
-                 plan::optimizer_label(e.optimizer), planner::strategy_label(e), e.grid.sequence, b.p2p_seq, b.act_x, b.act_y,
-                 b.sync_wait, b.small, b.summa, e.summa_exposed_s, c.order_searched ? ",\"" + topo::order_to_string(e.order) + "\"" : "");
+                 b.rs_z, b.ar_x, b.ar_y, b.ar_data, b.p2p_pipe, e.memory.total_bytes(), csv_quoted(e.rejected_because),
+                 plan::optimizer_label(e.optimizer), csv_quoted(planner::strategy_label(e)), e.grid.sequence, b.p2p_seq, b.act_x, b.act_y,
+                 b.sync_wait, b.small, b.summa, e.summa_exposed_s, c.order_searched ? "," + csv_quoted(topo::order_to_string(e.order)) : "");
     };
     for (size_t i = 0; i < n; ++i) row(r.feasible[i], std::to_string(i + 1));
     if (show_rejected)
