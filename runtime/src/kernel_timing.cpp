@@ -2,7 +2,6 @@
 #include "axonn/runtime/kernel_timing.hpp"
 
 #include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/split_layer_norm.hpp"
 
 namespace axonn::runtime {
@@ -74,7 +74,7 @@ at::Tensor leaf(at::IntArrayRef shape) { return at::randn(shape).requires_grad_(
 }  // namespace
 
 double time_matmul(const topo::MatmulTiming& s, int repeats) {
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   const bool batched = s.batch > 1;
   at::Tensor a = batched ? at::randn({s.batch, s.m, s.k}) : at::randn({s.m, s.k});
   at::Tensor b = batched ? at::randn({s.batch, s.k, s.n}) : at::randn({s.k, s.n});
@@ -83,7 +83,7 @@ double time_matmul(const topo::MatmulTiming& s, int repeats) {
 }
 
 topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int64_t width, int repeats) {
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   const double elements = static_cast<double>(rows * width);
   std::function<at::Tensor()> forward;
   std::vector<at::Tensor> leaves;

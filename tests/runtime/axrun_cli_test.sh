@@ -39,6 +39,13 @@ if grep -q '"forward_s"' "$T/m.json" 2>/dev/null && [ "$(grep -c '"step":' "$T/m
 else
   fails=$((fails + 1)); echo "FAIL measurement JSON"; cat "$T/m.json" 2>/dev/null | head -20
 fi
+# --threads sizes the BLAS's own pool too (runtime/compute_threads.hpp): OpenBLAS's
+# default is every core, which at::set_num_threads does not reach.
+if grep -q '"blas_threads_per_rank": 1,' "$T/m.json" 2>/dev/null && grep -q '"threads_per_rank": 1,' "$T/m.json"; then
+  passes=$((passes + 1)); echo "PASS the BLAS computes on the one thread per rank that --threads gives"
+else
+  fails=$((fails + 1)); echo "FAIL blas_threads_per_rank"; grep threads "$T/m.json"
+fi
 # Device memory: every rank's peak beside the plan's prediction, and its last step's
 # bytes by what held them (parameters, gradients, the rest, the step's own); a budget below the
 # peak fails every rank like a GPU out of memory (exit 2, the message names the flag),

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "axonn/common/error.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/features.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/nccl_communicator.hpp"
@@ -262,7 +263,7 @@ TEST(Nccl, NotBuilt) { GTEST_SKIP() << "NCCL was not found under /usr/local/cuda
 
 int main(int argc, char** argv) {
   runtime::RankProcess process(&argc, &argv);
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   g_world = &process.world();
   return test::run_tests_on_every_rank(&argc, argv, g_world->rank());
 }

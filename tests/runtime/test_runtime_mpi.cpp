@@ -14,6 +14,7 @@
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_malloc.hpp"
@@ -179,6 +180,19 @@ TEST(DeviceMemory, ABudgetBelowTheStepsPeakFailsItsBackwardAndTheMeasuredPeakIsE
   EXPECT_NO_THROW(step());
   EXPECT_EQ(DeviceMemory::peak_bytes(), step_peak);
   DeviceMemory::set_budget(0);
+}
+
+TEST(ComputeThreads, SetLibTorchsPoolAndTheBlasPool) {
+  // at::set_num_threads alone leaves OpenBLAS's pool at every core of the machine, so
+  // a rank's fp32 products ran on 2 threads whatever --threads said.
+  ASSERT_GT(runtime::blas_threads(), 0) << "no OpenBLAS loaded; LibTorch must run on OpenBLAS (tools/setup.sh)";
+  for (int n : {2, 1}) {
+    runtime::set_compute_threads(n);
+    EXPECT_EQ(at::get_num_threads(), n);
+    EXPECT_EQ(runtime::blas_threads(), n);
+  }
+  EXPECT_THROW(runtime::set_compute_threads(0), InternalError);
+  EXPECT_EQ(runtime::blas_threads(), 1);
 }
 
 TEST(Launch, DetectsOpenMpiSlurmAndNothing) {
@@ -742,7 +756,7 @@ TEST(Gpt, TwentyTrainingStepsFollowTheSerialLossCurve) {
 
 int main(int argc, char** argv) {
   runtime::RankProcess process(&argc, &argv);
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   g_malloc_tuned = process.heap_tuned();
   g_world = &process.world();
   return run_tests_on_every_rank(&argc, argv, g_world->rank());

@@ -61,6 +61,7 @@
 #include "axonn/plan/plan.hpp"
 #include "axonn/runtime/check.hpp"
 #include "axonn/runtime/checkpoint.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_memory.hpp"
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", a.steps, "training steps")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--data", a.data, "train a byte-level LM on this text file (default: synthetic tokens)");
   app.add_option("--seed", a.seed, "seed of the weights and the data")->capture_default_str();
-  app.add_option("--threads", a.threads, "LibTorch threads per rank")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--threads", a.threads, "compute threads per rank: LibTorch's and the BLAS's own pool (compute_threads.hpp)")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--lr", a.lr, "Adam learning rate")->capture_default_str();
   app.add_option("--measure", a.measure, "measurement JSON written by rank 0")->capture_default_str();
   app.add_option("--trace", a.trace_dir, "write a Chrome trace per rank into this directory");
@@ -223,7 +224,7 @@ int main(int argc, char** argv) {
     else code = e.get_exit_code() == 0 ? 0 : kExitUsage;
     return code == 0 ? 0 : kExitUsage;
   }
-  at::set_num_threads(a.threads);
+  runtime::set_compute_threads(a.threads);
   runtime::set_completion_timeout(std::chrono::milliseconds(static_cast<int64_t>(a.collective_timeout * 1000)));
 
   // Setup: every rank validates the same inputs; one agreed outcome, no hang.
@@ -528,7 +529,9 @@ int main(int argc, char** argv) {
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world.size()},
                           {"grid", topo::grid_to_json(plan.grid)}, {"mesh", topo::mesh_to_json(plan.mesh())},
                           {"launcher", launch.launcher},
-                          {"threads_per_rank", a.threads}, {"data", a.data.empty() ? "synthetic" : a.data},
+                          {"threads_per_rank", a.threads},
+                          {"blas_threads_per_rank", runtime::blas_threads() > 0 ? nlohmann::json(runtime::blas_threads()) : nlohmann::json()},
+                          {"data", a.data.empty() ? "synthetic" : a.data},
                           {"device_memory", memory}, {"steps", steps}};
       write_file_atomically(a.measure, m.dump(2) + "\n", "axrun");
     }

@@ -29,6 +29,7 @@
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_l2l.hpp"
 #include "axonn/planner/l2l_model.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_steps.add_options(app, "per u");
   CLI11_PARSE(app, argc, argv);
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   try {
     std::vector<int64_t> us;
     std::stringstream ss(us_text);

@@ -25,6 +25,7 @@
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/planner/batch_time.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
   progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
   progress.start();
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   try {
     tools::BenchGpt b(world, model_args);
     auto& [grid, desc, cfg, plan, pg, source, weights] = b;

@@ -21,6 +21,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
   progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
   progress.start();
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   try {
     const topo::Grid grid = grid_text.empty() ? topo::Grid{1, 1, 1, 1, world.size()}
                                               : tools::parse_bench_grid(grid_text, world.size());

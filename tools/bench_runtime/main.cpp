@@ -17,6 +17,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
@@ -37,12 +38,12 @@ int main(int argc, char** argv) {
   app.add_option("--model", model_name, "model description")->capture_default_str();
   app.add_option("--seqs", seqs, "sequences per step")->capture_default_str();
   bench_steps.add_options(app, "");
-  app.add_option("--threads", threads, "LibTorch threads per rank")->capture_default_str();
+  app.add_option("--threads", threads, "compute threads per rank (LibTorch's and the BLAS's own pool)")->capture_default_str();
   app.add_option("--grid", grid_text, "gx,gy,gz,gdata (default 1,1,1,1 on one rank)");
   bool count_memory = false;
   app.add_flag("--count-device-memory", count_memory, "allocate through the counting device allocator, as axrun does");
   CLI11_PARSE(app, argc, argv);
-  at::set_num_threads(threads);
+  runtime::set_compute_threads(threads);
   const bool root = world.rank() == 0;
   if (count_memory) runtime::DeviceMemory::install();
   try {

@@ -27,6 +27,7 @@
 #include "axonn/common/median.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/planner/planner.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
@@ -69,7 +70,7 @@ int main(int argc, char** argv) {
   progress.add_options(app);
   CLI11_PARSE(app, argc, argv);
   progress.start();
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   try {
     const model::ModelDescription desc = model::load_model(model_name);
     const gpt::GptConfig cfg = gpt::GptConfig::from(desc);

@@ -23,6 +23,7 @@
 #include "axonn/model/model_description.hpp"
 #include "axonn/planner/calibration.hpp"
 #include "axonn/runtime/calibration.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -122,7 +123,7 @@ int main(int argc, char** argv) {
     const int code = rank == 0 ? app.exit(e) : e.get_exit_code();  // rank 0 prints the message or the help
     return code == 0 ? 0 : kExitUsage;
   }
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   runtime::CalibrationRequest request;
   topo::Topology base;
   try {  // input errors: every rank finds them alike, rank 0 says so

@@ -39,6 +39,7 @@
 #include "axonn/plan/layout_rules.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/planner/summa_broadcast_memory.hpp"
+#include "axonn/runtime/compute_threads.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/parallel_model.hpp"
@@ -188,7 +189,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
-  at::set_num_threads(1);
+  runtime::set_compute_threads(1);
   try {
     if (rows % seq_len != 0)
       throw InputError("measure_two_linear", fmt::format("{} rows", rows), "--rows", "a multiple of --seq-len");

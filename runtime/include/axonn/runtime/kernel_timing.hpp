@@ -1,6 +1,7 @@
 // Kernel timers for `axplan calibrate --model` (axonn/runtime/calibration.hpp): the
 // local matmuls and element-wise operations the runtime runs, timed with LibTorch on
-// one thread in fp32 (the runtime's dtype on CPU).
+// one thread in fp32 (the runtime's dtype on CPU): LibTorch's and the BLAS's own
+// (compute_threads.hpp).
 //
 // Example:
 //   double s = time_matmul({1024, 128, 512, 1, 0}, /*repeats=*/3);   // seconds per call
