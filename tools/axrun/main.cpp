@@ -526,11 +526,12 @@ int main(int argc, char** argv) {
                        ? fmt::format(", predicted {:.1f} MiB by the plan",
                                      static_cast<double>(plan.prediction->host_memory_bytes_per_gpu) / kBytesPerMiB)
                        : std::string());
+      const int blas_threads = runtime::blas_threads();  // -1: a BLAS without a pool of its own (null)
       nlohmann::json m = {{"plan", a.plan_path}, {"model", plan.model.name}, {"world_size", world.size()},
                           {"grid", topo::grid_to_json(plan.grid)}, {"mesh", topo::mesh_to_json(plan.mesh())},
                           {"launcher", launch.launcher},
                           {"threads_per_rank", a.threads},
-                          {"blas_threads_per_rank", runtime::blas_threads() > 0 ? nlohmann::json(runtime::blas_threads()) : nlohmann::json()},
+                          {"blas_threads_per_rank", blas_threads > 0 ? nlohmann::json(blas_threads) : nlohmann::json()},
                           {"data", a.data.empty() ? "synthetic" : a.data},
                           {"device_memory", memory}, {"steps", steps}};
       write_file_atomically(a.measure, m.dump(2) + "\n", "axrun");

@@ -1,6 +1,6 @@
 // Kernel timers for `axplan calibrate --model` (axonn/runtime/calibration.hpp): the
-// local matmuls and element-wise operations the runtime runs, timed with LibTorch on
-// one thread in fp32 (the runtime's dtype on CPU): LibTorch's and the BLAS's own
+// local matmuls and element-wise operations the runtime runs, timed with LibTorch in
+// fp32 (the runtime's dtype on CPU) on one thread, in LibTorch's pool and the BLAS's
 // (compute_threads.hpp).
 //
 // Example:
