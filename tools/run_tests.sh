@@ -10,7 +10,15 @@ AXONN_BUILD_BENCHES="${AXONN_BUILD_BENCHES:-OFF}" bash tools/setup.sh
 BUILD_DIR="${AXONN_BUILD_DIR:-build}"
 # Without the `full` label: the option tests' whole 8-rank matrices run outside CI
 # (`ctest -L full`, tests/CMakeLists.txt).
-(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600 -j "$(nproc)" -LE full)
+# On a failure, the GoogleTest failures again at the end of the output (every rank's,
+# from CTest's log), where a CI log cut to its head and tail still shows them.
+status=0
+(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 600 -j "$(nproc)" -LE full) || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "== the failures again (from $BUILD_DIR/Testing/Temporary/LastTest.log) =="
+  grep -a -A6 -E '^\[rank [0-9]+\] .*: failure$|: Failure$' "$BUILD_DIR/Testing/Temporary/LastTest.log" | tail -80 || true
+  exit "$status"
+fi
 
 echo "== planner-only build (AXONN_WITH_TORCH=OFF, AXONN_WITH_MPI=OFF) =="
 PLANNER_DIR="${BUILD_DIR}-planner-only"

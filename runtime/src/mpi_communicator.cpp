@@ -204,8 +204,9 @@ class WatchedWork : public Work {
 };
 
 // Posts the next step of every ring in flight whose step has completed (RingWork);
-// `wait_for_registry` false: skipped when another thread is at it.
-void progress_rings(bool wait_for_registry);
+// `wait_for_registry` false: skipped when another thread is at it. Returns how many
+// rings this call completed.
+int progress_rings(bool wait_for_registry);
 
 // How a rank waits: a test loop that also moves this rank's rings in flight on, since a
 // ring moves only when advanced and a peer may be waiting for this rank's next step of
@@ -322,14 +323,16 @@ class RingWork final : public WatchedWork {
     }
     return false;
   }
-  // The progress thread's turn: skipped while an owner is testing it.
-  void progress() {
+  // Another thread's turn (the progress thread's, or a wait's for another operation):
+  // skipped while an owner is testing it. True when this call completed the ring.
+  bool progress() {
     std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-    if (!lock || error_ || !ring_) return;
+    if (!lock || error_ || !ring_ || ring_->done()) return false;
     try {
-      ring_->advance();
+      return ring_->advance();
     } catch (...) {
       error_ = std::current_exception();  // rethrown by the owner's next test()
+      return false;
     }
   }
 
@@ -346,12 +349,14 @@ class RingWork final : public WatchedWork {
   std::exception_ptr error_;
 };
 
-void progress_rings(bool wait_for_registry) {
+int progress_rings(bool wait_for_registry) {
   RingRegistry& r = ring_registry();
   std::unique_lock<std::mutex> lock(r.mutex, std::defer_lock);
   if (wait_for_registry) lock.lock();
-  else if (!lock.try_lock()) return;
-  for (RingWork* w : r.works) w->progress();
+  else if (!lock.try_lock()) return 0;
+  int completed = 0;
+  for (RingWork* w : r.works) completed += w->progress() ? 1 : 0;
+  return completed;
 }
 
 }  // namespace
@@ -365,7 +370,8 @@ MpiProgressThread::MpiProgressThread(std::chrono::microseconds interval) {
     while (!stop_.load(std::memory_order_relaxed)) {
       int flag = 0;
       MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE);  // runs MPI's progress engine
-      progress_rings(true);  // and posts the next step of each ring whose step has completed
+      // and posts the next step of each ring whose step has completed
+      rings_completed_.fetch_add(progress_rings(true), std::memory_order_relaxed);
       std::this_thread::sleep_for(interval);
     }
   });

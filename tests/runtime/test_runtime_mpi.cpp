@@ -7,6 +7,7 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <chrono>
 #include <thread>
 #include <torch/torch.h>
 
@@ -307,13 +308,22 @@ TEST(Comm, RingCollectivesEqualMpisAndProgressOnTheirOwn) {
   w.reduce_scatter(ints_in, ring_out)->wait();
   MPI_Reduce_scatter_block(ints_in.data_ptr(), mpi_out.data_ptr(), 4099, MPI_FLOAT, MPI_SUM, w.handle());
   EXPECT_TRUE(ring_out.equal(mpi_out));
-  // The progress thread: issued, left alone while this rank "computes", then one test().
+  // The progress thread: issued, left alone while this rank "computes" (sleeps, calling
+  // nothing that moves a ring), until the thread says it posted the ring's last step;
+  // then one test() finds it complete. How long that takes depends on how busy the
+  // machine is, so the owner looks at the thread's count, not at a clock: a deadline of
+  // a minute only keeps a broken thread from hanging the test.
   runtime::MpiProgressThread progress(std::chrono::microseconds(50));
   if (progress.active() && p >= 3) {
     at::Tensor out = at::empty({counts[static_cast<size_t>(r)]});
+    const int64_t completed_before = progress.rings_completed();
     auto h = w.reduce_scatter_v(all[r].clone(), counts, out);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-    EXPECT_TRUE(h->test()) << "the ring did not complete while its owner slept";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(1);
+    while (progress.rings_completed() == completed_before && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_EQ(progress.rings_completed(), completed_before + 1)
+        << "the progress thread did not complete the ring while its owner slept";
+    EXPECT_TRUE(h->test()) << "the ring the progress thread completed is not complete";
     h->wait();
     EXPECT_LT(relative_error(out, reference.narrow(0, before, out.numel())), 1e-6);
   }

@@ -62,10 +62,13 @@ class MpiProgressThread {
   MpiProgressThread(const MpiProgressThread&) = delete;
   MpiProgressThread& operator=(const MpiProgressThread&) = delete;
   bool active() const { return thread_.joinable(); }
+  // How many ring collectives this thread posted the last step of (count).
+  int64_t rings_completed() const { return rings_completed_.load(std::memory_order_relaxed); }
 
  private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::atomic<bool> stop_{false};
+  std::atomic<int64_t> rings_completed_{0};
   std::thread thread_;
 };
 
