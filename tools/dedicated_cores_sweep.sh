@@ -38,7 +38,8 @@ say() { echo "[$(elapsed) s] $*" | tee -a "$out/env.txt"; }
 {
   echo "cpus $(nproc), ranks $((nodes * gpn)), kernel $(uname -r)"
   mpirun --version | head -1
-  python3 -c 'import torch; print("torch", torch.__version__)'
+  # Python's torch, where the machine has one (the runs use the C++ LibTorch they were built with).
+  python3 -c 'import torch; print("python torch", torch.__version__)' 2> /dev/null || echo "python torch: none"
   echo "load average $(cut -d' ' -f1-3 /proc/loadavg)"
 } 2>&1 | tee "$out/env.txt"
 
