@@ -31,6 +31,7 @@ plan::Plan sample() {
   pr.comm_breakdown_s.ag_z = 0.25;
   pr.comm_breakdown_s.ar_x = 0.25;
   pr.memory_bytes_per_gpu = 123;
+  pr.memory_breakdown_bytes = plan::MemoryPrediction{100, 0, 0, 20, 3, 0};
   pr.rank = 1;
   pr.candidates_ranked = 7;
   p.prediction = pr;
@@ -52,6 +53,9 @@ TEST(Plan, RoundTripsAndWritesAtomically) {
   EXPECT_EQ(p.optimizer.zero, 1);
   ASSERT_TRUE(p.prediction.has_value());
   EXPECT_DOUBLE_EQ(p.prediction->comm_breakdown_s.total(), 0.5);
+  ASSERT_TRUE(p.prediction->memory_breakdown_bytes.has_value());
+  EXPECT_EQ(p.prediction->memory_breakdown_bytes->held_between_steps(), 100);
+  EXPECT_EQ(p.prediction->memory_breakdown_bytes->step_own(), 23);
   EXPECT_EQ(plan::plan_to_json(p), plan::plan_to_json(sample()));
   const nlohmann::json j = plan::plan_to_json(p);
   EXPECT_EQ(j["version"], 2);
@@ -190,6 +194,18 @@ TEST(Plan, RefusesInconsistentPlans) {
   k["overlap"]["prefetch"] = true;
   EXPECT_NE(error_of([&] { plan::plan_from_json(k, "p.json"); }).find("unknown field: p.json: /overlap/prefetch"),
             std::string::npos);
+  k = j;
+  k["prediction"]["memory_breakdown_bytes"]["activations"] = -1;
+  msg = error_of([&] { plan::plan_from_json(k, "p.json"); });
+  EXPECT_NE(msg.find("p.json: /prediction/memory_breakdown_bytes/activations"), std::string::npos) << msg;
+  k = j;
+  k["prediction"]["memory_breakdown_bytes"]["weights"] = 1;
+  EXPECT_NE(error_of([&] { plan::plan_from_json(k, "p.json"); })
+                .find("unknown field: p.json: /prediction/memory_breakdown_bytes/weights"),
+            std::string::npos);
+  k = j;
+  k["prediction"].erase("memory_breakdown_bytes");  // a plan written before the field
+  EXPECT_FALSE(plan::plan_from_json(k, "p.json").prediction->memory_breakdown_bytes.has_value());
   k = j;
   k["version"] = 3;
   msg = error_of([&] { plan::plan_from_json(k, "p.json"); });

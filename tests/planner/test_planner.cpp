@@ -488,6 +488,16 @@ TEST(Search, MemoryOptionsAdmitGridsAndNeverSlowOne) {
   EXPECT_TRUE(it->optimizer.reduces_data_parallel()) << plan::optimizer_label(it->optimizer);
   const plan::Plan p = make_plan(m, t, o, *it, 1, 1);
   EXPECT_EQ(plan::optimizer_label(p.optimizer), plan::optimizer_label(it->optimizer));
+  // Its prediction carries the memory model's parts, for axrun to set its measured
+  // parts beside: they are the evaluation's and add up to the total (whole bytes each).
+  ASSERT_TRUE(p.prediction && p.prediction->memory_breakdown_bytes);
+  const plan::MemoryPrediction& pm = *p.prediction->memory_breakdown_bytes;
+  EXPECT_EQ(pm.model_state, static_cast<int64_t>(it->memory.model_state_bytes));
+  EXPECT_EQ(pm.activations, static_cast<int64_t>(it->memory.activation_bytes));
+  EXPECT_GT(pm.held_between_steps(), 0);
+  EXPECT_GT(pm.step_own(), 0);
+  EXPECT_NEAR(static_cast<double>(pm.held_between_steps() + pm.step_own()),
+              static_cast<double>(p.prediction->memory_bytes_per_gpu), 6.0);
   // The single-grid evaluation searches alike.
   const Evaluation one = evaluate(m, t, small, o);
   EXPECT_EQ(plan::optimizer_label(one.optimizer), plan::optimizer_label(it->optimizer));

@@ -65,11 +65,16 @@ widen = precision["grad_reduce_bytes"] // precision["compute_bytes"]
 ok = (ok and len(kinds) == 4 and widen == 2 and sum(kinds[0].values()) == steps[-1]["peak_device_bytes"]
       and all(k["parameter_bytes"] > 0 and k["gradient_bytes"] == widen * k["parameter_bytes"]
               and k["other_resident_bytes"] > 0 and k["step_bytes"] > 0 for k in kinds))
+# Beside them, the plan's parts: they add up to its total (each part whole bytes).
+predicted = m["predicted_by_kind"]
+ok = (ok and predicted["model_state"] > 0 and predicted["activations"] > 0
+      and abs(sum(predicted.values()) - m["predicted_bytes_per_gpu"]) <= len(predicted))
 print(m["peak_bytes"] if ok else 0)
 PY
 )
-if [ "${peak:-0}" -gt 0 ]; then
-  passes=$((passes + 1)); echo "PASS measurement JSON has each rank's peak device bytes ($peak), by what held them, and the prediction"
+# ($T/out is still the 4-rank run's.)
+if [ "${peak:-0}" -gt 0 ] && grep -qE "measured / predicted by the plan: held between steps [0-9.]+ / [0-9.]+ MiB, the step's own [0-9.]+ / [0-9.]+ MiB" "$T/out"; then
+  passes=$((passes + 1)); echo "PASS measurement JSON has each rank's peak device bytes ($peak), by what held them, and the prediction by part"
 else
   fails=$((fails + 1)); echo "FAIL device memory in the measurement JSON"; peak=100000000
 fi

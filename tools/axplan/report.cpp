@@ -7,6 +7,7 @@
 #include <fmt/ostream.h>
 
 #include "axonn/common/units.hpp"
+#include "axonn/planner/memory_model.hpp"
 #include "axonn/topology/topology_io.hpp"
 
 namespace axonn::tools {
@@ -54,12 +55,7 @@ nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
     if (e.summa_exposed_s > 0) j["summa_exposed_s"] = e.summa_exposed_s;
     j["optimizer"] = plan::optimizer_label(e.optimizer);
     j["memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.total_bytes());
-    j["memory_breakdown_bytes"] = {{"model_state", static_cast<int64_t>(e.memory.model_state_bytes)},
-                                   {"gathered_weights", static_cast<int64_t>(e.memory.gathered_weight_bytes)},
-                                   {"unscattered_grads", static_cast<int64_t>(e.memory.unscattered_grad_bytes)},
-                                   {"activations", static_cast<int64_t>(e.memory.activation_bytes)},
-                                   {"bucket_buffers", static_cast<int64_t>(e.memory.bucket_bytes)},
-                                   {"optimizer_phase", static_cast<int64_t>(e.memory.optimizer_bytes)}};
+    j["memory_breakdown_bytes"] = plan::memory_prediction_to_json(planner::memory_prediction(e.memory));
     if (e.memory.host_bytes > 0) j["host_memory_bytes_per_gpu"] = static_cast<int64_t>(e.memory.host_bytes);
   }
   return j;

@@ -504,6 +504,8 @@ int main(int argc, char** argv) {
       if (plan.prediction) {
         memory["predicted_bytes_per_gpu"] = plan.prediction->memory_bytes_per_gpu;
         memory["predicted_host_bytes_per_gpu"] = plan.prediction->host_memory_bytes_per_gpu;
+        if (plan.prediction->memory_breakdown_bytes)
+          memory["predicted_by_kind"] = plan::memory_prediction_to_json(*plan.prediction->memory_breakdown_bytes);
         predicted = fmt::format(", predicted {:.1f} MiB by the plan ({:+.1f}%)",
                                 static_cast<double>(plan.prediction->memory_bytes_per_gpu) / kBytesPerMiB,
                                 100.0 * (static_cast<double>(plan.prediction->memory_bytes_per_gpu) /
@@ -518,6 +520,14 @@ int main(int argc, char** argv) {
         fmt::print("axrun: its last step: parameters {:.1f} MiB, gradients {:.1f} MiB, the rest held between steps "
                    "{:.1f} MiB, and the step's own (activations, gathered weights, buffers) {:.1f} MiB\n",
                    mib(h[0]), mib(h[1]), mib(h[2]), mib(h[3]));
+        // The same two parts as the planner's memory model splits them (its model state
+        // is what lives between steps).
+        if (plan.prediction && plan.prediction->memory_breakdown_bytes) {
+          const plan::MemoryPrediction& pm = *plan.prediction->memory_breakdown_bytes;
+          fmt::print("axrun: measured / predicted by the plan: held between steps {:.1f} / {:.1f} MiB, the step's own "
+                     "{:.1f} / {:.1f} MiB\n",
+                     mib(h[0] + h[1] + h[2]), mib(pm.held_between_steps()), mib(h[3]), mib(pm.step_own()));
+        }
       }
       const int64_t host_peak = *std::max_element(host_peaks.begin(), host_peaks.end());
       if (host_peak > 0)

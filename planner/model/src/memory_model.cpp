@@ -65,6 +65,12 @@ LayerActivations layer_activations(const model::Layer& l, const topo::Grid& g, i
   return a;
 }
 
+plan::MemoryPrediction memory_prediction(const MemoryBreakdown& b) {
+  auto bytes = [](double v) { return static_cast<int64_t>(v); };
+  return {bytes(b.model_state_bytes), bytes(b.gathered_weight_bytes), bytes(b.unscattered_grad_bytes),
+          bytes(b.activation_bytes),  bytes(b.bucket_bytes),          bytes(b.optimizer_bytes)};
+}
+
 std::string memory_over_limit(double bytes, double limit_bytes) {
   const bool small = limit_bytes < kBytesPerGiB;
   const double unit = small ? kBytesPerMiB : kBytesPerGiB;

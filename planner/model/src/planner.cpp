@@ -315,6 +315,7 @@ plan::Plan make_plan(const model::ModelDescription& m, const topo::Topology& t, 
   pr.exposed_comm_s = e.exposed_comm_s;
   pr.memory_bytes_per_gpu = static_cast<int64_t>(e.memory.total_bytes());
   pr.host_memory_bytes_per_gpu = static_cast<int64_t>(e.memory.host_bytes);
+  pr.memory_breakdown_bytes = memory_prediction(e.memory);
   pr.rank = rank;
   pr.candidates_ranked = candidates;
   p.prediction = pr;

@@ -80,7 +80,28 @@ CommBreakdown breakdown_from(ObjectReader r) {
   return b;
 }
 
+MemoryPrediction memory_prediction_from(ObjectReader r) {
+  MemoryPrediction m;
+  m.model_state = r.non_negative_int("model_state");
+  m.gathered_weights = r.non_negative_int("gathered_weights");
+  m.unscattered_grads = r.non_negative_int("unscattered_grads");
+  m.activations = r.non_negative_int("activations");
+  m.bucket_buffers = r.non_negative_int("bucket_buffers");
+  m.optimizer_phase = r.non_negative_int("optimizer_phase");
+  r.finish();
+  return m;
+}
+
 }  // namespace
+
+nlohmann::json memory_prediction_to_json(const MemoryPrediction& m) {
+  return {{"model_state", m.model_state},
+          {"gathered_weights", m.gathered_weights},
+          {"unscattered_grads", m.unscattered_grads},
+          {"activations", m.activations},
+          {"bucket_buffers", m.bucket_buffers},
+          {"optimizer_phase", m.optimizer_phase}};
+}
 
 nlohmann::json breakdown_to_json(const CommBreakdown& b) {
   // The optional terms (kBreakdownTerms): sequence parallelism's ring (p2p_seq), the 2d
@@ -141,6 +162,8 @@ nlohmann::json plan_to_json(const Plan& p) {
                        {"host_memory_bytes_per_gpu", pr.host_memory_bytes_per_gpu},
                        {"rank", pr.rank},
                        {"candidates_ranked", pr.candidates_ranked}};
+    if (pr.memory_breakdown_bytes)
+      j["prediction"]["memory_breakdown_bytes"] = memory_prediction_to_json(*pr.memory_breakdown_bytes);
     if (pr.batch_s > 0) {
       j["prediction"]["batch_s"] = pr.batch_s;
       j["prediction"]["compute_s"] = pr.compute_s;
@@ -263,6 +286,8 @@ Plan plan_from_json(const nlohmann::json& j, const std::string& origin) {
     pd.comm_breakdown_s = breakdown_from(pr.object("comm_breakdown_s"));
     pd.memory_bytes_per_gpu = pr.non_negative_int("memory_bytes_per_gpu");
     pd.host_memory_bytes_per_gpu = pr.has("host_memory_bytes_per_gpu") ? pr.non_negative_int("host_memory_bytes_per_gpu") : 0;
+    if (pr.has("memory_breakdown_bytes"))
+      pd.memory_breakdown_bytes = memory_prediction_from(pr.object("memory_breakdown_bytes"));
     pd.rank = pr.positive_int("rank");
     pd.candidates_ranked = pr.positive_int("candidates_ranked");
     pd.batch_s = pr.non_negative_number_or("batch_s", 0.0);

@@ -114,6 +114,10 @@ struct MemoryLayer {
 MemoryBreakdown stage_memory(const MemoryLayer* layers, size_t count, int64_t hidden, int64_t seq_len,
                              const topo::Grid& g, const MemorySettings& s);
 
+// The plan's copy of `b`'s device parts (plan::MemoryPrediction), whole bytes; the host
+// tier is the plan's host_memory_bytes_per_gpu.
+plan::MemoryPrediction memory_prediction(const MemoryBreakdown& b);
+
 // "51.3 GiB > 40.0 GiB"; below 1 GiB in MiB ("124.4 MiB > 115.0 MiB"), so that the two
 // numbers differ in print.
 std::string memory_over_limit(double bytes, double limit_bytes);

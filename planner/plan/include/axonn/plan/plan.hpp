@@ -218,6 +218,23 @@ struct BatchSettings {
   int64_t microbatch_seqs = 0;  // sequences per micro-batch in one data-parallel group
 };
 
+// The planner's device memory per GPU by part (planner/memory_model.hpp's
+// MemoryBreakdown), bytes: what lives between steps (the model state: weights, their
+// gradients, the optimizer's master copies and moments) and what a step adds at its
+// peak (the rest). axrun sets its measurement of each beside it (docs/runtime.md).
+struct MemoryPrediction {
+  int64_t model_state = 0;
+  int64_t gathered_weights = 0;
+  int64_t unscattered_grads = 0;
+  int64_t activations = 0;
+  int64_t bucket_buffers = 0;
+  int64_t optimizer_phase = 0;  // in place of the passes' parts when the optimizer's buffers are the peak
+  int64_t held_between_steps() const { return model_state; }
+  int64_t step_own() const {
+    return gathered_weights + unscattered_grads + activations + bucket_buffers + optimizer_phase;
+  }
+};
+
 struct Prediction {
   std::string comm_model;       // "paper" or "full"
   bool placement_aware = true;
@@ -229,6 +246,7 @@ struct Prediction {
   double exposed_comm_s = 0;    // batch_s - compute_s
   int64_t memory_bytes_per_gpu = 0;
   int64_t host_memory_bytes_per_gpu = 0;  // the host tier (offloaded optimizer state); 0 without
+  std::optional<MemoryPrediction> memory_breakdown_bytes;  // absent in plans written before it
   int64_t rank = 0;             // 1 = best of the candidates ranked
   int64_t candidates_ranked = 0;
 };
@@ -271,6 +289,7 @@ nlohmann::json plan_to_json(const Plan& p);
 // {"ag_z": ..., "p2p_pipe": ...} (and the optional terms of kBreakdownTerms when not 0), seconds: the plan's
 // prediction and axplan's reports write the breakdown alike.
 nlohmann::json breakdown_to_json(const CommBreakdown& b);
+nlohmann::json memory_prediction_to_json(const MemoryPrediction& m);
 // Validates every field and the consistency of the whole (grid product = gpus, grid
 // divides the model and batch); throws axonn::Error naming `origin` and the field.
 Plan plan_from_json(const nlohmann::json& j, const std::string& origin);
