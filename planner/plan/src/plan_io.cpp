@@ -1,6 +1,8 @@
 // Plan JSON reading and writing; see axonn/plan/plan.hpp and docs/plan-format.md.
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include "axonn/common/atomic_write.hpp"
 #include "axonn/common/error.hpp"
@@ -80,14 +82,19 @@ CommBreakdown breakdown_from(ObjectReader r) {
   return b;
 }
 
+// MemoryPrediction's parts as the plan names them, read and written alike.
+constexpr std::array<std::pair<const char*, int64_t MemoryPrediction::*>, 6> kMemoryParts = {{
+    {"model_state", &MemoryPrediction::model_state},
+    {"gathered_weights", &MemoryPrediction::gathered_weights},
+    {"unscattered_grads", &MemoryPrediction::unscattered_grads},
+    {"activations", &MemoryPrediction::activations},
+    {"bucket_buffers", &MemoryPrediction::bucket_buffers},
+    {"optimizer_phase", &MemoryPrediction::optimizer_phase},
+}};
+
 MemoryPrediction memory_prediction_from(ObjectReader r) {
   MemoryPrediction m;
-  m.model_state = r.non_negative_int("model_state");
-  m.gathered_weights = r.non_negative_int("gathered_weights");
-  m.unscattered_grads = r.non_negative_int("unscattered_grads");
-  m.activations = r.non_negative_int("activations");
-  m.bucket_buffers = r.non_negative_int("bucket_buffers");
-  m.optimizer_phase = r.non_negative_int("optimizer_phase");
+  for (const auto& [name, part] : kMemoryParts) m.*part = r.non_negative_int(name);
   r.finish();
   return m;
 }
@@ -95,12 +102,9 @@ MemoryPrediction memory_prediction_from(ObjectReader r) {
 }  // namespace
 
 nlohmann::json memory_prediction_to_json(const MemoryPrediction& m) {
-  return {{"model_state", m.model_state},
-          {"gathered_weights", m.gathered_weights},
-          {"unscattered_grads", m.unscattered_grads},
-          {"activations", m.activations},
-          {"bucket_buffers", m.bucket_buffers},
-          {"optimizer_phase", m.optimizer_phase}};
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [name, part] : kMemoryParts) j[name] = m.*part;
+  return j;
 }
 
 nlohmann::json breakdown_to_json(const CommBreakdown& b) {
