@@ -48,6 +48,22 @@ TEST(BandwidthFit, RecoversLatencyAndBandwidth) {
   EXPECT_DOUBLE_EQ(all_gather_sample(4, 4e6, 0.01).bytes_moved, 3e6);
 }
 
+TEST(BandwidthFit, ARefusalNamesTheFitAndTheQuantityItsTimesShouldGrowWith) {
+  // Waits that shrink as the compute before them grows (t = 3 - c): no fit. Calibrate
+  // prints the refusal beside a sync-wait round, where "message size" would mislead.
+  const std::vector<CollectiveSample> shrinking{{1, 1, 2}, {1, 2, 1}};
+  const std::string wait = axonn::test::error_of([&] { fit_latency_bandwidth(shrinking, kSyncWaitFit); });
+  EXPECT_NE(wait.find("sync-wait fit"), std::string::npos) << wait;
+  EXPECT_NE(wait.find("times that grow with compute since the last collective"), std::string::npos) << wait;
+  EXPECT_EQ(wait.find("message size"), std::string::npos) << wait;
+  const std::string matmul = axonn::test::error_of([] { fit_latency_bandwidth({{1, 1e9, 1e-3}}, kMatmulFit); });
+  EXPECT_NE(matmul.find("too few distinct values of FLOPs"), std::string::npos) << matmul;
+  EXPECT_NE(matmul.find("matmul fit"), std::string::npos) << matmul;
+  // Collectives keep the default wording.
+  EXPECT_NE(axonn::test::error_of([&] { fit_latency_bandwidth(shrinking); }).find("times that grow with message size"),
+            std::string::npos);
+}
+
 TEST(BandwidthFit, ClampsNegativeLatencyAndRefusesTooLittleData) {
   // The free fit gives alpha = -0.2 ms; with alpha = 0, 1/beta = sum(b t) / sum(b^2) = 9.8e-10
   auto f = fit_latency_bandwidth({{1, 1e6, 0.9e-3}, {1, 2e6, 2e-3}});

@@ -18,7 +18,7 @@ CollectiveSample all_reduce_sample(int p, double bytes, double seconds) {
   return {2.0 * (p - 1), 2.0 * (p - 1) / p * bytes, seconds};
 }
 
-BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples) {
+BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples, const FitQuantities& what) {
   const auto n = static_cast<Eigen::Index>(samples.size());
   double lo = 0, hi = 0;
   if (n > 0) {
@@ -29,8 +29,10 @@ BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples)
     hi = mx->bytes_moved;
   }
   if (n < 2 || lo == hi)
-    throw InputError("calibrate", "too few distinct message sizes to fit (" + std::to_string(n) + " samples)",
-                "bandwidth fit", "at least two samples of different sizes");
+    throw InputError("calibrate",
+                     std::string("too few distinct values of ") + what.size + " to fit (" + std::to_string(n) +
+                         " samples)",
+                     what.fit, std::string("at least two samples of different ") + what.size);
   Eigen::MatrixXd A(n, 2);
   Eigen::VectorXd t(n);
   for (Eigen::Index i = 0; i < n; ++i) {
@@ -44,8 +46,8 @@ BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples)
     x(1) = A.col(1).dot(t) / A.col(1).squaredNorm();
   }
   if (!(x(1) > 0))
-    throw InputError("calibrate", "fitted time per byte is not positive", "bandwidth fit",
-                "times that grow with message size");
+    throw InputError("calibrate", std::string("fitted time per unit of ") + what.size + " is not positive", what.fit,
+                     std::string("times that grow with ") + what.size);
   BandwidthFit f;
   f.alpha_s = x(0);
   f.beta_bytes_per_s = 1.0 / x(1);

@@ -73,7 +73,7 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       c.compute.matmul_table.push_back(t);
     }
     try {
-      out.matmul = fit_latency_bandwidth(flops_samples);
+      out.matmul = fit_latency_bandwidth(flops_samples, kMatmulFit);
       c.compute.matmul_flops_per_s = out.matmul->beta_bytes_per_s;
       c.compute.matmul_overhead_s = out.matmul->alpha_s;
     } catch (const Error& e) {
@@ -97,7 +97,7 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       SyncWaitRoundFit r;
       r.round = round;
       try {
-        r.fit = fit_latency_bandwidth(s);
+        r.fit = fit_latency_bandwidth(s, kSyncWaitFit);
       } catch (const Error& e) {  // waits that do not grow with the compute: none
         r.note = e.what();
       }

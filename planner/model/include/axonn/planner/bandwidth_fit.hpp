@@ -31,7 +31,18 @@ struct BandwidthFit {
   double max_relative_error = 0; // worst |fitted - measured| / measured
 };
 
-// Needs at least two samples with different bytes_moved; throws axonn::Error otherwise.
-BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples);
+// What a fit is of, for its error messages: the same least squares fits matmul times
+// against FLOPs and sync waits against the compute before them, and a refusal names
+// the fit and the quantity the times should have grown with.
+struct FitQuantities {
+  const char* fit = "bandwidth fit";     // e.g. "matmul fit"
+  const char* size = "message size";      // what bytes_moved holds there, e.g. "FLOPs"
+};
+inline constexpr FitQuantities kMatmulFit{"matmul fit", "FLOPs"};
+inline constexpr FitQuantities kSyncWaitFit{"sync-wait fit", "compute since the last collective"};
+
+// Needs at least two samples with different bytes_moved; throws axonn::InputError
+// naming `what` otherwise, or where the fitted time per unit is not positive.
+BandwidthFit fit_latency_bandwidth(const std::vector<CollectiveSample>& samples, const FitQuantities& what = {});
 
 }  // namespace axonn::planner
