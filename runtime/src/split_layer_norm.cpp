@@ -5,15 +5,20 @@ namespace axonn::runtime {
 
 at::Tensor split_layer_norm_forward(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                                     int64_t hidden, double eps, const SumOverGroup& sum, SplitNormSaved& saved) {
-  const double H = static_cast<double>(hidden);
-  at::Tensor mean = x.sum(-1, true).contiguous();
-  sum(mean);
-  mean.div_(H);
-  at::Tensor xc = x - mean;
-  at::Tensor var = (xc * xc).sum(-1, true).contiguous();
-  sum(var);
-  var.div_(H);
-  saved.rstd = (var + eps).rsqrt();
+  const double H = static_cast<double>(hidden), n = static_cast<double>(x.size(-1));
+  // The local columns' mean and variance in one fused pass (fp32 at least), then the
+  // group's in one all-reduce of their sums and sums of squares, n (var + mean^2) per
+  // member, in fp64: var = Q / H - mean^2 cancels where the mean is large beside the
+  // spread, and fp64 leaves that error about 1e-16 * mean^2 / var (the local
+  // statistics' own fp32 error enters only through the members' means' spread).
+  const auto [local_var, local_mean] = at::var_mean(x.to(at::promote_types(x.scalar_type(), at::kFloat)), {-1},
+                                                    /*unbiased=*/false, /*keepdim=*/true);
+  at::Tensor m = local_mean.to(at::kDouble), stats = at::cat({m * n, (local_var.to(at::kDouble) + m * m) * n}, -1);
+  sum(stats);
+  const at::Tensor mean = stats.narrow(-1, 0, 1) / H;
+  const at::Tensor var = (stats.narrow(-1, 1, 1) / H - mean * mean).clamp_min(0.0);
+  at::Tensor xc = x - mean.to(x.scalar_type());
+  saved.rstd = (var + eps).rsqrt().to(x.scalar_type());
   saved.xhat = xc * saved.rstd;
   return saved.xhat * gamma + beta;
 }

@@ -352,6 +352,24 @@ struct RowsSumFn : public torch::autograd::Function<RowsSumFn> {
   }
 };
 
+// Two such vectors used together (a norm's gain and shift): their gradients in one
+// all-reduce.
+struct RowsSumPairFn : public torch::autograd::Function<RowsSumPairFn> {
+  static tensor_list forward(AutogradContext* ctx, at::Tensor v, at::Tensor w, int64_t engine, int64_t axis) {
+    ctx->saved_data["engine"] = engine;
+    ctx->saved_data["axis"] = axis;
+    return {v.view_as(v), w.view_as(w)};
+  }
+  static tensor_list backward(AutogradContext* ctx, tensor_list grads) {  // undefined ones arrive as zeros
+    Engine& e = engine_of(ctx);
+    const bool x = ctx->saved_data["axis"].toInt() == 0;
+    const int64_t nv = grads[0].numel(), nw = grads[1].numel();
+    at::Tensor d = at::cat({grads[0].reshape({-1}), grads[1].reshape({-1})}).contiguous();
+    e.ops.all_reduce(x ? e.grid.x() : e.grid.y(), d, x ? plan::CollectiveKind::ArXVector : plan::CollectiveKind::ArYVector);
+    return {d.narrow(0, 0, nv).view_as(grads[0]), d.narrow(0, nv, nw).view_as(grads[1]), at::Tensor(), at::Tensor()};
+  }
+};
+
 struct Embedding2dFn : public torch::autograd::Function<Embedding2dFn> {
   static at::Tensor forward(AutogradContext* ctx, at::Tensor tokens, at::Tensor weight_shard, int64_t engine,
                             int64_t layer, int64_t vocab, int64_t hidden_local) {
@@ -420,16 +438,16 @@ struct CrossEntropyFn : public torch::autograd::Function<CrossEntropyFn> {
     at::Tensor max = std::get<0>(logits.max(-1, true)).contiguous();
     e.ops.all_reduce(y, max, plan::CollectiveKind::ArYLoss, ReduceOp::Max);
     at::Tensor ex = (logits - max).exp();
-    at::Tensor sum = ex.sum(-1, true).contiguous();
-    e.ops.all_reduce(y, sum, plan::CollectiveKind::ArYLoss);
     const int64_t first = e.grid.coord(Axis::Y) * vocab_local;
     at::Tensor local = targets - first;
     at::Tensor mask = (local >= 0).logical_and(local < vocab_local).to(logits.scalar_type());
     at::Tensor index = local.clamp(0, vocab_local - 1).unsqueeze(-1);
-    at::Tensor target_logit = (logits.gather(-1, index).squeeze(-1) * mask).contiguous();
-    e.ops.all_reduce(y, target_logit, plan::CollectiveKind::ArYLoss);
+    // The sum of exponentials and the target's logit (held by one member) in one call.
+    at::Tensor sums = at::cat({ex.sum(-1, true), logits.gather(-1, index) * mask.unsqueeze(-1)}, -1).contiguous();
+    e.ops.all_reduce(y, sums, plan::CollectiveKind::ArYLoss);
+    const at::Tensor sum = sums.narrow(-1, 0, 1);
     ctx->save_for_backward({ex / sum, index, mask});
-    return sum.log().squeeze(-1) + max.squeeze(-1) - target_logit;
+    return sum.log().squeeze(-1) + max.squeeze(-1) - sums.select(-1, 1);
   }
 
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
@@ -476,6 +494,13 @@ at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows) {
   return RowsSumFn::apply(v, to_handle(&e), rows == topo::Axis::X ? 0 : 1);
 }
 
+std::pair<at::Tensor, at::Tensor> rows_split_vectors(Engine& e, const at::Tensor& v, const at::Tensor& w,
+                                                     topo::Axis rows) {
+  if (!splits_rows(e) || e.grid.grid().size(rows) == 1) return {v, w};
+  const tensor_list both = RowsSumPairFn::apply(v, w, to_handle(&e), rows == topo::Axis::X ? 0 : 1);
+  return {both[0], both[1]};
+}
+
 at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n) {
   at::Tensor out = Linear2dFn::apply(input, *e.weights.shard(layer), to_handle(&e), layer, k, n / e.grid.grid().gy);
   return bias.defined() ? out + bias : out;
@@ -495,7 +520,7 @@ at::Tensor tp2d_embedding(Engine& e, int64_t layer, const at::Tensor& tokens, in
 at::Tensor tp_layer_norm(Engine& e, const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                          int64_t hidden, double eps) {
   // 3d: the rows are split over Y, so are the contributions to gamma's and beta's gradients.
-  const at::Tensor g = rows_split_vector(e, gamma, topo::Axis::Y), b = rows_split_vector(e, beta, topo::Axis::Y);
+  const auto [g, b] = rows_split_vectors(e, gamma, beta, topo::Axis::Y);
   if (hidden_group(e).size() == 1) return at::layer_norm(x, {hidden}, g, b, eps);
   return LayerNormFn::apply(x, g, b, to_handle(&e), hidden, eps);
 }

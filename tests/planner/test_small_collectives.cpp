@@ -36,11 +36,17 @@ TEST(SmallCollectives, LayerNormStatisticsByHand) {
   Fixture f;
   const topo::Grid g{2, 2, 2, 1, 1};  // AxoNN 3D: rows = 4096 / Gz = 2048, hidden group X of 2
   const LayerCollectives c = layer_collectives(f.fc1, g, f.bw, f.s);
-  // 2 x t_AR(2, 4 * 2048 B) = 2 x (2 x 100 us + 8192 B / 1 GB/s)
-  EXPECT_NEAR(c.small_forward_s, 2 * (2e-4 + 8192 / 1e9), 1e-15);
-  EXPECT_EQ(c.small_forward_calls, 2);
+  // One call of two fp64 statistics per row: t_AR(2, 16 * 2048 B) = 2 x 100 us + 32768 B / 1 GB/s
+  EXPECT_NEAR(c.small_forward_s, 2e-4 + 32768 / 1e9, 1e-15);
+  EXPECT_EQ(c.small_forward_calls, 1);
   EXPECT_NEAR(c.small_backward_s, 2e-4 + 16384 / 1e9, 1e-15);  // both sums in one call
   EXPECT_EQ(c.small_backward_calls, 1);
+  // In bf16 the forward's statistics are still fp64, the backward's sums bf16.
+  LayerCommSettings bf16 = f.s;
+  bf16.element_bytes = 2;
+  const LayerCollectives h = layer_collectives(f.fc1, g, f.bw, bf16);
+  EXPECT_NEAR(h.small_forward_s, c.small_forward_s, 1e-15);
+  EXPECT_NEAR(h.small_backward_s, 2e-4 + 8192 / 1e9, 1e-15);
   // The vectors on one GPU: gain and shift 1024 / Gx each, the bias 4096 / Gy.
   EXPECT_DOUBLE_EQ(c.vector_elements, 2 * 512.0 + 2048.0);
   // Per step: n_fwd forwards and one backward per micro-batch.
@@ -64,9 +70,11 @@ TEST(SmallCollectives, OneMemberGroupsIssueNothingAndTheLossReducesOverY) {
   head.bias = false;
   head.loss_after = true;
   const LayerCollectives c = layer_collectives(head, one_d, f.bw, f.s);
-  // Three reductions of one float per row over Y (4 members): 3 x t_AR(4, 4 * 4096 B).
-  EXPECT_EQ(c.small_forward_calls, 3);
-  EXPECT_NEAR(c.small_forward_s, 3 * ring_all_reduce_s(4, 4 * 4096.0, 1e9, 1e-4), 1e-15);
+  // Over Y (4 members): the row maximum, one float per row, then the sum of exponentials
+  // and the target logit in one call: t_AR(4, 4 * 4096 B) + t_AR(4, 8 * 4096 B).
+  EXPECT_EQ(c.small_forward_calls, 2);
+  EXPECT_NEAR(c.small_forward_s, ring_all_reduce_s(4, 4 * 4096.0, 1e9, 1e-4) + ring_all_reduce_s(4, 8 * 4096.0, 1e9, 1e-4),
+              1e-15);
   EXPECT_EQ(c.small_backward_calls, 0);
   // In bf16 the loss still reduces fp32 logits: the same 4 bytes per row.
   LayerCommSettings bf16 = f.s;
@@ -87,13 +95,13 @@ TEST(SmallCollectives, TheThreeDLayoutSumsVectorsOverTheOtherRows) {
   g.layout = topo::TensorLayout::ThreeD;
   const LayerCollectives c = layer_collectives(f.fc1, g, f.bw, f.s);
   // The input's rows are also split over b = Y: 4096 / 2 / 2 = 1024 rows per statistic.
-  EXPECT_NEAR(c.small_forward_s, 2 * ring_all_reduce_s(2, 4 * 1024.0, 1e9, 1e-4), 1e-15);
+  EXPECT_NEAR(c.small_forward_s, ring_all_reduce_s(2, 16 * 1024.0, 1e9, 1e-4), 1e-15);
   // Backward: the norm's one, the bias (2048 entries) over a = X, gain and shift (512
-  // each) over b = Y.
-  EXPECT_EQ(c.small_backward_calls, 1 + 1 + 2);
+  // each) over b = Y in one call.
+  EXPECT_EQ(c.small_backward_calls, 1 + 1 + 1);
   EXPECT_NEAR(c.small_backward_s,
               ring_all_reduce_s(2, 8 * 1024.0, 1e9, 1e-4) + ring_all_reduce_s(2, 4 * 2048.0, 1e9, 1e-4) +
-                  2 * ring_all_reduce_s(2, 4 * 512.0, 1e9, 1e-4),
+                  ring_all_reduce_s(2, 2 * 4 * 512.0, 1e9, 1e-4),
               1e-15);
 }
 
@@ -145,8 +153,8 @@ TEST(SmallCollectives, ThePassClockChargesEachCall) {
   EXPECT_DOUBLE_EQ(st.sync_wait_s, 3 * 0.1);
 }
 
-// gpt-tiny (2 blocks) on Gx = 2: each block's two norms (2 forward calls each, again
-// in the recompute, and 1 backward), the final norm's 2 + 1; the loss has Gy = 1.
+// gpt-tiny (2 blocks) on Gx = 2: each block's two norms (1 forward call each, again in
+// the recompute, and 1 backward), the final norm's 1 + 1; the loss has Gy = 1.
 TEST(SmallCollectives, TheEvaluatorCountsAStepsCalls) {
   const model::ModelDescription m = model::load_model("gpt-tiny");
   const topo::Topology t = topo::load_topology("perlmutter");
@@ -156,22 +164,22 @@ TEST(SmallCollectives, TheEvaluatorCountsAStepsCalls) {
   o.memory_limit = false;
   const Evaluation e = evaluate(m, t, topo::Grid{2, 1, 1, 2, 1}, o);
   ASSERT_TRUE(e.feasible);
-  const int64_t per_microbatch = 2 * 2 * (2 * 2 + 1) + (2 + 1);
+  const int64_t per_microbatch = 2 * 2 * (2 * 1 + 1) + (1 + 1);
   EXPECT_EQ(e.small_calls, e.microbatches * per_microbatch + 2);  // + the vectors and the loss over data
   EXPECT_GT(e.comm.small, 0.0);
-  // The 3d layout on 2 x 2 x 2: per block, each norm's 2 x 2 + 1 and its gain and shift
-  // over Y (2), each of the 4 biases over its rows' group (1); the head's norm 2 + 1 + 2
-  // and the loss's 3; once per step the vectors and the loss over Z, and the loss over X.
+  // The 3d layout on 2 x 2 x 2: per block, each norm's 2 x 1 + 1 and its gain and shift
+  // over Y (1), each of the 4 biases over its rows' group (1); the head's norm 1 + 1 + 1
+  // and the loss's 2; once per step the vectors and the loss over Z, and the loss over X.
   topo::Grid cube{2, 2, 2, 1, 1};
   cube.layout = topo::TensorLayout::ThreeD;
   const Evaluation c = evaluate(m, t, cube, o);
   ASSERT_TRUE(c.feasible);
-  EXPECT_EQ(c.small_calls, c.microbatches * (2 * (2 * (5 + 2) + 4) + (5 + 3)) + 3);
+  EXPECT_EQ(c.small_calls, c.microbatches * (2 * (2 * (3 + 1) + 4) + (3 + 2)) + 3);
   // A pipeline's first stage: its blocks' norms, no head; the loss over the pipeline.
   const Evaluation p2 = evaluate(m, t, topo::Grid{2, 1, 1, 1, 2}, o);
   ASSERT_TRUE(p2.feasible);
   ASSERT_EQ(p2.stage_units.size(), 2u);
-  EXPECT_EQ(p2.small_calls, p2.microbatches * p2.stage_units[0] * 2 * (2 * 2 + 1) + 1);
+  EXPECT_EQ(p2.small_calls, p2.microbatches * p2.stage_units[0] * 2 * (2 * 1 + 1) + 1);
   PlannerOptions paper = o;
   paper.comm_model = CommModel::Paper;
   const Evaluation p = evaluate(m, t, topo::Grid{2, 1, 1, 2, 1}, paper);

@@ -505,7 +505,7 @@ TEST(SplitLayerNorm, AloneItIsLibTorchsLayerNormAndItsGradients) {
   runtime::SplitNormSaved saved;
   const at::Tensor y = runtime::split_layer_norm_forward(x, gamma, beta, hidden, 1e-5, alone, saved);
   const runtime::SplitNormGrads g = runtime::split_layer_norm_backward(dy, gamma, saved, hidden, alone);
-  EXPECT_EQ(sums, 3);  // the mean's, the variance's and the backward's two sums (one call)
+  EXPECT_EQ(sums, 2);  // the forward's statistics (one call) and the backward's two sums (one call)
 
   const at::Tensor xr = x.clone().requires_grad_(true), gr = gamma.clone().requires_grad_(true),
                    br = beta.clone().requires_grad_(true);
@@ -515,6 +515,39 @@ TEST(SplitLayerNorm, AloneItIsLibTorchsLayerNormAndItsGradients) {
   EXPECT_LT(relative_error(g.dx, xr.grad()), 1e-5);
   EXPECT_LT(relative_error(g.dgamma, gr.grad()), 1e-5);
   EXPECT_LT(relative_error(g.dbeta, br.grad()), 1e-5);
+}
+
+// Split over every rank of the world (each holds a block of columns; the sums are the
+// world's all-reduces): outputs and gradients against LibTorch's layer norm in fp64 on
+// the whole input, with a mean 1000 times the spread, where fp32 sums of squares (the
+// one-call form without fp64) lose the variance (var = E[x^2] - mean^2 off by ~10%).
+TEST(SplitLayerNorm, SplitOverTheWorldMatchesFp64EvenWhereTheMeanDwarfsTheSpread) {
+  const int64_t p = g_world->size(), hidden = 16 * p, local = hidden / p, rank = g_world->rank();
+  auto gen = at::detail::createCPUGenerator(5);
+  for (double offset : {0.0, 1000.0}) {
+    const at::Tensor x = at::randn({4, 3, hidden}, gen) + offset, gamma = at::randn({hidden}, gen),
+                     beta = at::randn({hidden}, gen), dy = at::randn({4, 3, hidden}, gen);
+    std::vector<at::ScalarType> summed;
+    const runtime::SumOverGroup world = [&](at::Tensor& t) {
+      summed.push_back(t.scalar_type());
+      runtime::all_reduce_now(*g_world, t);
+    };
+    auto block = [&](const at::Tensor& t) { return t.narrow(-1, rank * local, local).contiguous(); };
+    runtime::SplitNormSaved saved;
+    const at::Tensor y = runtime::split_layer_norm_forward(block(x), block(gamma), block(beta), hidden, 1e-5, world, saved);
+    const runtime::SplitNormGrads g = runtime::split_layer_norm_backward(block(dy), block(gamma), saved, hidden, world);
+    const std::vector<at::ScalarType> calls{at::kDouble, at::kFloat};  // one in each pass
+    EXPECT_EQ(summed, calls) << offset;
+
+    const at::Tensor xr = x.to(at::kDouble).requires_grad_(true), gr = gamma.to(at::kDouble).requires_grad_(true);
+    const at::Tensor yr = at::layer_norm(xr, {hidden}, gr, beta.to(at::kDouble), 1e-5);
+    yr.backward(dy.to(at::kDouble));
+    const std::string where = "mean " + std::to_string(offset) + " over " + std::to_string(p) + " ranks";
+    EXPECT_LT(relative_error(y.to(at::kDouble), block(yr.detach())), 1e-4) << where;
+    EXPECT_LT(relative_error(g.dx.to(at::kDouble), block(xr.grad())), 1e-4) << where;
+    // dgamma: this rank's rows' contribution to its columns, all rows here.
+    EXPECT_LT(relative_error(g.dgamma.to(at::kDouble), block(gr.grad())), 1e-4) << where;
+  }
 }
 
 TEST(Linear, MatchesSerialOnEveryGrid) {

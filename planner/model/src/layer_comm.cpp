@@ -33,6 +33,10 @@ LayerCollectives large_collectives(const model::Layer& l, const topo::Grid& g, c
 // The small collectives of a linear layer (docs/model.md section 8, "Small
 // collectives"): the runtime's layer norm, cross-entropy and 3d vector functions
 // (runtime/src/tensor_parallel.cpp), latency-bound all-reduces of a few bytes per row.
+// The split layer norm's forward statistics are fp64 whatever the element type
+// (runtime/src/split_layer_norm.cpp).
+constexpr double kNormStatisticBytes = 8;
+
 void add_small_collectives(LayerCollectives& c, const model::Layer& l, const topo::Grid& g, const AxisBandwidths& bw,
                            const LayerCommSettings& s, const LayoutCosts& layout) {
   if (!s.small_collectives || l.kind != model::LayerKind::Linear) return;
@@ -51,24 +55,25 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
   // output's columns).
   const double norm = l.norm_before ? static_cast<double>(l.k) / static_cast<double>(h) : 0.0;
   const double bias = l.bias ? static_cast<double>(l.n) / static_cast<double>(g.size(c.b)) : 0.0;
-  if (l.norm_before && h > 1) {  // mean and variance; in the backward both sums in one
-    c.small_forward_s += 2.0 * all_reduce(hidden, w * in_rows);
-    c.small_forward_calls += 2;
+  if (l.norm_before && h > 1) {  // sum and sum of squares in one (fp64); in the backward both sums in one
+    c.small_forward_s += all_reduce(hidden, 2.0 * kNormStatisticBytes * in_rows);
+    c.small_forward_calls += 1;
     c.small_backward_s += all_reduce(hidden, 2.0 * w * in_rows);
     c.small_backward_calls += 1;
   }
-  if (l.loss_after && g.gy > 1) {  // the row maximum, the sum of exponentials, the target logit (fp32 at least)
-    c.small_forward_s += 3.0 * all_reduce(Axis::Y, std::max(w, 4.0) * out_rows);
-    c.small_forward_calls += 3;
+  if (l.loss_after && g.gy > 1) {  // the row maximum; the sum of exponentials and the target logit (fp32 at least)
+    const double logit = std::max(w, 4.0);
+    c.small_forward_s += all_reduce(Axis::Y, logit * out_rows) + all_reduce(Axis::Y, 2.0 * logit * out_rows);
+    c.small_forward_calls += 2;
   }
   if (layout.rules->splits_rows) {  // a vector's gradient over the group holding its other rows
     if (l.bias && g.size(c.a) > 1) {
       c.small_backward_s += all_reduce(c.a, w * bias);
       c.small_backward_calls += 1;
     }
-    if (l.norm_before && g.size(c.b) > 1) {  // gain and shift
-      c.small_backward_s += 2.0 * all_reduce(c.b, w * norm);
-      c.small_backward_calls += 2;
+    if (l.norm_before && g.size(c.b) > 1) {  // gain and shift, in one
+      c.small_backward_s += all_reduce(c.b, 2.0 * w * norm);
+      c.small_backward_calls += 1;
     }
   }
   c.vector_elements = 2.0 * norm + bias;

@@ -19,6 +19,8 @@
 namespace axonn::runtime {
 
 // Sums a tensor over the group in place (an all-reduce); a no-op for a group of one.
+// Called once in the forward (fp64 statistics) and once in the backward (the input's
+// dtype).
 using SumOverGroup = std::function<void(at::Tensor&)>;
 
 struct SplitNormSaved {
@@ -31,7 +33,8 @@ struct SplitNormGrads {
 };
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, with the mean and variance over the
-// full hidden width `hidden` (the local columns' sums added over the group).
+// full hidden width `hidden`: one call of `sum` on a (rows, 2) fp64 tensor, each
+// member's sum and sum of squares of its columns (from their fused mean and variance).
 at::Tensor split_layer_norm_forward(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                                     int64_t hidden, double eps, const SumOverGroup& sum, SplitNormSaved& saved);
 

@@ -55,6 +55,8 @@
 //   auto out = tp_linear(engine, 4, x, bias, LinearShape{1024, 4096, model::LinearRole::Column});
 #pragma once
 
+#include <utility>
+
 #include <ATen/ATen.h>
 
 #include "axonn/model/model_description.hpp"
@@ -84,6 +86,10 @@ at::Tensor tp3d_linear(Engine& e, int64_t layer, const at::Tensor& input, const 
 // `v` as used on rows split over `rows` (3d): the same values, its gradient summed over
 // that axis's group; `v` itself in the other layouts.
 at::Tensor rows_split_vector(Engine& e, const at::Tensor& v, topo::Axis rows);
+// Two such vectors used together (a norm's gain and shift): their gradients summed in
+// one call.
+std::pair<at::Tensor, at::Tensor> rows_split_vectors(Engine& e, const at::Tensor& v, const at::Tensor& w,
+                                                     topo::Axis rows);
 
 // The 2d layout's linear (no roles: every layer is column-parallel) and embedding.
 at::Tensor tp2d_linear(Engine& e, int64_t layer, const at::Tensor& input, const at::Tensor& bias, int64_t k, int64_t n);

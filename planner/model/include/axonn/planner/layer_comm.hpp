@@ -74,10 +74,10 @@ struct LayerCollectives {
   double sync_call_s = 0;  // and this fixed cost (topology collective_call_s), seconds
   // The small collectives inside the layer's compute (docs/model.md section 8, "Small
   // collectives"), blocking, for one micro-batch: in its forward, the layer norm before
-  // it (2 all-reduces of row statistics over the hidden group) and the loss after it (3
-  // over Y); in its backward input pass, the layer norm's (1) and, in the 3d layout, one
-  // per vector split by rows (its bias; the norm's gain and shift). Seconds of all of
-  // them, and how many calls (each pays sync_call_s).
+  // it (1 all-reduce of fp64 row statistics over the hidden group) and the loss after it
+  // (2 over Y); in its backward input pass, the layer norm's (1) and, in the 3d layout,
+  // its bias's (1) and the norm's gain and shift (1). Seconds of all of them, and how
+  // many calls (each pays sync_call_s).
   double small_forward_s = 0, small_backward_s = 0;
   int64_t small_forward_calls = 0, small_backward_calls = 0;
   // The 2d-broadcast layout (docs/model.md section 15, "The broadcast form"): SUMMA's
