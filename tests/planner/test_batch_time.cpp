@@ -144,7 +144,7 @@ TEST(ComputeModel, TheLayerNormIsChargedTheSplitFormWhereItsHiddenGroupIsSplit) 
     EXPECT_DOUBLE_EQ(b.forward_s - a.forward_s, c.hidden_split ? elements * (10 - 1) : 0.0) << c.g.to_string();
     EXPECT_DOUBLE_EQ(b.backward_s - a.backward_s, c.hidden_split ? elements * (20 - 2) : 0.0) << c.g.to_string();
   }
-  // Not measured anywhere: the roofline's bytes, 18 and 42 per element split, 4 and 6 fused.
+  // Not measured anywhere: the roofline's bytes, 24 and 42 per element split, 4 and 6 fused.
   topo::Topology roofline;
   roofline.peak_flops_per_s = 1e12;
   roofline.compute.memory_bytes_per_s = 1e9;
@@ -156,7 +156,7 @@ TEST(ComputeModel, TheLayerNormIsChargedTheSplitFormWhereItsHiddenGroupIsSplit) 
   for (const auto& c : cases) {
     const double elements = elementwise_s(norm_only, norm_layer, c.g, 16, 128).forward_s;
     const ElementwiseTime r = elementwise_s(roofline, norm_layer, c.g, 16, 128);
-    EXPECT_DOUBLE_EQ(r.forward_s, elements * (c.hidden_split ? 18 : 4) / 1e9) << c.g.to_string();
+    EXPECT_DOUBLE_EQ(r.forward_s, elements * (c.hidden_split ? 24 : 4) / 1e9) << c.g.to_string();
     EXPECT_DOUBLE_EQ(r.backward_s, elements * (c.hidden_split ? 42 : 6) / 1e9) << c.g.to_string();
   }
 }

@@ -219,9 +219,8 @@ ElementwiseBytes elementwise_bytes(const std::string& op) {
   static const std::map<std::string, ElementwiseBytes> bytes = {
       {"bias", {4, 2}},           // y = x + b: read x, write y; db: read dy (dx is dy)
       {"layer_norm", {4, 6}},     // read x, write y; read x and dy, write dx
-      {"layer_norm_split", {18, 42}},  // its separate passes (runtime/src/split_layer_norm.cpp): forward
-                                       // 5 reads and 4 writes of an element (the local mean and variance
-                                       // fused, x - mean, the scale, gamma, beta), backward 14 and 7
+      {"layer_norm_split", {24, 42}},  // its separate passes (runtime/src/split_layer_norm.cpp):
+                                       // forward 7 reads and 5 writes of an element, backward 14 and 7
       {"gelu", {4, 6}},           // read x, write y; read x and dy, write dx
       {"residual", {6, 6}},       // read h and y, write h + y; dh += dy: read two, write one
       {"softmax", {4, 6}},        // read S, write P; read P and dP, write dS

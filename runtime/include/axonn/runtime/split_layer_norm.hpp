@@ -34,7 +34,7 @@ struct SplitNormGrads {
 
 // y = (x - mean) / sqrt(var + eps) * gamma + beta, with the mean and variance over the
 // full hidden width `hidden`: one call of `sum` on a (rows, 2) fp64 tensor, each
-// member's sum and sum of squares of its columns (from their fused mean and variance).
+// member's sum and sum of squares of its columns.
 at::Tensor split_layer_norm_forward(const at::Tensor& x, const at::Tensor& gamma, const at::Tensor& beta,
                                     int64_t hidden, double eps, const SumOverGroup& sum, SplitNormSaved& saved);
 
