@@ -13,7 +13,7 @@ at::Tensor split_layer_norm_forward(const at::Tensor& x, const at::Tensor& gamma
   // passes: exact where the mean dwarfs the spread).
   const at::Tensor local_mean = x.sum(-1, true).div_(n);
   at::Tensor xc = x - local_mean;
-  const at::Tensor local = at::cat({local_mean, (xc * xc).sum(-1, true)}, -1).to(at::kDouble).contiguous();
+  const at::Tensor local = at::cat({local_mean, (xc * xc).sum(-1, true)}, -1).to(at::kDouble);  // contiguous: cat's
   // The group's in one all-reduce of every member's sum n m_i and sum of squares
   // M2_i + n m_i^2, in fp64: the variance Q / H - mean^2 then loses about
   // 1e-16 * mean^2 / var, where fp32 would lose all its digits at mean / std ~ 3e3.

@@ -335,7 +335,14 @@ struct Linear3dFn : public torch::autograd::Function<Linear3dFn> {
 };
 
 // A vector added to (or scaling) rows split over `axis` in the 3d layout: its gradient
-// is summed over the local rows, then over the group holding the other rows.
+// is summed over the local rows, then over the group holding the other rows. The
+// gradients `d` of such vectors, summed in place over that group (0 = X, 1 = Y).
+void sum_over_rows_group(AutogradContext* ctx, at::Tensor& d) {
+  Engine& e = engine_of(ctx);
+  const bool x = ctx->saved_data["axis"].toInt() == 0;
+  e.ops.all_reduce(x ? e.grid.x() : e.grid.y(), d, x ? plan::CollectiveKind::ArXVector : plan::CollectiveKind::ArYVector);
+}
+
 struct RowsSumFn : public torch::autograd::Function<RowsSumFn> {
   // Identity forward on `v`; its gradient all-reduced over `axis` (0 = X, 1 = Y).
   static at::Tensor forward(AutogradContext* ctx, at::Tensor v, int64_t engine, int64_t axis) {
@@ -344,10 +351,8 @@ struct RowsSumFn : public torch::autograd::Function<RowsSumFn> {
     return v.view_as(v);
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    Engine& e = engine_of(ctx);
-    const bool x = ctx->saved_data["axis"].toInt() == 0;
     at::Tensor d = grads[0].contiguous().clone();
-    e.ops.all_reduce(x ? e.grid.x() : e.grid.y(), d, x ? plan::CollectiveKind::ArXVector : plan::CollectiveKind::ArYVector);
+    sum_over_rows_group(ctx, d);
     return {d, at::Tensor(), at::Tensor()};
   }
 };
@@ -361,11 +366,9 @@ struct RowsSumPairFn : public torch::autograd::Function<RowsSumPairFn> {
     return {v.view_as(v), w.view_as(w)};
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {  // undefined ones arrive as zeros
-    Engine& e = engine_of(ctx);
-    const bool x = ctx->saved_data["axis"].toInt() == 0;
     const int64_t nv = grads[0].numel(), nw = grads[1].numel();
-    at::Tensor d = at::cat({grads[0].reshape({-1}), grads[1].reshape({-1})}).contiguous();
-    e.ops.all_reduce(x ? e.grid.x() : e.grid.y(), d, x ? plan::CollectiveKind::ArXVector : plan::CollectiveKind::ArYVector);
+    at::Tensor d = at::cat({grads[0].reshape({-1}), grads[1].reshape({-1})});
+    sum_over_rows_group(ctx, d);
     return {d.narrow(0, 0, nv).view_as(grads[0]), d.narrow(0, nv, nw).view_as(grads[1]), at::Tensor(), at::Tensor()};
   }
 };
