@@ -146,6 +146,24 @@ void time_sync_waits(MpiCommunicator& world, MpiCommunicator& group, const std::
   }
 }
 
+// One round of every kernel of `r`, timed by every rank at once (a barrier before each
+// kernel); each value is the median over ranks of each rank's median.
+topo::KernelRound time_kernel_round(MpiCommunicator& world, const CalibrationRequest& r, int64_t round) {
+  topo::KernelRound k;
+  k.round = round;
+  for (const topo::MatmulTiming& s : r.matmuls) {
+    world.barrier();
+    k.matmul_s.push_back(median_over_ranks(world, time_matmul(s, r.kernel_repeats)));
+  }
+  for (const auto& [op, shape] : r.elementwise) {
+    world.barrier();
+    const topo::ElementwiseCost mine = time_elementwise(op, shape.rows, shape.width, r.kernel_repeats);
+    k.elementwise[op] = {median_over_ranks(world, mine.forward_s_per_element),
+                         median_over_ranks(world, mine.backward_s_per_element)};
+  }
+  return k;
+}
+
 }  // namespace
 
 topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const CalibrationRequest& r) {
@@ -170,36 +188,43 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
         time_sync_waits(world, static_cast<MpiCommunicator&>(*g), r.sync_wait_bursts, r.repeats, round, m.sync_waits);
   };
   sync_wait_rounds(0, r.sync_wait_rounds / 2);
-  for (int64_t p = 2; p <= n; ++p) {
-    if (n % p != 0) continue;
-    for (int64_t ip = 1; ip * p <= n; ++ip) {
-      if (n % (ip * p) != 0) continue;
-      // members: base + ip*j, base = block start + offset within the stride
-      const int64_t block = rank / (ip * p), offset = rank % ip;
-      auto split = world.split(static_cast<int>(block * ip + offset), static_cast<int>(rank), "calibrate");
-      auto& group = static_cast<MpiCommunicator&>(*split);  // the MPI backend splits into its own kind
-      const bool inside = ip * p <= gpn && gpn % (ip * p) == 0;
-      for (double bytes : r.sizes_bytes)
-        for (auto op : {topo::CollectiveOp::AllGather, topo::CollectiveOp::ReduceScatter, topo::CollectiveOp::AllReduce})
-          m.collectives.push_back({op, ip, p, inside, bytes, time_collective(group, op, bytes, r.repeats)});
-    }
+  // The collective groups, each (p, ip) with ip * p dividing the world.
+  std::vector<std::pair<int64_t, int64_t>> groups;
+  for (int64_t p = 2; p <= n; ++p)
+    if (n % p == 0)
+      for (int64_t ip = 1; ip * p <= n; ++ip)
+        if (n % (ip * p) == 0) groups.push_back({p, ip});
+  // The kernel rounds, spread over the collectives: round i runs before group
+  // i * G / (N - 1) of the G groups (G: after the last), so the first runs before them
+  // and the last after them.
+  const bool kernels = !r.matmuls.empty() || !r.elementwise.empty();
+  if (kernels && r.kernel_rounds < 1)
+    throw InputError("calibrate", fmt::format("{} kernel rounds", r.kernel_rounds), "kernel_rounds", "at least 1");
+  const int64_t slots = static_cast<int64_t>(groups.size());
+  auto kernel_rounds_at = [&](int64_t slot) {
+    for (int i = 0; kernels && i < r.kernel_rounds; ++i)
+      if ((r.kernel_rounds == 1 ? 0 : i * slots / (r.kernel_rounds - 1)) == slot)
+        m.kernel_rounds.push_back(time_kernel_round(world, r, i));
+  };
+  for (int64_t g = 0; g < slots; ++g) {
+    kernel_rounds_at(g);
+    const auto [p, ip] = groups[static_cast<size_t>(g)];
+    // members: base + ip*j, base = block start + offset within the stride
+    const int64_t block = rank / (ip * p), offset = rank % ip;
+    auto split = world.split(static_cast<int>(block * ip + offset), static_cast<int>(rank), "calibrate");
+    auto& group = static_cast<MpiCommunicator&>(*split);  // the MPI backend splits into its own kind
+    const bool inside = ip * p <= gpn && gpn % (ip * p) == 0;
+    for (double bytes : r.sizes_bytes)
+      for (auto op : {topo::CollectiveOp::AllGather, topo::CollectiveOp::ReduceScatter, topo::CollectiveOp::AllReduce})
+        m.collectives.push_back({op, ip, p, inside, bytes, time_collective(group, op, bytes, r.repeats)});
   }
+  kernel_rounds_at(slots);
   for (double bytes : r.sizes_bytes) {
     if (gpn >= 2) m.point_to_point.push_back({true, bytes, time_point_to_point(world, 0, 1, bytes, r.repeats)});
     if (n > gpn)
       m.point_to_point.push_back({false, bytes, time_point_to_point(world, 0, static_cast<int>(gpn), bytes, r.repeats)});
   }
-  for (topo::MatmulTiming s : r.matmuls) {
-    world.barrier();
-    s.seconds = median_over_ranks(world, time_matmul(s, r.kernel_repeats));
-    m.matmuls.push_back(s);
-  }
-  for (const auto& [op, shape] : r.elementwise) {
-    world.barrier();
-    const topo::ElementwiseCost mine = time_elementwise(op, shape.rows, shape.width, r.kernel_repeats);
-    m.elementwise[op] = {median_over_ranks(world, mine.forward_s_per_element),
-                         median_over_ranks(world, mine.backward_s_per_element)};
-  }
+  m.matmuls = r.matmuls;  // the shapes; their times are the rounds'
   sync_wait_rounds(r.sync_wait_rounds / 2, r.sync_wait_rounds);
   return m;
 }

@@ -50,7 +50,13 @@ import os
 cores = json.load(open(sys.argv[1]))["cores_per_rank"]
 assert abs(cores - len(os.sched_getaffinity(0)) / 2) < 1e-9, (cores, len(os.sched_getaffinity(0)))
 PY
-then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"; else bad "calibrate --model (rc $rc)"; fi
+then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"
+  # the kernels in 3 rounds (the default), each round's sums printed, the spread in the topology's description
+  grep -q "^kernels timed in 3 rounds" "$T/out" && [ "$(grep -cE '^  kernel round [0-2]: matmuls [0-9.]+ ms, element-wise [0-9.]+ ns/element$' "$T/out")" -eq 3 ] \
+    && grep -q '"description": ".*kernels timed in 3 rounds, each kernel.s median taken; spread of the rounds. sums' "$T/model.json" \
+    && ok "calibrate --model: kernels timed in 3 rounds, their sums and spread printed and described" \
+    || bad "calibrate: no kernel rounds (3 expected, printed and in the description)"
+else bad "calibrate --model (rc $rc)"; fi
 "$AXPLAN" calibrate --gpus-per-node 1 --model gpt-tiny >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "calibrate --model without mpirun: exit 2" || bad "calibrate --model without mpirun (rc $rc)"
 

@@ -39,6 +39,7 @@ struct Options {
   std::string model;  // empty: no kernel timing
   int64_t batch_seqs = 0;
   int matmul_repeats = 3;
+  int kernel_rounds = runtime::CalibrationRequest{}.kernel_rounds;
   int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
 };
 
@@ -66,6 +67,15 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
   else if (shapes > 0)
     fmt::print(out, "matmul ({} shapes of {}): no fit ({}); aggregate {:.3f} GFLOP/s\n", shapes, o.model,
                c.matmul_note, c.topology.compute.matmul_flops_per_s / 1e9);
+  if (c.kernel_rounds.size() > 1) {
+    fmt::print(out,
+               "kernels timed in {} rounds, each kernel's median written; the rounds' sums (matmuls: every shape once; "
+               "element-wise: forward + backward of every operation) spread by {:.1f}% and {:.1f}% ((max - min) / median)\n",
+               c.kernel_rounds.size(), 100 * c.matmul_round_spread, 100 * c.elementwise_round_spread);
+    for (const auto& r : c.kernel_rounds)
+      fmt::print(out, "  kernel round {}: matmuls {:.3f} ms, element-wise {:.2f} ns/element\n", r.round, 1e3 * r.matmul_s,
+                 r.elementwise_s_per_element * 1e9);
+  }
   for (const auto& w : c.sync_waits) {
     if (w.rounds.size() == 1)
       fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (one round)\n",
@@ -117,6 +127,10 @@ int main(int argc, char** argv) {
   app.add_option("--matmul-repeats", o.matmul_repeats, "timed runs per kernel shape")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--kernel-rounds", o.kernel_rounds,
+                 "rounds of the kernel timings, spread over the collectives; each kernel's median is written")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -136,6 +150,7 @@ int main(int argc, char** argv) {
     request.gpus_per_node = o.gpus_per_node;
     request.repeats = o.repeats;
     request.kernel_repeats = o.matmul_repeats;
+    request.kernel_rounds = o.kernel_rounds;
     request.sync_wait_rounds = o.sync_wait_rounds;
     if (!o.model.empty()) {
       const model::ModelDescription m = model::load_model(o.model);

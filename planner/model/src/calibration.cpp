@@ -12,8 +12,55 @@
 #include "axonn/plan/tensor_mode.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/planner/statistics.hpp"
+#include "axonn/planner/validation.hpp"
 
 namespace axonn::planner {
+namespace {
+
+// Each kernel's median over the rounds of `m` into `matmuls` and `elementwise`, and the
+// rounds' sums and spread into `out`.
+void combine_kernel_rounds(const topo::ClusterMeasurements& m, std::vector<topo::MatmulTiming>& matmuls,
+                           std::map<std::string, topo::ElementwiseCost>& elementwise, CalibratedCluster& out) {
+  const auto& rounds = m.kernel_rounds;
+  for (const auto& r : rounds) {
+    if (r.matmul_s.size() != m.matmuls.size() || r.elementwise.size() != rounds.front().elementwise.size())
+      throw InternalError("calibrate",
+                          fmt::format("kernel round {} timed {} matmuls and {} element-wise operations", r.round,
+                                      r.matmul_s.size(), r.elementwise.size()),
+                          "ClusterMeasurements::kernel_rounds",
+                          fmt::format("{} and {}, as the shapes and the first round", m.matmuls.size(),
+                                      rounds.front().elementwise.size()));
+    KernelRoundSums sums{r.round, 0, 0};
+    for (double t : r.matmul_s) sums.matmul_s += t;
+    for (const auto& [op, cost] : r.elementwise)
+      sums.elementwise_s_per_element += cost.forward_s_per_element + cost.backward_s_per_element;
+    out.kernel_rounds.push_back(sums);
+  }
+  for (size_t i = 0; i < matmuls.size(); ++i) {
+    std::vector<double> t;
+    for (const auto& r : rounds) t.push_back(r.matmul_s[i]);
+    matmuls[i].seconds = median(t);
+  }
+  elementwise.clear();
+  for (const auto& [op, first] : rounds.front().elementwise) {
+    std::vector<double> forward, backward;
+    for (const auto& r : rounds) {
+      const auto it = r.elementwise.find(op);
+      if (it == r.elementwise.end())
+        throw InternalError("calibrate", fmt::format("kernel round {} has no '{}'", r.round, op),
+                            "ClusterMeasurements::kernel_rounds", "the first round's operations in every round");
+      forward.push_back(it->second.forward_s_per_element);
+      backward.push_back(it->second.backward_s_per_element);
+    }
+    elementwise[op] = {median(forward), median(backward)};
+  }
+  std::vector<double> mm, ew;
+  for (const auto& s : out.kernel_rounds) mm.push_back(s.matmul_s), ew.push_back(s.elementwise_s_per_element);
+  out.matmul_round_spread = run_spread(mm);  // the same (max - min) / median as a configuration's runs
+  out.elementwise_round_spread = run_spread(ew);
+}
+
+}  // namespace
 
 CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
                                       const std::string& name, const std::string& description) {
@@ -65,10 +112,12 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
   c.nonblocking = m.nonblocking;
   c.cores_per_rank = m.cores_per_rank;
   c.compute = {};
+  std::vector<topo::MatmulTiming> matmuls = m.matmuls;
   c.compute.elementwise = m.elementwise;
-  if (!m.matmuls.empty()) {
+  if (!m.kernel_rounds.empty()) combine_kernel_rounds(m, matmuls, c.compute.elementwise, out);
+  if (!matmuls.empty()) {
     std::vector<CollectiveSample> flops_samples;
-    for (const auto& t : m.matmuls) {
+    for (const auto& t : matmuls) {
       flops_samples.push_back({1, MatmulShape{t.m, t.k, t.n, t.batch}.flops(), t.seconds});
       c.compute.matmul_table.push_back(t);
     }
@@ -119,6 +168,11 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       c.description += fmt::format(" {} ranks {:.3f} ({:.3f}, {:.3f}; {:.3f}-{:.3f})", f.p, f.fraction,
                                    f.start_fraction, f.end_fraction, f.lowest, f.highest);
   }
+  if (out.kernel_rounds.size() > 1)
+    c.description += fmt::format(
+        "; kernels timed in {} rounds, each kernel's median taken; spread of the rounds' sums, (max - min) / median: "
+        "matmuls {:.1f}%, element-wise {:.1f}%",
+        out.kernel_rounds.size(), 100 * out.matmul_round_spread, 100 * out.elementwise_round_spread);
   return out;
 }
 

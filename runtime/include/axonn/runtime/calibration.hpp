@@ -16,7 +16,11 @@
 // `sync_wait_rounds` rounds, half before everything else and half after it. Kernels
 // are timed by every rank at once (ranks of a node share its cores, as in training);
 // each shape keeps the median over ranks of each rank's median (a rank descheduled
-// for a long stretch is an outlier, not the rate the ranks get).
+// for a long stretch is an outlier, not the rate the ranks get). They are timed in
+// `kernel_rounds` rounds spread over the collectives (the first before them, the last
+// after them; ClusterMeasurements::kernel_rounds), since the rate the ranks get moves
+// over minutes: the planner takes each kernel's median over the rounds and prints
+// the rounds' spread.
 //
 // Example:
 //   CalibrationRequest r;  r.gpus_per_node = 2;
@@ -39,6 +43,7 @@ struct CalibrationRequest {
   std::vector<topo::MatmulTiming> matmuls;                          // shapes to time (seconds ignored)
   std::map<std::string, topo::ElementwiseShape> elementwise;        // operations to time
   int kernel_repeats = 3;
+  int kernel_rounds = 3;  // rounds of every kernel timing (>= 1 when there are kernels)
   std::vector<int> sync_wait_bursts = {8, 32, 128};  // 128^3 matmuls per burst; empty: no sync waits
   int sync_wait_rounds = 20;                         // rounds of every burst size (>= 1), each fitted alone
 };

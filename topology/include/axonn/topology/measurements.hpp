@@ -51,12 +51,25 @@ struct ElementwiseShape {
   int64_t rows = 0, width = 0;
 };
 
+// One round of the kernel timings. Calibrate times every kernel in several rounds
+// spread over its run (between the collectives), since the rate the ranks get moves
+// over minutes; the topology takes each kernel's median over the rounds. Each entry is
+// a median over ranks, as in ClusterMeasurements::matmuls.
+struct KernelRound {
+  int64_t round = 0;                                   // 0-based, in the order calibrate ran them
+  std::vector<double> matmul_s;                        // seconds, by shape, in ClusterMeasurements::matmuls' order
+  std::map<std::string, ElementwiseCost> elementwise;  // by topo::elementwise_op_names()
+};
+
 struct ClusterMeasurements {
   int64_t world = 0, gpus_per_node = 0;
   std::vector<CollectiveTiming> collectives;
   std::vector<PointToPointTiming> point_to_point;
   std::vector<MatmulTiming> matmuls;                   // median over ranks, every rank busy at once
   std::map<std::string, ElementwiseCost> elementwise;  // by topo::elementwise_op_names(); may be empty
+  // When not empty, the kernels' times by round: `matmuls` then names the shapes (their
+  // seconds unused) and `elementwise` is unused.
+  std::vector<KernelRound> kernel_rounds;
   std::vector<SyncWaitTiming> sync_waits;              // may be empty
   // The algorithms of the non-blocking collectives that the measured backend runs in
   // training (calibrate times the blocking rings above): a fact of the backend.

@@ -9,6 +9,10 @@
 //  - matmuls: the table of measured shapes plus a fit t = overhead + flops / rate (or,
 //    when the times do not grow with FLOPs, the aggregate rate);
 //  - element-wise costs: copied;
+//  - kernels timed in rounds (ClusterMeasurements::kernel_rounds): each matmul shape's
+//    and each element-wise cost's median over the rounds; each round's sums (the
+//    shapes' seconds, the operations' forward + backward seconds per element) and their
+//    spread, (max - min) / median, are returned and appended to the description;
 //  - sync waits, per group size and round: wait = alpha + fraction * compute fitted to
 //    the round's bursts (fraction = 1 / the fit's beta); a round whose waits do not
 //    grow with the burst has fraction 0 and a note. The mean over the rounds is written
@@ -62,6 +66,14 @@ struct SyncWaitFit {
   double lowest = 0, highest = 0;  // the rounds' smallest and largest fraction
 };
 
+// One kernel round's sums: every matmul shape once (s), and every element-wise
+// operation's forward plus backward cost (s per element).
+struct KernelRoundSums {
+  int64_t round = 0;
+  double matmul_s = 0;
+  double elementwise_s_per_element = 0;
+};
+
 struct CalibratedCluster {
   topo::Topology topology;
   std::vector<GroupFit> groups;  // by (ip, p)
@@ -69,9 +81,13 @@ struct CalibratedCluster {
   std::optional<BandwidthFit> matmul;  // alpha = overhead (s), beta = FLOP/s
   std::string matmul_note;             // why there is no matmul fit, when there is none
   std::vector<SyncWaitFit> sync_waits; // by p, ascending
+  std::vector<KernelRoundSums> kernel_rounds;  // in calibrate's order; empty: one round, not kept apart
+  // The spread of the rounds' sums: (max - min) / median (run_spread; 0 for one round).
+  double matmul_round_spread = 0, elementwise_round_spread = 0;
 };
 
-// Throws InputError when no ring spans the nodes (one node only).
+// Throws InputError when no ring spans the nodes (one node only), InternalError when a
+// kernel round does not time the same kernels as the others.
 CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
                                       const std::string& name, const std::string& description);
 
