@@ -179,7 +179,7 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
     throw InputError("calibrate", fmt::format("{} sync-wait rounds", r.sync_wait_rounds), "sync_wait_rounds",
                      "at least 1 (or no bursts)");
   std::vector<std::unique_ptr<Communicator>> sync_groups;
-  if (!r.sync_wait_bursts.empty())
+  if (!r.sync_wait_bursts.empty() && !r.kernels_only)
     for (int64_t p = 2; p <= n; ++p)
       if (n % p == 0) sync_groups.push_back(world.split(static_cast<int>(rank / p), static_cast<int>(rank), "sync-wait"));
   auto sync_wait_rounds = [&](int first, int last) {
@@ -190,7 +190,7 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   sync_wait_rounds(0, r.sync_wait_rounds / 2);
   // The collective groups, each (p, ip) with ip * p dividing the world.
   std::vector<std::pair<int64_t, int64_t>> groups;
-  for (int64_t p = 2; p <= n; ++p)
+  for (int64_t p = 2; p <= n && !r.kernels_only; ++p)
     if (n % p == 0)
       for (int64_t ip = 1; ip * p <= n; ++ip)
         if (n % (ip * p) == 0) groups.push_back({p, ip});
@@ -219,7 +219,7 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
         m.collectives.push_back({op, ip, p, inside, bytes, time_collective(group, op, bytes, r.repeats)});
   }
   kernel_rounds_at(slots);
-  for (double bytes : r.sizes_bytes) {
+  for (double bytes : r.kernels_only ? std::vector<double>{} : r.sizes_bytes) {
     if (gpn >= 2) m.point_to_point.push_back({true, bytes, time_point_to_point(world, 0, 1, bytes, r.repeats)});
     if (n > gpn)
       m.point_to_point.push_back({false, bytes, time_point_to_point(world, 0, static_cast<int>(gpn), bytes, r.repeats)});

@@ -77,5 +77,55 @@ TEST(KernelRounds, ARoundThatTimedOtherKernelsIsAnInternalError) {
   EXPECT_THROW(calibrated_topology(topo::load_topology("perlmutter"), m, "mine", "test"), InternalError);
 }
 
+TEST(KernelRounds, AKernelsOnlyProbeKeepsTheBaseCollectivesAndMeasuresTheCompute) {
+  const topo::Topology base = topo::load_topology("perlmutter");  // nodes of 4
+  ASSERT_EQ(base.gpus_per_node, 4);
+  topo::ClusterMeasurements m;  // calibrate --kernels-only on all of base's ranks: no collective timed
+  m.world = base.total_gpus();
+  m.gpus_per_node = 4;
+  m.cores_per_rank = 0.25;
+  m.matmuls = {{64, 64, 64, 1, 0.0}, {128, 128, 128, 1, 0.0}};
+  m.kernel_rounds = {{0, {1e-3, 8e-3}, {{"gelu", {3e-9, 4e-9}}}}};
+  const CalibratedCluster c = kernel_topology(base, m, "probe", "kernels only");
+  EXPECT_EQ(c.topology.num_nodes, base.num_nodes);
+  EXPECT_EQ(c.topology.gpus_per_node, 4);
+  EXPECT_DOUBLE_EQ(c.topology.cores_per_rank, 0.25);
+  EXPECT_DOUBLE_EQ(c.topology.inter_node_bandwidth_bytes_per_s, base.inter_node_bandwidth_bytes_per_s);
+  EXPECT_DOUBLE_EQ(c.topology.collective_latency_s, base.collective_latency_s);
+  ASSERT_EQ(c.topology.compute.matmul_table.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.topology.compute.matmul_table[1].seconds, 8e-3);
+  EXPECT_DOUBLE_EQ(c.topology.compute.elementwise.at("gelu").forward_s_per_element, 3e-9);
+  EXPECT_EQ(c.topology.description, "kernels only");  // one round: no spread to describe
+  EXPECT_EQ(c.topology.intra_node_table.size(), base.intra_node_table.size());  // the same nodes: kept
+  // On nodes of 2, base's table (groups of up to 4 inside a node) is dropped.
+  m.gpus_per_node = 2;
+  ASSERT_FALSE(base.intra_node_table.empty());
+  const CalibratedCluster two = kernel_topology(base, m, "probe", "kernels only");
+  EXPECT_EQ(two.topology.num_nodes, 2 * base.num_nodes);
+  EXPECT_TRUE(two.topology.intra_node_table.empty());
+  EXPECT_NO_THROW(topo::topology_from_json(topo::topology_to_json(two.topology), "probe"));
+  // calibrated_topology refuses the same measurements: no ring spans the nodes
+  EXPECT_THROW(calibrated_topology(base, m, "probe", "kernels only"), InputError);
+}
+
+TEST(KernelRounds, AProbeComparesTheKernelsBothTablesHold) {
+  topo::ComputeThroughput calibrated, probe;
+  calibrated.matmul_table = {{64, 64, 64, 1, 2e-3}, {128, 128, 128, 1, 6e-3}, {32, 32, 32, 4, 1e-3}};
+  calibrated.elementwise = {{"gelu", {3e-9, 5e-9}}, {"bias", {1e-9, 1e-9}}};
+  // The probe: the first two shapes (1 and 5 ms, in the other order), one it alone has,
+  // GELU at 2 + 4 ns and an operation the topology lacks.
+  probe.matmul_table = {{128, 128, 128, 1, 5e-3}, {64, 64, 64, 1, 1e-3}, {16, 16, 16, 1, 9.0}};
+  probe.elementwise = {{"gelu", {2e-9, 4e-9}}, {"softmax", {9.0, 9.0}}};
+  const KernelTimeRatio r = kernel_time_ratio(calibrated, probe);
+  EXPECT_EQ(r.shapes, 2u);
+  EXPECT_EQ(r.operations, 1u);
+  EXPECT_NEAR(r.matmul, 6e-3 / 8e-3, 1e-12);
+  EXPECT_NEAR(r.elementwise, 6e-9 / 8e-9, 1e-12);
+  const KernelTimeRatio none = kernel_time_ratio(calibrated, topo::ComputeThroughput{});
+  EXPECT_EQ(none.shapes, 0u);
+  EXPECT_DOUBLE_EQ(none.matmul, 0.0);
+  EXPECT_DOUBLE_EQ(none.elementwise, 0.0);
+}
+
 }  // namespace
 }  // namespace axonn::planner

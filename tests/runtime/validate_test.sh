@@ -177,9 +177,18 @@ rc=$?; [ $rc -eq 2 ] && grep -q "four.json" "$T/out" && grep -q "model" "$T/out"
 
 # --repeats 2 with --search-order on the 2 nodes of 2: the top 3 run twice each, in
 # rounds; each has its two runs and their spread, the statistics the median spread, the
-# report the machine's load, each plan the order the search kept.
-timeout 300 "$AXPLAN" validate --model gpt-tiny --batch-seqs 4 --steps 2 --axrun "$AXRUN" --topology "$T/four.json" \
-  --gpus 4 --top 3 --repeats 2 --search-order --launcher "$MPIRUN_BIN --oversubscribe --allow-run-as-root -np 4" \
+# report the machine's load, each plan the order the search kept. With --kernel-probes
+# on a topology whose kernels calibrate --kernels-only timed: a probe before the sweep
+# and after each round, each over every kernel of the table.
+timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root --bind-to none -np 4 "$AXPLAN" calibrate --kernels-only \
+  --gpus-per-node 2 --model gpt-tiny --batch-seqs 4 --base "$T/four.json" --name four -o "$T/four-kernels.json" >"$T/out" 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^kernels only: collectives, point-to-point and sync waits not measured" "$T/out" \
+  && python3 -c "import json, sys; t = json.load(open(sys.argv[1])); assert t['inter_node_bandwidth_bytes_per_s'] == 1e8 and len(t['compute']['matmul_table']) > 0" "$T/four-kernels.json" \
+  && ok "calibrate --kernels-only: the kernels timed, the base's collectives kept" || bad "calibrate --kernels-only (rc $rc)"
+timeout 300 "$AXPLAN" validate --model gpt-tiny --batch-seqs 4 --steps 2 --axrun "$AXRUN" --topology "$T/four-kernels.json" \
+  --gpus 4 --top 3 --repeats 2 --search-order --kernel-probes \
+  --launcher "$MPIRUN_BIN --oversubscribe --allow-run-as-root --bind-to none -np 4" \
   --out-dir "$T/repeats" --timeout 120 >"$T/out" 2>&1
 rc=$?
 if [ $rc -eq 0 ] && grep -q " 6/6 " "$T/out" && python3 - "$T/repeats" <<'PY'
@@ -223,8 +232,18 @@ assert ceiling["meets_all"] <= min(ceiling["meets_mape"], ceiling["meets_spearma
 md = open(d + "/summary.md").read()
 assert "ran 2 times" in md and "run-to-run spread" in md and "scatter alone" in md and "load average" in md, md
 assert "exact in expectation would reach" in md, md
+# the kernel probes: before the sweep and after each of the 2 rounds, over every kernel of the table
+table = json.load(open(os.path.dirname(d.rstrip("/")) + "/four-kernels.json"))["compute"]
+probes = r["kernel_probes"]
+assert [p["when"] for p in probes] == ["before the sweep", "after round 1", "after round 2"], probes
+for p in probes:
+    assert "failed" not in p, p
+    assert p["matmul_shapes"] == len(table["matmul_table"]) and p["elementwise_operations"] == len(table["elementwise_s_per_element"]), p
+    assert 0.1 < p["matmul_ratio"] < 10 and 0.1 < p["elementwise_ratio"] < 10, p
+assert len(glob.glob(d + "/runs/kernel-probe-*.json")) == 3
+assert "Kernel probes" in md and "after round 2: matmuls" in md, md
 PY
-then ok "--repeats 2: two runs each, their spread, the MAPE from their scatter, its ceiling and the machine's load"; else bad "--repeats (rc $rc)"; fi
+then ok "--repeats 2: two runs each, their spread, the MAPE from their scatter, its ceiling, the machine's load and kernel probes"; else bad "--repeats (rc $rc)"; fi
 # A measurement whose step took no time is refused: the configuration fails with the
 # step named, the sweep goes on (a launcher that writes such a measurement, runs nothing).
 cat >"$T/zero_launcher.sh" <<'SH'
@@ -234,15 +253,18 @@ echo '{"steps": [{"batch_s": 0.5}, {"batch_s": 0.0}]}' >"$m"
 SH
 chmod +x "$T/zero_launcher.sh"
 "$AXPLAN" "${common[@]}" --topology "$T/two.json" --gpus 2 --top 1 --launcher "$T/zero_launcher.sh" \
-  --out-dir "$T/zero" >"$T/out" 2>&1
+  --kernel-probes --out-dir "$T/zero" >"$T/out" 2>&1
 rc=$?
 if [ $rc -eq 1 ] && python3 - "$T/zero/report.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 failed = [c for c in r["configs"] if c["status"] == "failed"]
 assert len(failed) == 1 and "step 2 of" in failed[0]["reason"] and "took 0 s" in failed[0]["reason"], failed
+# the launcher runs no probe either: both are recorded as failed, with the reason
+probes = r["kernel_probes"]
+assert [p["when"] for p in probes] == ["before the sweep", "after round 1"] and all(p["failed"] for p in probes), probes
 PY
-then ok "a step that took no time: the configuration fails, naming the step"; else bad "a step that took no time (rc $rc)"; fi
+then ok "a step that took no time: the configuration fails, naming the step; failed probes recorded"; else bad "a step that took no time (rc $rc)"; fi
 # compare-sweeps: a sweep against itself agrees exactly.
 "$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/repeats/report.json" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 0 ] && grep -q "| batch-time MAPE | 0.0% |" "$T/out" && grep -q "| Spearman rank correlation | 1.000 |" "$T/out" \

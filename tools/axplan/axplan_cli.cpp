@@ -488,6 +488,10 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
                        "spread is reported beside the MAPE)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  auto* val_probes = validate->add_flag("--kernel-probes", val.kernel_probes,
+                       "time the model's kernels again before the sweep and after each round (axplan calibrate "
+                       "--kernels-only through the launcher) and report them over the topology's: how far the "
+                       "machine's rate moved since it was calibrated");
   auto* val_modes = validate->add_option("--tensor-mode", val.tensor_mode,
                        "the tensor modes ranked and run (as for rank; all: every mode, with --top per mode)")
       ->check(CLI::IsMember(tensor_mode_choices()))
@@ -515,7 +519,8 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->excludes(val_steps)
       ->excludes(val_repeats)
       ->excludes(val_modes)
-      ->excludes(val_search);
+      ->excludes(val_search)
+      ->excludes(val_probes);
 
   std::string sweep_a, sweep_b;
   auto* compare_sweeps = app.add_subcommand(

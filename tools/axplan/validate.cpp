@@ -21,6 +21,7 @@
 #include "axonn/common/load_average.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/plan/plan.hpp"
+#include "axonn/planner/calibration.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/planner/validation.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -120,6 +121,37 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
   c.measured_s = median(c.runs_s);
   c.status = planner::RunStatus::Measured;
   c.reason.clear();
+}
+
+// One kernel probe (--kernel-probes): `LAUNCHER AXPLAN calibrate --kernels-only` on the
+// cluster, one round, its kernel times over the topology's.
+KernelProbe probe_kernels(const ValidateOptions& o, const topo::Topology& t, const fs::path& runs, int index,
+                          const std::string& when) {
+  KernelProbe k;
+  k.when = when;
+  const std::string file = (runs / fmt::format("kernel-probe-{}.json", index)).string(),
+                    log = (runs / fmt::format("kernel-probe-{}.log", index)).string(),
+                    axplan = fs::read_symlink("/proc/self/exe").string();
+  fs::remove(file);
+  const std::string cmd = fmt::format(
+      "timeout --kill-after=20 {:.0f} {} {} calibrate --kernels-only --gpus-per-node {} --model {} --batch-seqs {} "
+      "--kernel-rounds 1 --base {} -o {} >{} 2>&1 </dev/null",
+      o.timeout_s, o.launcher, quote(axplan), t.gpus_per_node, quote(o.model), o.batch_seqs, quote(o.topology),
+      quote(file), quote(log));
+  const int status = std::system(cmd.c_str());
+  const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  if (code != 0) {
+    k.note = fmt::format("exit code {}: {}", code, tail_line(log));
+    return k;
+  }
+  try {
+    const planner::KernelTimeRatio r = planner::kernel_time_ratio(t.compute, topo::load_topology(file).compute);
+    if (r.shapes == 0 && r.operations == 0) throw InputError("validate", "no kernel in common", file, "the topology's");
+    k.shapes = r.shapes, k.operations = r.operations, k.matmul_ratio = r.matmul, k.elementwise_ratio = r.elementwise;
+  } catch (const Error& e) {
+    k.note = e.what();
+  }
+  return k;
 }
 
 // Exits with InputError unless the launcher, an MPI launcher and axrun can be found.
@@ -226,6 +258,17 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   // --repeats R: R rounds, the configurations taking turns in each, so that drift in the
   // machine's speed hits all alike; a configuration that failed is not run again.
   std::optional<LoadAverage> load_before = read_load_average(), load_after;
+  std::vector<KernelProbe> probes;
+  auto probe = [&](const std::string& when) {
+    if (!o.kernel_probes || earlier) return;
+    probes.push_back(probe_kernels(o, t, runs, static_cast<int>(probes.size()), when));
+    const KernelProbe& k = probes.back();
+    fmt::print(err, "  kernel probe {}: {}\n", when,
+               k.note.empty() ? fmt::format("matmuls {:.2f}, element-wise {:.2f} of the topology's", k.matmul_ratio,
+                                            k.elementwise_ratio)
+                              : "failed: " + k.note);
+  };
+  probe("before the sweep");
   if (earlier) {
     std::set<std::string> taken;
     for (auto& c : configs)
@@ -238,7 +281,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
         fmt::print(err, "  {} was measured but is not feasible under {}: left out\n", name, o.topology);
     load_before = earlier->run.load_before, load_after = earlier->run.load_after;
   }
-  for (int64_t round = 1; round <= o.repeats && !earlier; ++round)
+  for (int64_t round = 1; round <= o.repeats && !earlier; ++round) {
     for (size_t n = 0; n < selected.size(); ++n) {
       auto& c = configs[selected[n]];
       if (round > 1 && c.status != planner::RunStatus::Measured) continue;
@@ -267,6 +310,8 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
                      : "FAILED: " + c.reason);
       err.flush();
     }
+    probe(fmt::format("after round {}", round));
+  }
   if (!earlier) load_after = read_load_average();
 
   size_t measured = 0;
@@ -276,7 +321,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
                           o.gpus,    o.batch_seqs,  m.seq_len,         o.steps,      o.overlap_level,
                           o.efficient_within, o.tensor_mode, o.repeats, load_before, load_after,
-                          o.model,   o.search_order};
+                          o.model,   o.search_order, probes};
   write_file_atomically((dir / "report.json").string(), validation_report_json(run, configs, stats).dump(2) + "\n",
                         "validate");
   const std::string md = validation_summary(run, configs, stats);

@@ -18,6 +18,13 @@
 // OUT/fig7.svg (measured time by predicted rank, efficient ones marked) and
 // OUT/predicted_vs_measured.svg; plans and logs under OUT/runs/.
 //
+// With --kernel-probes, `LAUNCHER AXPLAN calibrate --kernels-only` (one round, the
+// topology's node size, the sweep's model and batch) runs before the sweep and after
+// each round; each probe's kernel times over the topology's (planner::kernel_time_ratio)
+// go into the report and the summary, so that a drift of the machine's rate since
+// calibrate shows beside the model's error. A failed probe is recorded and the sweep
+// goes on.
+//
 //   axplan validate --rescore OLD/report.json --topology other.json [--out-dir NEW]
 //
 // scores an earlier sweep's measurements under another topology (or a changed cost model)
@@ -46,6 +53,7 @@ struct ValidateOptions {
   int64_t repeats = 1;            // runs of each configuration, in rounds (the spread is reported)
   std::string tensor_mode = "axonn3d";  // the modes ranked (planner::select_tensor_modes)
   bool search_order = false;      // each configuration in its searched placement order (--search-order)
+  bool kernel_probes = false;     // the kernels timed again before the sweep and after each round (--kernel-probes)
   size_t top = 0;                 // 0: every runnable configuration; with tensor_mode "all", per mode
   size_t sample = 0;              // extra random configurations with --top
   uint64_t seed = 1;

@@ -98,6 +98,17 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
              : nlohmann::json(nullptr);
   };
   report["machine_load"] = {{"before", load_json(run.load_before)}, {"after", load_json(run.load_after)}};
+  if (!run.kernel_probes.empty()) {
+    nlohmann::json probes = nlohmann::json::array();
+    for (const auto& k : run.kernel_probes)
+      probes.push_back(k.note.empty() ? nlohmann::json{{"when", k.when},
+                                                       {"matmul_shapes", k.shapes},
+                                                       {"elementwise_operations", k.operations},
+                                                       {"matmul_ratio", k.matmul_ratio},
+                                                       {"elementwise_ratio", k.elementwise_ratio}}
+                                      : nlohmann::json{{"when", k.when}, {"failed", k.note}});
+    report["kernel_probes"] = probes;
+  }
   for (const auto& c : configs) {
     nlohmann::json j = {{"name", c.name},
                         {"tensor_mode", c.mode},
@@ -270,6 +281,17 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
     md += fmt::format("Machine: {} before the sweep, {} after.\n\n",
                       run.load_before ? describe(*run.load_before) : "load unknown",
                       run.load_after ? describe(*run.load_after) : "load unknown");
+  if (!run.kernel_probes.empty()) {
+    md += "Kernel probes (the model's matmuls and element-wise operations timed again by every rank at once, `axplan "
+          "calibrate --kernels-only`, one round; the probe's time over the topology's, summed over the kernels both "
+          "have; below 1: the machine ran faster than calibrated):";
+    for (const auto& k : run.kernel_probes)
+      md += k.note.empty() ? fmt::format(" {}: matmuls {:.2f} ({} shapes), element-wise {:.2f} ({} operations);", k.when,
+                                         k.matmul_ratio, k.shapes, k.elementwise_ratio, k.operations)
+                           : fmt::format(" {}: failed ({});", k.when, k.note);
+    md.back() = '.';
+    md += "\n\n";
+  }
   md += "Ranks in the table are among all feasible candidates (pipelines included); the statistics below are over the "
         "measured ones.\n\n";
   md += "| grid (gx,gy,gz,gdata,ginter) | tensor mode | measured (s) | aware: predicted (s) | aware rank | agnostic: "

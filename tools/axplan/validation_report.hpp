@@ -19,6 +19,15 @@
 
 namespace axonn::tools {
 
+// One probe of the machine's kernel rate (validate --kernel-probes): the model's kernels
+// timed again on the cluster, summed, over the topology's times of the same kernels.
+struct KernelProbe {
+  std::string when;   // "before the sweep", "after round 1", ...
+  std::string note;   // why the probe failed (then nothing else is set)
+  size_t shapes = 0, operations = 0;               // matched matmul shapes, element-wise operations
+  double matmul_ratio = 0, elementwise_ratio = 0;  // probe / topology
+};
+
 // The sweep's settings, as the report states them.
 struct ValidationRun {
   std::string model, topology, launcher, axrun, axrun_args;
@@ -30,6 +39,7 @@ struct ValidationRun {
   std::optional<LoadAverage> load_before, load_after;  // the machine's load around the sweep
   std::string model_file;     // the --model argument (a name or a path), for --rescore
   bool search_order = false;  // --search-order: each configuration ran in its searched order
+  std::vector<KernelProbe> kernel_probes;  // --kernel-probes, in order (not read back by --rescore)
 };
 
 nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,

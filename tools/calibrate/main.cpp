@@ -40,6 +40,7 @@ struct Options {
   int64_t batch_seqs = 0;
   int matmul_repeats = 3;
   int kernel_rounds = runtime::CalibrationRequest{}.kernel_rounds;
+  bool kernels_only = false;
   int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
 };
 
@@ -48,7 +49,8 @@ std::string fit_row(const std::string& what, const planner::BandwidthFit& f, dou
                      f.beta_bytes_per_s / scale, unit, f.alpha_s * 1e6, f.r2, 100 * f.max_relative_error);
 }
 
-void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Options& o, int64_t world) {
+// The collectives' and the point-to-point fits.
+void print_collective_fits(std::ostream& out, const planner::CalibratedCluster& c) {
   fmt::print(out, "{:>4} {:>4}  {:>12}  {:>14}  {:>10}  {:>6}  {}\n", "ip", "p", "where", "beta (GB/s)", "alpha (us)",
              "R^2", "max rel. err");
   for (const auto& g : c.groups)
@@ -58,6 +60,10 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
   out << "\n";
   if (c.point_to_point_intra) out << fit_row("point-to-point intra-node", *c.point_to_point_intra, 1e9, "GB/s");
   if (c.point_to_point_inter) out << fit_row("point-to-point across nodes", *c.point_to_point_inter, 1e9, "GB/s");
+}
+
+// The element-wise costs, the matmul fit and the kernel rounds.
+void print_kernel_fits(std::ostream& out, const planner::CalibratedCluster& c, const Options& o) {
   for (const auto& [op, cost] : c.topology.compute.elementwise)
     fmt::print(out, "element-wise {:<16} forward {:>7.2f} ns/element  backward {:>7.2f} ns/element\n", op,
                cost.forward_s_per_element * 1e9, cost.backward_s_per_element * 1e9);
@@ -76,6 +82,17 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
       fmt::print(out, "  kernel round {}: matmuls {:.3f} ms, element-wise {:.2f} ns/element\n", r.round, 1e3 * r.matmul_s,
                  r.elementwise_s_per_element * 1e9);
   }
+}
+
+void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Options& o, int64_t world) {
+  if (o.kernels_only) {
+    print_kernel_fits(out, c, o);
+    fmt::print(out, "kernels only: collectives, point-to-point and sync waits not measured (from '{}'); wrote {}\n",
+               o.base, o.output);
+    return;
+  }
+  print_collective_fits(out, c);
+  print_kernel_fits(out, c, o);
   for (const auto& w : c.sync_waits) {
     if (w.rounds.size() == 1)
       fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (one round)\n",
@@ -127,6 +144,10 @@ int main(int argc, char** argv) {
   app.add_option("--matmul-repeats", o.matmul_repeats, "timed runs per kernel shape")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_flag("--kernels-only", o.kernels_only,
+               "time the model's kernels only (a probe of the machine's rate; axplan validate --kernel-probes): the "
+               "written topology has --base's collectives")
+      ->needs(model_opt);
   app.add_option("--kernel-rounds", o.kernel_rounds,
                  "rounds of the kernel timings, spread over the collectives; each kernel's median is written")
       ->capture_default_str()
@@ -151,6 +172,7 @@ int main(int argc, char** argv) {
     request.repeats = o.repeats;
     request.kernel_repeats = o.matmul_repeats;
     request.kernel_rounds = o.kernel_rounds;
+    request.kernels_only = o.kernels_only;
     request.sync_wait_rounds = o.sync_wait_rounds;
     if (!o.model.empty()) {
       const model::ModelDescription m = model::load_model(o.model);
@@ -167,11 +189,14 @@ int main(int argc, char** argv) {
     const topo::ClusterMeasurements measured = runtime::measure_cluster(world, request);
     if (rank == 0) {
       const std::string description = fmt::format(
-          "measured by axplan calibrate on {} ranks ({} per node){}; memory and peak FLOP/s from '{}'; {} at the start",
-          world.size(), o.gpus_per_node,
+          "measured by axplan calibrate{} on {} ranks ({} per node){}; {} from '{}'; {} at the start",
+          o.kernels_only ? " --kernels-only" : "", world.size(), o.gpus_per_node,
           o.model.empty() ? "" : fmt::format(", matmuls of {} at {} sequences per step", o.model, o.batch_seqs),
-          o.base, load_before ? describe(*load_before) : "machine load unknown");
-      const planner::CalibratedCluster c = planner::calibrated_topology(base, measured, o.name, description);
+          o.kernels_only ? "collectives, memory and peak FLOP/s" : "memory and peak FLOP/s", o.base,
+          load_before ? describe(*load_before) : "machine load unknown");
+      const planner::CalibratedCluster c = o.kernels_only
+                                               ? planner::kernel_topology(base, measured, o.name, description)
+                                               : planner::calibrated_topology(base, measured, o.name, description);
       write_file_atomically(o.output, topo::topology_to_json(c.topology).dump(2) + "\n", "calibrate");
       print_fits(std::cout, c, o, world.size());
     }

@@ -60,6 +60,44 @@ void combine_kernel_rounds(const topo::ClusterMeasurements& m, std::vector<topo:
   out.elementwise_round_spread = run_spread(ew);
 }
 
+// The compute part of out.topology from the kernels of `m` (the table, the fit or the
+// aggregate rate, the element-wise costs; kernel rounds combined).
+void calibrate_compute(const topo::ClusterMeasurements& m, CalibratedCluster& out) {
+  topo::Topology& c = out.topology;
+  c.compute = {};
+  std::vector<topo::MatmulTiming> matmuls = m.matmuls;
+  c.compute.elementwise = m.elementwise;
+  if (!m.kernel_rounds.empty()) combine_kernel_rounds(m, matmuls, c.compute.elementwise, out);
+  if (!matmuls.empty()) {
+    std::vector<CollectiveSample> flops_samples;
+    for (const auto& t : matmuls) {
+      flops_samples.push_back({1, MatmulShape{t.m, t.k, t.n, t.batch}.flops(), t.seconds});
+      c.compute.matmul_table.push_back(t);
+    }
+    try {
+      out.matmul = fit_latency_bandwidth(flops_samples, kMatmulFit);
+      c.compute.matmul_flops_per_s = out.matmul->beta_bytes_per_s;
+      c.compute.matmul_overhead_s = out.matmul->alpha_s;
+    } catch (const Error& e) {
+      // Times that do not grow with FLOPs (noise): the table still holds every shape;
+      // shapes outside it get the aggregate rate.
+      double flops = 0, seconds = 0;
+      for (const auto& s : flops_samples) flops += s.bytes_moved, seconds += s.seconds;
+      c.compute.matmul_flops_per_s = flops / seconds;
+      out.matmul_note = e.what();
+    }
+  }
+}
+
+// The kernel rounds' spread appended to out.topology's description (two rounds or more).
+void describe_kernel_rounds(CalibratedCluster& out) {
+  if (out.kernel_rounds.size() > 1)
+    out.topology.description += fmt::format(
+        "; kernels timed in {} rounds, each kernel's median taken; spread of the rounds' sums, (max - min) / median: "
+        "matmuls {:.1f}%, element-wise {:.1f}%",
+        out.kernel_rounds.size(), 100 * out.matmul_round_spread, 100 * out.elementwise_round_spread);
+}
+
 }  // namespace
 
 CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
@@ -111,29 +149,7 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
 
   c.nonblocking = m.nonblocking;
   c.cores_per_rank = m.cores_per_rank;
-  c.compute = {};
-  std::vector<topo::MatmulTiming> matmuls = m.matmuls;
-  c.compute.elementwise = m.elementwise;
-  if (!m.kernel_rounds.empty()) combine_kernel_rounds(m, matmuls, c.compute.elementwise, out);
-  if (!matmuls.empty()) {
-    std::vector<CollectiveSample> flops_samples;
-    for (const auto& t : matmuls) {
-      flops_samples.push_back({1, MatmulShape{t.m, t.k, t.n, t.batch}.flops(), t.seconds});
-      c.compute.matmul_table.push_back(t);
-    }
-    try {
-      out.matmul = fit_latency_bandwidth(flops_samples, kMatmulFit);
-      c.compute.matmul_flops_per_s = out.matmul->beta_bytes_per_s;
-      c.compute.matmul_overhead_s = out.matmul->alpha_s;
-    } catch (const Error& e) {
-      // Times that do not grow with FLOPs (noise): the table still holds every shape;
-      // shapes outside it get the aggregate rate.
-      double flops = 0, seconds = 0;
-      for (const auto& s : flops_samples) flops += s.bytes_moved, seconds += s.seconds;
-      c.compute.matmul_flops_per_s = flops / seconds;
-      out.matmul_note = e.what();
-    }
-  }
+  calibrate_compute(m, out);
 
   std::map<int64_t, std::map<int64_t, std::vector<CollectiveSample>>> waits;  // by p, then round
   for (const auto& w : m.sync_waits) waits[w.p][w.round].push_back({1, w.compute_s, w.wait_s});
@@ -168,12 +184,47 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       c.description += fmt::format(" {} ranks {:.3f} ({:.3f}, {:.3f}; {:.3f}-{:.3f})", f.p, f.fraction,
                                    f.start_fraction, f.end_fraction, f.lowest, f.highest);
   }
-  if (out.kernel_rounds.size() > 1)
-    c.description += fmt::format(
-        "; kernels timed in {} rounds, each kernel's median taken; spread of the rounds' sums, (max - min) / median: "
-        "matmuls {:.1f}%, element-wise {:.1f}%",
-        out.kernel_rounds.size(), 100 * out.matmul_round_spread, 100 * out.elementwise_round_spread);
+  describe_kernel_rounds(out);
   return out;
+}
+
+CalibratedCluster kernel_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
+                                  const std::string& name, const std::string& description) {
+  CalibratedCluster out;
+  topo::Topology& c = out.topology;
+  c = base;
+  c.name = name;
+  c.description = description;
+  if (m.gpus_per_node > 0 && (c.gpus_per_node != m.gpus_per_node || c.num_nodes != m.world / m.gpus_per_node)) {
+    c.gpus_per_node = m.gpus_per_node;
+    c.num_nodes = m.world / m.gpus_per_node;
+    c.intra_node_table.clear();  // base's groups inside its nodes need not fit these nodes
+  }
+  if (m.cores_per_rank > 0) c.cores_per_rank = m.cores_per_rank;
+  calibrate_compute(m, out);
+  describe_kernel_rounds(out);
+  return out;
+}
+
+KernelTimeRatio kernel_time_ratio(const topo::ComputeThroughput& topology, const topo::ComputeThroughput& probe) {
+  KernelTimeRatio r;
+  double calibrated_s = 0, probed_s = 0;
+  for (const auto& p : probe.matmul_table)
+    for (const auto& t : topology.matmul_table)
+      if (t.m == p.m && t.k == p.k && t.n == p.n && t.batch == p.batch) {
+        calibrated_s += t.seconds, probed_s += p.seconds, ++r.shapes;
+        break;
+      }
+  if (calibrated_s > 0) r.matmul = probed_s / calibrated_s;
+  double calibrated_e = 0, probed_e = 0;
+  for (const auto& [op, p] : probe.elementwise)
+    if (const auto it = topology.elementwise.find(op); it != topology.elementwise.end()) {
+      calibrated_e += it->second.forward_s_per_element + it->second.backward_s_per_element;
+      probed_e += p.forward_s_per_element + p.backward_s_per_element;
+      ++r.operations;
+    }
+  if (calibrated_e > 0) r.elementwise = probed_e / calibrated_e;
+  return r;
 }
 
 std::vector<MatmulShape> model_matmul_shapes(const model::ModelDescription& m, int64_t gpus, int64_t batch_seqs) {

@@ -46,6 +46,7 @@ struct CalibrationRequest {
   int kernel_rounds = 3;  // rounds of every kernel timing (>= 1 when there are kernels)
   std::vector<int> sync_wait_bursts = {8, 32, 128};  // 128^3 matmuls per burst; empty: no sync waits
   int sync_wait_rounds = 20;                         // rounds of every burst size (>= 1), each fitted alone
+  bool kernels_only = false;  // time the kernels (and count the cores per rank) only: a probe of the machine's rate
 };
 
 topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const CalibrationRequest& r);

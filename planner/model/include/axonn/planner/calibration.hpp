@@ -91,6 +91,23 @@ struct CalibratedCluster {
 CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
                                       const std::string& name, const std::string& description);
 
+// The kernels alone (`axplan calibrate --kernels-only`, a probe of the machine's rate
+// that `axplan validate --kernel-probes` runs around a sweep): `base` with the compute
+// part measured in `m` (as calibrated_topology makes it), and the node layout and host
+// cores per rank where `m` has them; the collectives are base's, not measured (base's
+// intra-node table is dropped where the node layout differs from base's).
+CalibratedCluster kernel_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,
+                                  const std::string& name, const std::string& description);
+
+// How a probe's kernel times compare with a topology's: the sums over the matmul
+// shapes both tables hold (seconds) and over the element-wise operations both hold
+// (forward + backward seconds per element), probe over topology; 0 where nothing matched.
+struct KernelTimeRatio {
+  size_t shapes = 0, operations = 0;  // matched
+  double matmul = 0, elementwise = 0;
+};
+KernelTimeRatio kernel_time_ratio(const topo::ComputeThroughput& topology, const topo::ComputeThroughput& probe);
+
 // The distinct local matmul shapes of every layer of `m` on every grid of `gpus` GPUs
 // (AxoNN's 3D first, then the sequence, 2d and 3d grids) without a pipeline whose model
 // replicas divide `batch_seqs` (one micro-batch), in first-seen order. Throws InputError for batch_seqs < 1.
