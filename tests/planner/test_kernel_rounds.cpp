@@ -7,17 +7,14 @@
 #include "axonn/common/error.hpp"
 #include "axonn/planner/calibration.hpp"
 #include "axonn/topology/topology_io.hpp"
+#include "test_util.hpp"
 
 namespace axonn::planner {
 namespace {
 
 // Two nodes of 2 with a ring over all 4 (calibrate's minimum) and two matmul shapes.
 topo::ClusterMeasurements two_nodes_two_shapes() {
-  topo::ClusterMeasurements m;
-  m.world = 4;
-  m.gpus_per_node = 2;
-  for (double bytes : {1e6, 4e6})
-    m.collectives.push_back({topo::CollectiveOp::AllGather, 1, 4, false, bytes, 1e-4 + bytes / 1e8});
+  topo::ClusterMeasurements m = test::four_ranks_two_nodes();
   m.matmuls = {{64, 64, 64, 1, 0.0}, {128, 128, 128, 1, 0.0}};
   return m;
 }

@@ -11,6 +11,7 @@
 #include "axonn/planner/calibration.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
+#include "test_util.hpp"
 
 namespace axonn::planner {
 namespace {
@@ -98,14 +99,7 @@ TEST(SyncWait, EachBlockingCollectiveAlsoPaysTheFixedCostOfACall) {
   EXPECT_DOUBLE_EQ(stage_time({alone}, s).batch_s, 2.0);
 }
 
-topo::ClusterMeasurements four_ranks_two_nodes() {
-  topo::ClusterMeasurements m;
-  m.world = 4;
-  m.gpus_per_node = 2;
-  for (double bytes : {1e6, 4e6})
-    m.collectives.push_back({topo::CollectiveOp::AllGather, 1, 4, false, bytes, 1e-4 + bytes / 1e8});
-  return m;
-}
+using test::four_ranks_two_nodes;
 
 TEST(SyncWait, CalibrateFitsTheFractionPerGroupSize) {
   topo::ClusterMeasurements m = four_ranks_two_nodes();

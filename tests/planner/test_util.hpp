@@ -1,4 +1,5 @@
-// Helpers shared by the planner tests: temporary files and error capture.
+// Helpers shared by the planner tests: temporary files, error capture and a minimal
+// calibrate measurement.
 #pragma once
 
 #include <filesystem>
@@ -13,8 +14,20 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/remove_tree.hpp"
+#include "axonn/topology/measurements.hpp"
 
 namespace axonn::test {
+
+// What calibrate needs at least to write a topology: 4 ranks on 2 nodes of 2 and the
+// ring over all 4 (ip 1) timed at 1 and 4 MB (latency 100 us, 100 MB/s).
+inline topo::ClusterMeasurements four_ranks_two_nodes() {
+  topo::ClusterMeasurements m;
+  m.world = 4;
+  m.gpus_per_node = 2;
+  for (double bytes : {1e6, 4e6})
+    m.collectives.push_back({topo::CollectiveOp::AllGather, 1, 4, false, bytes, 1e-4 + bytes / 1e8});
+  return m;
+}
 
 // This test process's scratch directory under the system temp directory, removed with
 // everything in it when the process exits.
