@@ -65,17 +65,24 @@ std::string tail_line(const std::string& path) {
   return last;
 }
 
+// Runs `LAUNCHER COMMAND` under `timeout` (--timeout), its output into `log`; returns
+// its exit code (124 or 137 when it timed out, 128 + the signal when one ended it).
+int run_launched(const ValidateOptions& o, const std::string& command, const std::string& log) {
+  const std::string cmd = fmt::format("timeout --kill-after=20 {:.0f} {} {} >{} 2>&1 </dev/null", o.timeout_s,
+                                      o.launcher, command, quote(log));
+  const int status = std::system(cmd.c_str());
+  return status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 // Runs one configuration as `LAUNCHER AXRUN --plan P ...`; fills status, reason, steps
 // and the measured time.
 void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::string& axrun,
              const std::string& plan_path, const fs::path& runs) {
   const std::string measure = (runs / (c.name + ".measure.json")).string();
   fs::remove(measure);
-  std::string cmd = fmt::format("timeout --kill-after=20 {:.0f} {} {} --plan {} --steps {} --measure {} {}", o.timeout_s,
-                                o.launcher, quote(axrun), quote(plan_path), o.steps, quote(measure), o.axrun_args);
-  cmd += " >" + quote(c.log_path) + " 2>&1 </dev/null";
-  const int status = std::system(cmd.c_str());
-  const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const int code = run_launched(o, fmt::format("{} --plan {} --steps {} --measure {} {}", quote(axrun), quote(plan_path),
+                                               o.steps, quote(measure), o.axrun_args),
+                                 c.log_path);
   std::vector<double> steps;
   std::vector<planner::CommByTerm> comm;  // each step's but the first (as measured_batch_s)
   std::vector<planner::CommByTerm> calls;  // the same steps' collective calls
@@ -133,13 +140,12 @@ KernelProbe probe_kernels(const ValidateOptions& o, const topo::Topology& t, con
                     log = (runs / fmt::format("kernel-probe-{}.log", index)).string(),
                     axplan = fs::read_symlink("/proc/self/exe").string();
   fs::remove(file);
-  const std::string cmd = fmt::format(
-      "timeout --kill-after=20 {:.0f} {} {} calibrate --kernels-only --gpus-per-node {} --model {} --batch-seqs {} "
-      "--kernel-rounds 1 --base {} -o {} >{} 2>&1 </dev/null",
-      o.timeout_s, o.launcher, quote(axplan), t.gpus_per_node, quote(o.model), o.batch_seqs, quote(o.topology),
-      quote(file), quote(log));
-  const int status = std::system(cmd.c_str());
-  const int code = status == -1 ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  const int code = run_launched(
+      o,
+      fmt::format("{} calibrate --kernels-only --gpus-per-node {} --model {} --batch-seqs {} --kernel-rounds 1 --base {} "
+                  "-o {}",
+                  quote(axplan), t.gpus_per_node, quote(o.model), o.batch_seqs, quote(o.topology), quote(file)),
+      log);
   if (code != 0) {
     k.note = fmt::format("exit code {}: {}", code, tail_line(log));
     return k;
