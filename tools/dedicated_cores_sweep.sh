@@ -12,6 +12,8 @@
 #   RATE [1gbit], NODES [2], GPN [4]   the emulated cluster (tools/emulated_cluster.sh)
 #   STEPS [5], ROUNDS [6]              steps per configuration; calibrate's sync-wait rounds
 #   REPEATS [1]                        runs of each configuration per sweep (validate --repeats)
+#   KERNEL_PROBES [0]                  1: validate --kernel-probes (the kernels timed again before the
+#                                      sweep and after each round; about 20-40 s each)
 #   DEADLINE_S [560]                   a second sweep runs only if it can end before this
 #   AXONN_BUILD                        a build with axplan, axplan-calibrate and axrun (no build)
 #   PLANS                              a folder of plan files: instead of calibrate and the sweeps,
@@ -27,6 +29,8 @@ out=$(realpath -m "${1:-${OUT:-cores-sweep}}")  # from the caller's directory
 cd "$(dirname "$0")/.."
 mkdir -p "$out"
 rate=${RATE:-1gbit} nodes=${NODES:-2} gpn=${GPN:-4} steps=${STEPS:-5} rounds=${ROUNDS:-6} repeats=${REPEATS:-1}
+probes=()
+[[ ${KERNEL_PROBES:-0} == 1 ]] && probes=(--kernel-probes)
 deadline=${DEADLINE_S:-560}
 logs=$(mktemp -d)  # the plans, traces and logs of every run; removed on exit
 wrappers=""
@@ -121,7 +125,7 @@ say "calibrated: $(grep -E 'cores per rank|inter-node bandwidth' "$out/calibrate
 sweep() {  # OUT_SUBDIR
   "$build/tools/axplan" validate --model gpt-bench --topology "$out/topology.json" --gpus $((nodes * gpn)) \
     --batch-seqs 16 --steps "$steps" --repeats "$repeats" --overlap-level 0 --axrun-args "--progress poll" --tensor-mode all \
-    --timeout 60 --out-dir "$logs/$1" --launcher "${emulated[*]}" > "$logs/$1.txt" 2>&1
+    "${probes[@]}" --timeout 60 --out-dir "$logs/$1" --launcher "${emulated[*]}" > "$logs/$1.txt" 2>&1
   local rc=$?
   grep -E "^\| (batch-time MAPE|Spearman|top-5|predicted rank of the measured best) " "$logs/$1/summary.md" \
     | head -4 | tee -a "$out/env.txt"
