@@ -73,6 +73,15 @@ double tensor_collectives(const LayerCollectives& c, std::optional<topo::Axis> a
 double tensor_collectives_s(const LayerCollectives& c, std::optional<topo::Axis> a, double forwards, bool embedding) {
   return tensor_collectives(c, a, forwards, embedding, [](double t) { return t; });
 }
+// SUMMA's moves (2d-broadcast) over axis `a` in one micro-batch's passes, in full,
+// hidden or not (docs/model.md section 15): per step the X block's broadcast over Y and
+// the W block's over Z in each forward and again in the backward, and their reduces.
+double summa_moves_s(const LayerCollectives& c, topo::Axis a, double forwards) {
+  const double q = static_cast<double>(c.summa_steps);
+  if (a == topo::Axis::Y) return q * ((forwards + 1.0) * c.summa_input_broadcast_s + c.summa_input_reduce_s);
+  if (a == topo::Axis::Z) return q * ((forwards + 1.0) * c.summa_weight_broadcast_s + c.summa_weight_reduce_s);
+  return 0.0;
+}
 double tensor_collective_calls(const LayerCollectives& c, double forwards, bool embedding) {
   return tensor_collectives(c, std::nullopt, forwards, embedding, [](double t) { return t > 0 ? 1.0 : 0.0; });
 }
@@ -249,8 +258,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   // out of step with this one. Their collectives are costed both with the link to
   // themselves (alone_bw) and under eq. 10, and mixed below. rings_out_of_step: eq. 10's
   // count for such an axis, 0 for the others.
+  // SUMMA's one-way moves (2d-broadcast) over such an axis are mixed the same way: eq.
+  // 10's count divides their one-way bandwidth (one_way_group_bandwidth) as it does the
+  // ring's.
   std::array<int64_t, topo::kNumAxes> rings_out_of_step{};
   AxisBandwidths alone_bw = bw;
+  LayerCommSettings alone_ls = ls;
   if (o.placement_aware && !paper && t.ranks_time_sliced()) {
     const topo::RankLayout layout(g, order);
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
@@ -258,11 +271,13 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       if (p <= 1 || group_inside_node(t, ip, p, BandwidthRule::Straddle) || rings <= 1) continue;
       rings_out_of_step[static_cast<int>(a)] = rings;
       alone_bw[static_cast<int>(a)] = axis_bandwidth(bw, a) * static_cast<double>(rings);
+      alone_ls.one_way_bytes_per_s[static_cast<int>(a)] *= static_cast<double>(rings);  // 0 stays 0
     }
   }
   const bool any_out_of_step =
       std::any_of(rings_out_of_step.begin(), rings_out_of_step.end(), [](int64_t r) { return r > 0; });
   if (any_out_of_step) sc.alone.resize(nc);
+  sc.summa_products.resize(nc);
   sc.out_of_step_share.fill(0.0);
   for (size_t c = 0; c < nc; ++c) {
     const model::Layer& l = *classes_[c].layer;
@@ -285,7 +300,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sc.optimizer_s[c] = optimizer_s(classes_[c].rates, l, g);
     }
     costs.comm = layer_collectives(l, g, bw, s);
-    if (any_out_of_step) sc.alone[c] = layer_collectives(l, g, alone_bw, s);
+    if (any_out_of_step) {
+      LayerCommSettings alone_s = alone_ls;
+      alone_s.input_gradient = s.input_gradient;
+      sc.alone[c] = layer_collectives(l, g, alone_bw, alone_s);
+    }
+    sc.summa_products[c] = {forward_matmul_s, weight_matmul_s};
     if (costs.comm.summa_steps > 0) {  // 2d-broadcast: its moves beside its products
       costs.summa_forward_exposed_s = summa_forward_exposed_s(costs.comm, forward_matmul_s);
       costs.summa_backward_exposed_s = summa_backward_exposed_s(costs.comm, weight_matmul_s);
@@ -312,15 +332,20 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
         const LayerCollectives& lc = k.comm;
         const bool embedding = m.layers[i].kind == model::LayerKind::Embedding;
         const double forwards = o.activation_checkpointing && m.layers[i].recomputed ? 2.0 : 1.0;
-        const double mine = tensor_collectives_s(lc, a, forwards, embedding);
+        const double rings_s = tensor_collectives_s(lc, a, forwards, embedding);
+        // SUMMA's moves over the axis count in full, as if they blocked (like the rings);
+        // what the model leaves of the layer's exposed moves beyond them stays in the rest.
+        const double moves_s = summa_moves_s(lc, a, forwards);
+        const double mine = rings_s + moves_s;
         const double compute = forwards * k.forward_s + k.backward_input_s + k.backward_weight_s;
         const double calls = tensor_collective_calls(lc, forwards, embedding) + ring_and_small_calls(lc, forwards);
-        alone_s += tensor_collectives_s(sc.alone[c], a, forwards, embedding);
+        const double summa_exposed_s = forwards * k.summa_forward_exposed_s + k.summa_backward_exposed_s;
+        alone_s += tensor_collectives_s(sc.alone[c], a, forwards, embedding) + summa_moves_s(sc.alone[c], a, forwards);
         eq10_s += mine;
         rest_s += compute * (1.0 + lc.sync_wait_fraction) + calls * lc.sync_call_s +
-                  tensor_collectives_s(lc, std::nullopt, forwards, embedding) - mine +
-                  forwards * (lc.small_forward_s + lc.ring_forward_s + k.summa_forward_exposed_s) +
-                  lc.small_backward_s + lc.ring_backward_s + k.summa_backward_exposed_s;
+                  tensor_collectives_s(lc, std::nullopt, forwards, embedding) - rings_s +
+                  forwards * (lc.small_forward_s + lc.ring_forward_s) + lc.small_backward_s + lc.ring_backward_s +
+                  std::max(0.0, summa_exposed_s - moves_s);
       }
       // Eq. 10 moves the same bytes `rings` times as slowly: the difference is transfer
       // time alone, what is left of alone_s the latency.
@@ -339,7 +364,18 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
         if (a == topo::Axis::Z) mix(e.all_gather_s, alone.all_gather_s), mix(e.reduce_scatter_s, alone.reduce_scatter_s);
         if (e.a == a) mix(e.forward_all_reduce_s, alone.forward_all_reduce_s), mix(e.output_grad_gather_s, alone.output_grad_gather_s);
         if (e.b == a) mix(e.input_grad_all_reduce_s, alone.input_grad_all_reduce_s), mix(e.input_gather_s, alone.input_gather_s);
+        if (a == topo::Axis::Y)
+          mix(e.summa_input_broadcast_s, alone.summa_input_broadcast_s), mix(e.summa_input_reduce_s, alone.summa_input_reduce_s);
+        if (a == topo::Axis::Z)
+          mix(e.summa_weight_broadcast_s, alone.summa_weight_broadcast_s),
+              mix(e.summa_weight_reduce_s, alone.summa_weight_reduce_s);
       }
+    }
+    for (size_t c = 0; c < nc; ++c) {  // SUMMA's exposed moves, from the mixed ones
+      LayerCosts& k = sc.costs[c];
+      if (k.comm.summa_steps <= 0) continue;
+      k.summa_forward_exposed_s = summa_forward_exposed_s(k.comm, sc.summa_products[c].first);
+      k.summa_backward_exposed_s = summa_backward_exposed_s(k.comm, sc.summa_products[c].second);
     }
   }
   if (ring_stages > 1) {

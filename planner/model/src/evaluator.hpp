@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "axonn/planner/batch_time.hpp"
@@ -40,6 +41,8 @@ class Evaluator {
     // Per axis: the share of the passes its out-of-step rings' others are on the link
     // (bandwidth.hpp's out_of_step_share); 0 where eq. 10 stands.
     std::array<double, topo::kNumAxes> out_of_step_share{};
+    // Per class, 2d-broadcast: the products SUMMA's moves overlap (forward, dW), seconds.
+    std::vector<std::pair<double, double>> summa_products;
     std::vector<double> optimizer_s;   // per class
     std::vector<LayerActivations> activation_per_row;  // per class
     std::vector<double> unit_weight;   // per unit: predicted busy time (partition)
