@@ -276,8 +276,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   }
   const bool any_out_of_step =
       std::any_of(rings_out_of_step.begin(), rings_out_of_step.end(), [](int64_t r) { return r > 0; });
-  if (any_out_of_step) sc.alone.resize(nc);
-  sc.summa_products.resize(nc);
+  if (any_out_of_step) sc.alone.resize(nc), sc.summa_products.resize(nc);
   sc.out_of_step_share.fill(0.0);
   for (size_t c = 0; c < nc; ++c) {
     const model::Layer& l = *classes_[c].layer;
@@ -301,11 +300,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     }
     costs.comm = layer_collectives(l, g, bw, s);
     if (any_out_of_step) {
-      LayerCommSettings alone_s = alone_ls;
-      alone_s.input_gradient = s.input_gradient;
-      sc.alone[c] = layer_collectives(l, g, alone_bw, alone_s);
+      alone_ls.input_gradient = s.input_gradient;
+      sc.alone[c] = layer_collectives(l, g, alone_bw, alone_ls);
+      sc.summa_products[c] = {forward_matmul_s, weight_matmul_s};
     }
-    sc.summa_products[c] = {forward_matmul_s, weight_matmul_s};
     if (costs.comm.summa_steps > 0) {  // 2d-broadcast: its moves beside its products
       costs.summa_forward_exposed_s = summa_forward_exposed_s(costs.comm, forward_matmul_s);
       costs.summa_backward_exposed_s = summa_backward_exposed_s(costs.comm, weight_matmul_s);
