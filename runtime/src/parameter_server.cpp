@@ -57,25 +57,29 @@ int64_t ParameterServer::add_unit(std::vector<Parameter>& params) {
 
 int64_t ParameterServer::unit_elements(int64_t unit) const { return units_.at(static_cast<size_t>(unit))->elements; }
 
-std::vector<at::Tensor> ParameterServer::copy_to_device(const Unit& u) {
+std::vector<at::Tensor> ParameterServer::allocate_on_device(const Unit& u) const {
+  std::vector<at::Tensor> out;
+  for (const auto& shape : u.shapes) out.push_back(at::empty(shape, at::TensorOptions().dtype(compute_)));
+  return out;
+}
+
+void ParameterServer::copy_to_device(const Unit& u, std::vector<at::Tensor>& out) {
   at::NoGradGuard no_grad;
   const double t0 = now_s();
-  std::vector<at::Tensor> out;
-  for (size_t i = 0; i < u.params.size(); ++i) {
-    at::Tensor d = at::empty(u.shapes[i], at::TensorOptions().dtype(compute_));
-    d.view({-1}).copy_(u.master.narrow(0, u.offsets[i], d.numel()));
-    out.push_back(std::move(d));
-  }
+  for (size_t i = 0; i < u.params.size(); ++i) out[i].view({-1}).copy_(u.master.narrow(0, u.offsets[i], out[i].numel()));
   std::lock_guard<std::mutex> lock(time_mu_);
   copy_s_ += now_s() - t0;
-  return out;
 }
 
 void ParameterServer::prefetch(int64_t unit) {
   AXONN_ASSERT(prefetching_ < 0 && unit >= 0 && unit < units());
   prefetching_ = unit;
   const Unit* u = units_[static_cast<size_t>(unit)].get();
-  copier_.submit([this, u] { prefetched_ = copy_to_device(*u); });
+  // The device buffers are allocated here, when the copy is issued, as a CUDA copy
+  // stream's destination is: the device memory held at each instruction is then the
+  // same on every run, however far the copier has got.
+  prefetched_ = allocate_on_device(*u);
+  copier_.submit([this, u] { copy_to_device(*u, prefetched_); });
 }
 
 void ParameterServer::fetch(int64_t unit) {
@@ -88,7 +92,8 @@ void ParameterServer::fetch(int64_t unit) {
     prefetched_.clear();
     prefetching_ = -1;
   } else {
-    weights = copy_to_device(u);
+    weights = allocate_on_device(u);
+    copy_to_device(u, weights);
   }
   fetch_wait_s_ += now_s() - t0;
   for (size_t i = 0; i < u.params.size(); ++i) u.params[i]->tensor.set_data(weights[i]);

@@ -5,7 +5,8 @@
 // (axonn/schedule/l2l.hpp); otherwise they hold no elements.
 //
 //   fetch / prefetch  the unit's master copied to the device in the compute type (a
-//                     worker thread prefetches: the CPU stand-in for a copy stream)
+//                     worker thread prefetches: the CPU stand-in for a copy stream; the
+//                     buffers are allocated when the prefetch is issued)
 //   push              the unit's gradients copied to the host buffer (fp32) and freed
 //                     with its weights; the server thread then sums the buffer over the
 //                     data group (every replica pushes the same units in the same
@@ -84,7 +85,8 @@ class ParameterServer {
 
  private:
   struct Unit;
-  std::vector<at::Tensor> copy_to_device(const Unit& u);
+  std::vector<at::Tensor> allocate_on_device(const Unit& u) const;  // the unit's device buffers, uninitialised
+  void copy_to_device(const Unit& u, std::vector<at::Tensor>& out);  // the master into them
   void reduce(Unit& u);      // on the server thread
   void update(Unit& u, double coef);
   void finish_step_on_server();
