@@ -81,6 +81,23 @@ TEST(Validation, StatisticsOverTheMeasuredOnly) {
   EXPECT_NE(test::error_of([&] { compare_with_measurements(c); }).find("1 configuration(s) measured"), std::string::npos);
 }
 
+TEST(Validation, ComputeScaledByTheProbesMovesOnlyTheComputeTerm) {
+  auto c = four_configs();
+  // Measured 2.0 s and 3.0 s; predicted 1.5 s (compute 1.0) and 3.6 s (compute 2.0).
+  for (size_t i : {0, 1}) c[i].status = RunStatus::Measured;
+  c[0].measured_s = 2.0, c[0].aware.batch_s = 1.5, c[0].aware.compute_s = 1.0;
+  c[1].measured_s = 3.0, c[1].aware.batch_s = 3.6, c[1].aware.compute_s = 2.0;
+  EXPECT_NEAR(score_with_compute_scaled(c, 1.0).mape, compare_with_measurements(c).aware.mape, 1e-12);
+  // At 1.2 the first predicts 1.7 s (15% low), the second 4.0 s (33% high); at 0.8, 1.3 and 3.2.
+  EXPECT_NEAR(score_with_compute_scaled(c, 1.2).mape, (0.3 / 2.0 + 1.0 / 3.0) / 2, 1e-12);
+  EXPECT_NEAR(score_with_compute_scaled(c, 0.8).mape, (0.7 / 2.0 + 0.2 / 3.0) / 2, 1e-12);
+  EXPECT_DOUBLE_EQ(score_with_compute_scaled(c, 0.8).spearman, 1.0);
+  EXPECT_NE(test::error_of([&] { score_with_compute_scaled(c, 0.0); }).find("a ratio above 0"), std::string::npos);
+  c[1].status = RunStatus::Failed;
+  EXPECT_NE(test::error_of([&] { score_with_compute_scaled(c, 1.1); }).find("1 configuration(s) measured"),
+            std::string::npos);
+}
+
 namespace {
 
 // One candidate of each tensor mode on 8 GPUs, with the aware and agnostic times equal.
@@ -355,6 +372,45 @@ TEST(ValidationReport, SummasMovesInAnOlderReportStayInTheRest) {
   for (const char* term : {"summa", "act_y", "ag_z", "rs_z"}) EXPECT_EQ(read.unmeasured_terms.count(term), 1u) << term;
   read.aware = c.aware;  // as the rescore predicts it again
   for (const ErrorPart& p : error_parts(read)) EXPECT_TRUE(p.part == "ar_data" || p.part == kComputeRest) << p.part;
+}
+
+// The kernel probes travel with the report (a rescore reads them back), and the report
+// scores the aware model with its compute scaled by their mean matmul ratio; a failed
+// probe is left out of the ratio, a malformed one is refused by name.
+TEST(ValidationReport, KernelProbesAreReadBackAndScaleTheComputeInADiagnostic) {
+  std::vector<ValidationConfig> configs(3);
+  const double measured[] = {2.0, 3.0, 4.0}, predicted[] = {1.5, 3.6, 3.9}, compute[] = {1.0, 2.0, 1.0};
+  for (size_t i = 0; i < configs.size(); ++i) {
+    ValidationConfig& c = configs[i];
+    c.status = RunStatus::Measured, c.mode = "axonn3d", c.name = std::to_string(i + 1) + "x1x1x1x1";
+    c.aware.grid = topo::Grid{static_cast<int64_t>(i + 1), 1, 1, 1, 1};
+    c.aware.batch_s = predicted[i], c.aware.compute_s = compute[i];
+    c.agnostic = c.aware;
+    c.measured_s = measured[i], c.runs_s = {measured[i]}, c.steps_s = {measured[i], measured[i]};
+  }
+  tools::ValidationRun run;
+  run.model = run.model_file = "gpt-bench", run.gpus = 8, run.batch_seqs = 16, run.steps = 2;
+  run.kernel_probes = {{"before the sweep", "", 130, 9, 0.9, 1.1}, {"after round 1", "timed out", 0, 0, 0, 0},
+                       {"after round 2", "", 130, 9, 0.7, 0.8}};
+  ASSERT_TRUE(tools::probes_compute_ratio(run.kernel_probes).has_value());
+  EXPECT_DOUBLE_EQ(*tools::probes_compute_ratio(run.kernel_probes), 0.8);
+  EXPECT_FALSE(tools::probes_compute_ratio({{"before the sweep", "timed out", 0, 0, 0, 0}}).has_value());
+  const auto stats = compare_with_measurements(configs);
+  nlohmann::json j = tools::validation_report_json(run, configs, stats);
+  // At 0.8: predictions 1.3, 3.2, 3.7 s.
+  const double scaled_mape = (0.7 / 2.0 + 0.2 / 3.0 + 0.3 / 4.0) / 3;
+  const auto& scaled = j["statistics"]["placement_aware_compute_scaled_by_probes"];
+  EXPECT_DOUBLE_EQ(scaled["compute_ratio"].get<double>(), 0.8);
+  EXPECT_NEAR(scaled["mape"].get<double>(), scaled_mape, 1e-12);
+  EXPECT_NE(tools::validation_summary(run, configs, stats).find("(0.80; "), std::string::npos);
+  const tools::EarlierReport back = tools::read_validation_report(test::write_temp("probes.json", j.dump()));
+  ASSERT_EQ(back.run.kernel_probes.size(), 3u);
+  EXPECT_EQ(back.run.kernel_probes[1].note, "timed out");
+  EXPECT_DOUBLE_EQ(back.run.kernel_probes[2].matmul_ratio, 0.7);
+  EXPECT_EQ(back.run.kernel_probes[2].shapes, 130u);
+  j["kernel_probes"][2]["matmul_ratio"] = -1;
+  const std::string e = test::error_of([&] { tools::read_validation_report(test::write_temp("bad.json", j.dump())); });
+  EXPECT_NE(e.find("matmul_ratio"), std::string::npos) << e;
 }
 
 // A step's busy seconds by kind, summed by term; the median over steps.

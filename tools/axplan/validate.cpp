@@ -286,6 +286,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
       if (!taken.count(name))
         fmt::print(err, "  {} was measured but is not feasible under {}: left out\n", name, o.topology);
     load_before = earlier->run.load_before, load_after = earlier->run.load_after;
+    probes = earlier->run.kernel_probes;  // the machine's rate during the sweep, as probed then
   }
   for (int64_t round = 1; round <= o.repeats && !earlier; ++round) {
     for (size_t n = 0; n < selected.size(); ++n) {

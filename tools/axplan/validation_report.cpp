@@ -169,6 +169,11 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
                                             {"placement_agnostic", stats->other_mape_agnostic}}},
                             {"per_tensor_mode", modes}};
     if (stats->ceiling) report["statistics"]["scatter_ceiling"] = ceiling_json(*stats->ceiling);
+    if (const auto ratio = probes_compute_ratio(run.kernel_probes)) {
+      nlohmann::json scaled = stats_json(planner::score_with_compute_scaled(configs, *ratio));
+      scaled["compute_ratio"] = *ratio;
+      report["statistics"]["placement_aware_compute_scaled_by_probes"] = scaled;
+    }
     nlohmann::json budget = nlohmann::json::array();
     for (const auto& b : planner::error_budget(configs))
       budget.push_back({{"part", b.part}, {"predicted_s", b.predicted_s}, {"measured_s", b.measured_s},
@@ -177,6 +182,15 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
     report["statistics"]["error_budget"] = budget;
   }
   return report;
+}
+
+std::optional<double> probes_compute_ratio(const std::vector<KernelProbe>& probes) {
+  double sum = 0;
+  int ran = 0;
+  for (const auto& k : probes)
+    if (k.note.empty() && k.matmul_ratio > 0) sum += k.matmul_ratio, ++ran;
+  if (ran == 0) return std::nullopt;
+  return sum / ran;
 }
 
 EarlierReport read_validation_report(const std::string& path) {
@@ -210,6 +224,20 @@ EarlierReport read_validation_report(const std::string& path) {
     };
     run.load_before = one("before"), run.load_after = one("after");
   }
+  if (r.has("kernel_probes"))
+    for (ObjectReader& k : r.object_array("kernel_probes")) {
+      KernelProbe probe;
+      probe.when = k.string("when");
+      if (k.has("failed")) {
+        probe.note = k.string("failed");
+      } else {
+        probe.shapes = static_cast<size_t>(k.non_negative_int("matmul_shapes"));
+        probe.operations = static_cast<size_t>(k.non_negative_int("elementwise_operations"));
+        probe.matmul_ratio = k.positive_number("matmul_ratio");
+        probe.elementwise_ratio = k.positive_number("elementwise_ratio");
+      }
+      run.kernel_probes.push_back(probe);
+    }
   for (ObjectReader& c : r.object_array("configs")) {
     if (c.string("status") != run_status_name(RunStatus::Measured)) continue;
     ValidationConfig v;
@@ -336,6 +364,14 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
                         "with the measured best first; share of sweeps in which it meets all four targets of issue "
                         "#16 | {}; {:.0f}% | (the same runs) |\n",
                         100 * c->relative_sigma, c->draws, ceiling_values(*c, " / "), 100 * c->meets_all);
+    if (const auto ratio = probes_compute_ratio(run.kernel_probes)) {
+      const planner::ModelStatistics d = planner::score_with_compute_scaled(configs, *ratio);
+      md += fmt::format("| the same, the aware model's compute scaled by the probes' mean matmul ratio ({:.2f}; "
+                        "the calibration's drift taken out, a diagnostic: planner::score_with_compute_scaled): MAPE "
+                        "/ Spearman / predicted rank of the measured best / top-5 overlap | {:.1f}% / {:.3f} / {} / "
+                        "{:.2f} | - |\n",
+                        *ratio, 100 * d.mape, d.spearman, d.best_rank, d.top5);
+    }
     if (stats->pipelines_measured > 0)
       md += fmt::format("| MAPE of the {} pipeline grids / of the {} others | {:.1f}% / {:.1f}% | {:.1f}% / {:.1f}% |\n",
                         stats->pipelines_measured, stats->measured - stats->pipelines_measured,

@@ -27,6 +27,9 @@ struct KernelProbe {
   size_t shapes = 0, operations = 0;               // matched matmul shapes, element-wise operations
   double matmul_ratio = 0, elementwise_ratio = 0;  // probe / topology
 };
+// The mean matmul ratio of the probes that ran (matmuls are most of the model's
+// compute); nullopt when none did. The ratio planner::score_with_compute_scaled takes.
+std::optional<double> probes_compute_ratio(const std::vector<KernelProbe>& probes);
 
 // The sweep's settings, as the report states them.
 struct ValidationRun {
@@ -39,7 +42,7 @@ struct ValidationRun {
   std::optional<LoadAverage> load_before, load_after;  // the machine's load around the sweep
   std::string model_file;     // the --model argument (a name or a path), for --rescore
   bool search_order = false;  // --search-order: each configuration ran in its searched order
-  std::vector<KernelProbe> kernel_probes;  // --kernel-probes, in order (not read back by --rescore)
+  std::vector<KernelProbe> kernel_probes;  // --kernel-probes, in order
 };
 
 nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,

@@ -262,4 +262,20 @@ ValidationStatistics compare_with_measurements(const std::vector<ValidationConfi
   return out;
 }
 
+ModelStatistics score_with_compute_scaled(const std::vector<ValidationConfig>& configs, double compute_ratio) {
+  if (!(compute_ratio > 0))
+    throw InputError("validate", fmt::format("compute ratio {}", compute_ratio), "the kernel probes",
+                     "a ratio above 0");
+  std::vector<double> predicted, measured;
+  for (const auto& c : configs)
+    if (c.status == RunStatus::Measured) {
+      predicted.push_back(c.aware.batch_s + (compute_ratio - 1) * c.aware.compute_s);
+      measured.push_back(c.measured_s);
+    }
+  if (measured.size() < 2)
+    throw InputError("validate", fmt::format("{} configuration(s) measured", measured.size()), "the sweep",
+                     "at least two to compare rankings");
+  return score_prediction(predicted, measured);
+}
+
 }  // namespace axonn::planner

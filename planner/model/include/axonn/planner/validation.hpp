@@ -194,4 +194,13 @@ inline constexpr uint64_t kCeilingSeed = 1;
 // Over the Measured configurations; throws InputError with fewer than two.
 ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs);
 
+// The aware model's statistics had its compute run `compute_ratio` times as long: each
+// measured configuration's prediction batch_s + (compute_ratio - 1) * compute_s. With
+// the ratio the kernel probes measured during the sweep (validate --kernel-probes),
+// what the model would score had calibrate caught the machine's kernels at the rate
+// the sweep saw: the calibration's drift taken out of the error. Only compute is
+// scaled (the sync wait, which grows with compute, is not), so it is a diagnostic, not
+// a model. Throws InputError with fewer than two measured or a ratio not above 0.
+ModelStatistics score_with_compute_scaled(const std::vector<ValidationConfig>& configs, double compute_ratio);
+
 }  // namespace axonn::planner
