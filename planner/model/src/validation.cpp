@@ -207,6 +207,13 @@ MeasuredTimes measured_where(const std::vector<ValidationConfig>& configs,
   return t;
 }
 
+// A sweep's statistics compare rankings: they need two measured configurations.
+void require_two_measured(size_t measured) {
+  if (measured < 2)
+    throw InputError("validate", fmt::format("{} configuration(s) measured", measured), "the sweep",
+                     "at least two to compare rankings");
+}
+
 }  // namespace
 
 ModelStatistics score_prediction(const std::vector<double>& predicted, const std::vector<double>& measured) {
@@ -221,9 +228,7 @@ ModelStatistics score_prediction(const std::vector<double>& predicted, const std
 
 ValidationStatistics compare_with_measurements(const std::vector<ValidationConfig>& configs) {
   const MeasuredTimes all = measured_where(configs, [](const ValidationConfig&) { return true; });
-  if (all.measured.size() < 2)
-    throw InputError("validate", fmt::format("{} configuration(s) measured", all.measured.size()), "the sweep",
-                     "at least two to compare rankings");
+  require_two_measured(all.measured.size());
   ValidationStatistics out;
   out.measured = all.measured.size();
   out.aware = score_prediction(all.aware, all.measured);
@@ -272,9 +277,7 @@ ModelStatistics score_with_compute_scaled(const std::vector<ValidationConfig>& c
       predicted.push_back(c.aware.batch_s + (compute_ratio - 1) * c.aware.compute_s);
       measured.push_back(c.measured_s);
     }
-  if (measured.size() < 2)
-    throw InputError("validate", fmt::format("{} configuration(s) measured", measured.size()), "the sweep",
-                     "at least two to compare rankings");
+  require_two_measured(measured.size());
   return score_prediction(predicted, measured);
 }
 
