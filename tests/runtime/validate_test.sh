@@ -312,6 +312,53 @@ rc=$?; [ $rc -eq 0 ] && grep -q "once.json | 1 | - | - |" "$T/out" && ! grep -q 
 "$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/missing.json" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "missing.json" "$T/out" && ok "compare-sweeps of a missing report: exit 2" \
   || bad "compare-sweeps of a missing report (rc $rc)"
+# residuals: three stored 2x4 sweeps, against the same figures computed here from the
+# reports (each sweep's scale; the configurations' mean residuals over the sweeps, their
+# RMS and what is left beyond their standard errors); refused: two layouts, one report,
+# a measured configuration without a prediction.
+R1="$D/emulated-2x4-200mbit-2026-11-27-report.json" R2="$D/emulated-2x4-200mbit-2026-11-27-rounds-report.json"
+R3="$D/emulated-2x4-200mbit-2026-11-27-4runs-report.json"
+"$AXPLAN" residuals "$R1" "$R2" "$R3" >"$T/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/out" "$R1" "$R2" "$R3" <<'PY'
+import json, math, statistics as st, sys
+out = open(sys.argv[1]).read()
+res = {}
+for path in sys.argv[2:]:
+    r = json.load(open(path))
+    logs = {c["name"]: math.log(st.median(c["measured_runs_s"]) / c["predicted"]["placement_aware"]["batch_s"])
+            for c in r["configs"] if c["status"] == "measured"}
+    centre = st.median(logs.values())
+    assert "| %.3f |" % math.exp(centre) in out, ("scale", path, math.exp(centre))
+    for name, l in logs.items(): res.setdefault(name, []).append(l - centre)
+kept = {n: v for n, v in res.items() if len(v) >= 2}
+means = [st.mean(v) for v in kept.values()]
+ses = [st.stdev(v) / math.sqrt(len(v)) for v in kept.values()]
+rms = math.sqrt(st.mean(m * m for m in means)); se = math.sqrt(st.mean(e * e for e in ses))
+line = "%d configurations measured by two sweeps or more" % len(kept)
+assert line in out, line
+assert "an RMS of **%.1f%%**" % (100 * rms) in out, rms
+assert "**%.1f%%** is the model's own error" % (100 * math.sqrt(rms * rms - se * se)) in out
+worst = min(kept, key=lambda n: st.mean(kept[n]))
+assert "| %s | 3 | %+.1f%% |" % (worst, 100 * (math.exp(st.mean(kept[worst])) - 1)) in out, worst
+PY
+then ok "residuals: three stored 2x4 sweeps, the figures recomputed from the reports"; else bad "residuals of the stored sweeps (rc $rc)"; fi
+"$AXPLAN" residuals "$R1" "$D/emulated-4x2-200mbit-2026-11-27-report.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "\[residuals\] the sweeps differ in launcher" "$T/out" \
+  && ok "residuals of two cluster layouts: exit 2" || bad "residuals of two cluster layouts (rc $rc)"
+"$AXPLAN" residuals "$R1" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "At least 2 required" "$T/out" && ok "residuals of one report: exit 2" \
+  || bad "residuals of one report (rc $rc)"
+python3 - "$R2" "$T/unscored.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+first = next(c for c in r["configs"] if c["status"] == "measured")
+del first["predicted"]
+json.dump(r, open(sys.argv[2], "w"))
+PY
+"$AXPLAN" residuals "$R1" "$T/unscored.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "has no prediction" "$T/out" && grep -q "placement_aware.batch_s" "$T/out" \
+  && ok "residuals of a configuration without a prediction: exit 2" || bad "residuals without a prediction (rc $rc)"
 # Its configurations ran in searched orders, which the report does not record: --rescore refuses it.
 "$AXPLAN" validate --rescore "$T/repeats/report.json" --topology "$T/four.json" --out-dir "$T/x" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "placement orders" "$T/out" && ok "--rescore of a --search-order sweep: exit 2" \

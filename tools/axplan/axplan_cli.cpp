@@ -22,6 +22,7 @@
 #include "fit_matmul.hpp"
 #include "fit_published.hpp"
 #include "compare_sweeps.hpp"
+#include "residuals.hpp"
 #include "validate.hpp"
 
 namespace axonn::tools {
@@ -534,6 +535,17 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->required()
       ->check(CLI::ExistingFile);
 
+  std::vector<std::string> residual_reports;
+  auto* residuals = app.add_subcommand(
+      "residuals",
+      "the model's error that several validate sweeps of one cluster share: each sweep's scale taken out, every "
+      "configuration's systematic residual beside its noise, and the residual by pipeline stages, data-parallel "
+      "ranks and tensor mode (score today's model by rescoring each report first)");
+  residuals->add_option("reports", residual_reports, "two or more sweeps' report.json, of the same cluster")
+      ->required()
+      ->expected(2, -1)
+      ->check(CLI::ExistingFile);
+
   FitPublishedOptions fitp;
   auto* fit_published = app.add_subcommand(
       "fit-published", "fit a GPU's compute model to published training runs and report the error on the runs left out");
@@ -597,6 +609,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
     }
     if (validate->parsed()) return run_validate(val, out, err);
     if (compare_sweeps->parsed()) return run_compare_sweeps(sweep_a, sweep_b, out);
+    if (residuals->parsed()) return run_residuals(residual_reports, out);
     if (fit_published->parsed()) return run_fit_published(fitp, out);
     if (matmul_shapes->parsed()) return run_matmul_shapes(shapes_o, out);
     if (fit_matmul->parsed()) return run_fit_matmul(fitm, out);

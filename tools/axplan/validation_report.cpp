@@ -283,6 +283,18 @@ EarlierReport read_validation_report(const std::string& path) {
         if (part == planner::kPipelineWait) v.measured_pipeline_wait_s = measured_s;
         else if (calls > 0) v.measured_calls[term_of(part)] = calls;
       }
+    ScoredConfig scored;
+    scored.mode = c.string_or("tensor_mode", "axonn3d");
+    if (c.has("grid")) {
+      ObjectReader g = c.object("grid");
+      scored.stages = g.positive_int_or("ginter", 1), scored.data = g.positive_int_or("gdata", 1);
+    }
+    if (c.has("predicted")) {
+      ObjectReader predicted = c.object("predicted");
+      if (predicted.has("placement_aware"))
+        scored.aware_batch_s = predicted.object("placement_aware").non_negative_number_or("batch_s", 0.0);
+    }
+    out.scored[v.name] = scored;
     out.measured[v.name] = std::move(v);
   }
   return out;

@@ -55,9 +55,18 @@ std::string validation_summary(const ValidationRun& run, const std::vector<plann
 // configurations by name, as ValidationConfig measurements (status Measured, no
 // predictions). Reports written before `calls` lack them (0). Throws InputError
 // naming the file and the field for anything else missing or malformed.
+// It also keeps, for `axplan residuals`, what the report scored each measured
+// configuration with: the placement-aware batch time (0 in a report without one), the
+// tensor mode and the grid's pipeline stages and data-parallel ranks.
+struct ScoredConfig {
+  double aware_batch_s = 0;  // s
+  std::string mode;
+  int64_t stages = 1, data = 1;
+};
 struct EarlierReport {
   ValidationRun run;
   std::map<std::string, planner::ValidationConfig> measured;
+  std::map<std::string, ScoredConfig> scored;  // by name, the measured ones
 };
 EarlierReport read_validation_report(const std::string& path);
 

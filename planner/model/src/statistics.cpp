@@ -38,14 +38,19 @@ std::vector<double> average_ranks(const std::vector<double>& x) {
   return r;
 }
 
-double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
   require_pair(x, y);
   if (x.size() < 2) return 0.0;
-  auto rx = average_ranks(x), ry = average_ranks(y);
-  Eigen::Map<const Eigen::VectorXd> a(rx.data(), rx.size()), b(ry.data(), ry.size());
+  Eigen::Map<const Eigen::VectorXd> a(x.data(), static_cast<Eigen::Index>(x.size())),
+      b(y.data(), static_cast<Eigen::Index>(y.size()));
   const Eigen::VectorXd da = a.array() - a.mean(), db = b.array() - b.mean();
   const double den = da.norm() * db.norm();
   return den == 0 ? 0.0 : da.dot(db) / den;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  require_pair(x, y);
+  return pearson(average_ranks(x), average_ranks(y));
 }
 
 double kendall_tau_b(const std::vector<double>& x, const std::vector<double>& y) {

@@ -1,6 +1,7 @@
 // How well predicted batch times rank and match measured ones (axplan validate;
 // docs/validation.md). Pure functions over equal-length vectors.
 //
+//   pearson       sum (x - mean x)(y - mean y) / (|x - mean x| |y - mean y|); 0 when either is constant
 //   spearman      Pearson correlation of the ranks (ties get their average rank)
 //   kendall_tau_b (concordant - discordant) / sqrt((n0 - ties_x) (n0 - ties_y))
 //   mape          mean of |predicted - measured| / measured
@@ -20,6 +21,7 @@
 namespace axonn::planner {
 
 std::vector<double> average_ranks(const std::vector<double>& x);  // 1-based, ties averaged
+double pearson(const std::vector<double>& x, const std::vector<double>& y);
 double spearman(const std::vector<double>& x, const std::vector<double>& y);
 double kendall_tau_b(const std::vector<double>& x, const std::vector<double>& y);
 double mape(const std::vector<double>& predicted, const std::vector<double>& measured);
