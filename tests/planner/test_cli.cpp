@@ -532,3 +532,26 @@ TEST(Cli, SearchOrderShowsEachCandidatesOrderAndOverlapLevelSlowsNothingDown) {
   EXPECT_EQ(compared, static_cast<int>(at4.size()));  // every grid of level 4 fits level 0 too
   expect_usage_error(axplan(with({"rank", "--overlap-level", "5"}, kGpt20b)), "--overlap-level");
 }
+
+// pool-calibrations: two files of one cluster pooled by median (two values: their mean),
+// written loadable; files of two clusters refused with the file and the field.
+TEST(Cli, PoolCalibrationsWritesTheMedianTopologyAndRefusesTwoClusters) {
+  axonn::topo::Topology t = axonn::topo::load_topology("perlmutter");
+  t.inter_node_bandwidth_bytes_per_s = 1e9;
+  const std::string a = write_temp("pool_a.json", axonn::topo::topology_to_json(t).dump());
+  t.inter_node_bandwidth_bytes_per_s = 3e9;
+  const std::string b = write_temp("pool_b.json", axonn::topo::topology_to_json(t).dump());
+  const std::string out = a + ".pooled.json";
+  auto r = axplan({"pool-calibrations", a, b, "-o", out, "--name", "both"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("pooled 2 calibrations into"), std::string::npos) << r.out;
+  const axonn::topo::Topology p = axonn::topo::load_topology(out);
+  EXPECT_EQ(p.name, "both");
+  EXPECT_DOUBLE_EQ(p.inter_node_bandwidth_bytes_per_s, 2e9);
+
+  t.num_nodes *= 2;
+  const std::string c = write_temp("pool_c.json", axonn::topo::topology_to_json(t).dump());
+  r = axplan({"pool-calibrations", a, c, "-o", out});
+  expect_usage_error(r, "pool_c.json: num_nodes");
+  expect_usage_error(axplan({"pool-calibrations", a, "-o", out}), "At least 2 required");
+}

@@ -10,12 +10,14 @@
 #include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 #include <fmt/ostream.h>
 
+#include "axonn/common/atomic_write.hpp"
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/common/units.hpp"
 #include "axonn/plan/plan.hpp"
 #include "axonn/plan/tensor_mode.hpp"
+#include "axonn/planner/calibration_pool.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "report.hpp"
@@ -381,6 +383,19 @@ int cmd_explain(const CommonArgs& a, const std::string& grid_text, std::ostream&
   return 0;
 }
 
+// axplan pool-calibrations: the files read, planner::pooled_calibration, one file written.
+int cmd_pool_calibrations(const std::vector<std::string>& inputs, const std::string& output, const std::string& name,
+                          std::ostream& out) {
+  std::vector<topo::Topology> calibrations;
+  for (const std::string& path : inputs) calibrations.push_back(topo::load_topology(path));
+  const topo::Topology pooled = planner::pooled_calibration(calibrations, inputs, name);
+  write_file_atomically(output, topo::topology_to_json(pooled).dump(2) + "\n", "pool-calibrations");
+  fmt::print(out, "pooled {} calibrations into {}: {} matmul shapes, {} intra-node groups, sync wait of {} group sizes\n",
+             inputs.size(), output, pooled.compute.matmul_table.size(), pooled.intra_node_table.size(),
+             pooled.sync_wait.size());
+  return 0;
+}
+
 int cmd_bench(const std::string& model, const std::string& topology, int64_t gpus, int64_t batch_seqs, int repeat,
               int64_t threads, std::ostream& out) {
   Loaded l{model::load_model(model), topo::load_topology(topology), {}};
@@ -546,6 +561,19 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->expected(2, -1)
       ->check(CLI::ExistingFile);
 
+  std::vector<std::string> pool_inputs;
+  std::string pool_output, pool_name = "pooled";
+  auto* pool = app.add_subcommand(
+      "pool-calibrations",
+      "pool several calibrations of one cluster (axplan calibrate's topology files) into one topology: every "
+      "measured quantity the median of the calibrations that measured it");
+  pool->add_option("topologies", pool_inputs, "two or more topology files written by axplan calibrate")
+      ->required()
+      ->expected(2, -1)
+      ->check(CLI::ExistingFile);
+  pool->add_option("-o,--output", pool_output, "the pooled topology file to write")->required();
+  pool->add_option("--name", pool_name, "the pooled topology's name")->capture_default_str();
+
   FitPublishedOptions fitp;
   auto* fit_published = app.add_subcommand(
       "fit-published", "fit a GPU's compute model to published training runs and report the error on the runs left out");
@@ -610,6 +638,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (validate->parsed()) return run_validate(val, out, err);
     if (compare_sweeps->parsed()) return run_compare_sweeps(sweep_a, sweep_b, out);
     if (residuals->parsed()) return run_residuals(residual_reports, out);
+    if (pool->parsed()) return cmd_pool_calibrations(pool_inputs, pool_output, pool_name, out);
     if (fit_published->parsed()) return run_fit_published(fitp, out);
     if (matmul_shapes->parsed()) return run_matmul_shapes(shapes_o, out);
     if (fit_matmul->parsed()) return run_fit_matmul(fitm, out);
