@@ -11,7 +11,7 @@
 namespace axonn::tools {
 namespace {
 
-constexpr const char* kModule = "residuals";
+constexpr const char* kResidualsModule = "residuals";
 
 std::string percent(double log_residual) { return fmt::format("{:+.1f}%", 100 * (std::exp(log_residual) - 1)); }
 std::string plus_minus(double log_error) { return fmt::format("{:.1f}%", 100 * log_error); }
@@ -26,7 +26,7 @@ planner::SweepResiduals residuals_of_reports(const std::vector<std::string>& pat
     if (first) {
       const auto same = [&](const char* field, const auto& a, const auto& b) {
         if (a != b)
-          throw InputError(kModule, fmt::format("the sweeps differ in {}: {} in {}, {} in {}", field, a, paths[0], b, path),
+          throw InputError(kResidualsModule, fmt::format("the sweeps differ in {}: {} in {}, {} in {}", field, a, paths[0], b, path),
                            path + ": " + field,
                            "sweeps of one cluster (model, GPUs, batch, steps, overlap level, launcher)");
       };
@@ -41,7 +41,7 @@ planner::SweepResiduals residuals_of_reports(const std::vector<std::string>& pat
     for (const auto& [name, c] : r.measured) {
       const ScoredConfig& s = r.scored.at(name);
       if (!(s.aware_batch_s > 0))
-        throw InputError(kModule, fmt::format("configuration {} has no prediction", name),
+        throw InputError(kResidualsModule, fmt::format("configuration {} has no prediction", name),
                          path + ": configs[].predicted.placement_aware.batch_s", "a positive batch time (s)");
       points.push_back({name, s.aware_batch_s, c.measured_s,
                         {{"pipeline stages", std::to_string(s.stages)},

@@ -14,7 +14,7 @@
 namespace axonn::planner {
 namespace {
 
-constexpr const char* kModule = "pool-calibrations";
+constexpr const char* kPoolModule = "pool-calibrations";
 
 // Values collected under a key over the calibrations, in the order first seen.
 template <typename Key>
@@ -46,14 +46,14 @@ topo::Topology pooled_calibration(const std::vector<topo::Topology>& calibration
                                   const std::vector<std::string>& sources, const std::string& name) {
   AXONN_ASSERT(calibrations.size() == sources.size());
   if (calibrations.size() < 2)
-    throw InputError(kModule, fmt::format("{} calibration(s)", calibrations.size()), "the topologies given",
+    throw InputError(kPoolModule, fmt::format("{} calibration(s)", calibrations.size()), "the topologies given",
                      "two or more calibrations of one cluster");
   const topo::Topology& first = calibrations[0];
   for (size_t i = 1; i < calibrations.size(); ++i) {
     const topo::Topology& t = calibrations[i];
     const auto same = [&](const char* field, const auto& a, const auto& b) {
       if (a != b)
-        throw InputError(kModule, fmt::format("{} is {} in {} but {} in {}", field, b, sources[i], a, sources[0]),
+        throw InputError(kPoolModule, fmt::format("{} is {} in {} but {} in {}", field, b, sources[i], a, sources[0]),
                          sources[i] + ": " + field, "calibrations of one cluster (the same value in every file)");
     };
     same("gpus_per_node", first.gpus_per_node, t.gpus_per_node);

@@ -15,7 +15,7 @@
 namespace axonn::planner {
 namespace {
 
-constexpr const char* kModule = "residuals";
+constexpr const char* kResidualsModule = "residuals";
 
 double rms(const std::vector<double>& x) {
   double sum = 0;
@@ -36,16 +36,16 @@ struct Centred {
 Centred residuals_of(const std::vector<SweepPoint>& sweep, size_t index, SweepScale& scale) {
   const std::string where = fmt::format("sweep {}", index + 1);
   if (sweep.size() < 2)
-    throw InputError(kModule, fmt::format("{} configuration(s) measured", sweep.size()), where,
+    throw InputError(kResidualsModule, fmt::format("{} configuration(s) measured", sweep.size()), where,
                      "at least two measured configurations");
   std::vector<double> logs, predicted, measured;
   std::set<std::string> names;
   for (const SweepPoint& p : sweep) {
     if (!(p.predicted_s > 0) || !(p.measured_s > 0) || !std::isfinite(p.predicted_s) || !std::isfinite(p.measured_s))
-      throw InputError(kModule, fmt::format("{}: predicted {} s, measured {} s", p.name, p.predicted_s, p.measured_s),
+      throw InputError(kResidualsModule, fmt::format("{}: predicted {} s, measured {} s", p.name, p.predicted_s, p.measured_s),
                        where, "positive batch times");
     if (!names.insert(p.name).second)
-      throw InputError(kModule, fmt::format("{} appears twice", p.name), where, "each configuration once");
+      throw InputError(kResidualsModule, fmt::format("{} appears twice", p.name), where, "each configuration once");
     logs.push_back(std::log(p.measured_s / p.predicted_s));
     predicted.push_back(p.predicted_s), measured.push_back(p.measured_s);
   }
@@ -97,7 +97,7 @@ std::map<std::string, double> means_over(const std::vector<std::map<std::string,
 
 SweepResiduals sweep_residuals(const std::vector<std::vector<SweepPoint>>& sweeps) {
   if (sweeps.size() < 2)
-    throw InputError(kModule, fmt::format("{} sweep(s)", sweeps.size()), "the reports given",
+    throw InputError(kResidualsModule, fmt::format("{} sweep(s)", sweeps.size()), "the reports given",
                      "at least two sweeps of the same cluster");
   SweepResiduals out;
   std::vector<std::map<std::string, double>> residuals, measured, predicted;
@@ -128,7 +128,7 @@ SweepResiduals sweep_residuals(const std::vector<std::vector<SweepPoint>>& sweep
     out.configurations.push_back(c);
   }
   if (out.configurations.size() < 2)
-    throw InputError(kModule, fmt::format("{} configuration(s) measured by two sweeps or more", out.configurations.size()),
+    throw InputError(kResidualsModule, fmt::format("{} configuration(s) measured by two sweeps or more", out.configurations.size()),
                      "the reports given", "at least two configurations measured by two sweeps or more");
 
   std::vector<std::string> kept;
