@@ -383,6 +383,12 @@ int cmd_explain(const CommonArgs& a, const std::string& grid_text, std::ostream&
   return 0;
 }
 
+// A positional list of two or more existing files (residuals, pool-calibrations).
+void add_two_or_more_files(CLI::App* command, const std::string& name, std::vector<std::string>& files,
+                           const std::string& help) {
+  command->add_option(name, files, help)->required()->expected(2, -1)->check(CLI::ExistingFile);
+}
+
 // axplan pool-calibrations: the files read, planner::pooled_calibration, one file written.
 int cmd_pool_calibrations(const std::vector<std::string>& inputs, const std::string& output, const std::string& name,
                           std::ostream& out) {
@@ -556,10 +562,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       "the model's error that several validate sweeps of one cluster share: each sweep's scale taken out, every "
       "configuration's systematic residual beside its noise, and the residual by pipeline stages, data-parallel "
       "ranks and tensor mode (score today's model by rescoring each report first)");
-  residuals->add_option("reports", residual_reports, "two or more sweeps' report.json, of the same cluster")
-      ->required()
-      ->expected(2, -1)
-      ->check(CLI::ExistingFile);
+  add_two_or_more_files(residuals, "reports", residual_reports, "two or more sweeps' report.json, of the same cluster");
 
   std::vector<std::string> pool_inputs;
   std::string pool_output, pool_name = "pooled";
@@ -567,10 +570,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       "pool-calibrations",
       "pool several calibrations of one cluster (axplan calibrate's topology files) into one topology: every "
       "measured quantity the median of the calibrations that measured it");
-  pool->add_option("topologies", pool_inputs, "two or more topology files written by axplan calibrate")
-      ->required()
-      ->expected(2, -1)
-      ->check(CLI::ExistingFile);
+  add_two_or_more_files(pool, "topologies", pool_inputs, "two or more topology files written by axplan calibrate");
   pool->add_option("-o,--output", pool_output, "the pooled topology file to write")->required();
   pool->add_option("--name", pool_name, "the pooled topology's name")->capture_default_str();
 
