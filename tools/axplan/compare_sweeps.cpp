@@ -24,21 +24,9 @@ SweepScatter scatter_of(const std::string& path, const ValidationRun& run,
 
 SweepComparison compare_sweeps(const std::string& path_a, const std::string& path_b) {
   const EarlierReport a = read_validation_report(path_a), b = read_validation_report(path_b);
-  const auto same = [&](const char* field, const auto& va, const auto& vb) {
-    if (va != vb)
-      throw InputError(kModule, fmt::format("the sweeps differ in {}: {} in {}, {} in {}", field, va, path_a, vb, path_b),
-                       path_b + ": " + field,
-                       "two runs of the same sweep (model, GPUs, batch, steps, overlap level, launcher, tensor modes, "
-                       "search order)");
-  };
-  same("model", a.run.model, b.run.model);
-  same("gpus", a.run.gpus, b.run.gpus);
-  same("batch_seqs", a.run.batch_seqs, b.run.batch_seqs);
-  same("steps", a.run.steps, b.run.steps);
-  same("overlap_level", a.run.overlap_level, b.run.overlap_level);
-  same("launcher", a.run.launcher, b.run.launcher);
-  same("tensor_modes", a.run.tensor_mode, b.run.tensor_mode);
-  same("search_order", a.run.search_order, b.run.search_order);
+  require_same_sweep_settings(a.run, path_a, b.run, path_b, kModule, true,
+                              "two runs of the same sweep (model, GPUs, batch, steps, overlap level, launcher, tensor "
+                              "modes, search order)");
 
   SweepComparison c;
   std::vector<double> ta, tb;

@@ -23,20 +23,9 @@ planner::SweepResiduals residuals_of_reports(const std::vector<std::string>& pat
   std::optional<EarlierReport> first;
   for (const std::string& path : paths) {
     EarlierReport r = read_validation_report(path);
-    if (first) {
-      const auto same = [&](const char* field, const auto& a, const auto& b) {
-        if (a != b)
-          throw InputError(kResidualsModule, fmt::format("the sweeps differ in {}: {} in {}, {} in {}", field, a, paths[0], b, path),
-                           path + ": " + field,
-                           "sweeps of one cluster (model, GPUs, batch, steps, overlap level, launcher)");
-      };
-      same("model", first->run.model, r.run.model);
-      same("gpus", first->run.gpus, r.run.gpus);
-      same("batch_seqs", first->run.batch_seqs, r.run.batch_seqs);
-      same("steps", first->run.steps, r.run.steps);
-      same("overlap_level", first->run.overlap_level, r.run.overlap_level);
-      same("launcher", first->run.launcher, r.run.launcher);
-    }
+    if (first)
+      require_same_sweep_settings(first->run, paths[0], r.run, path, kResidualsModule, false,
+                                  "sweeps of one cluster (model, GPUs, batch, steps, overlap level, launcher)");
     std::vector<planner::SweepPoint> points;
     for (const auto& [name, c] : r.measured) {
       const ScoredConfig& s = r.scored.at(name);

@@ -300,6 +300,25 @@ EarlierReport read_validation_report(const std::string& path) {
   return out;
 }
 
+void require_same_sweep_settings(const ValidationRun& a, const std::string& path_a, const ValidationRun& b,
+                                 const std::string& path_b, const char* module, bool same_modes,
+                                 const std::string& expected) {
+  const auto same = [&](const char* field, const auto& va, const auto& vb) {
+    if (va != vb)
+      throw InputError(module, fmt::format("the sweeps differ in {}: {} in {}, {} in {}", field, va, path_a, vb, path_b),
+                       path_b + ": " + field, expected);
+  };
+  same("model", a.model, b.model);
+  same("gpus", a.gpus, b.gpus);
+  same("batch_seqs", a.batch_seqs, b.batch_seqs);
+  same("steps", a.steps, b.steps);
+  same("overlap_level", a.overlap_level, b.overlap_level);
+  same("launcher", a.launcher, b.launcher);
+  if (!same_modes) return;
+  same("tensor_modes", a.tensor_mode, b.tensor_mode);
+  same("search_order", a.search_order, b.search_order);
+}
+
 std::string ceiling_values(const planner::ScatterCeiling& c, const char* sep) {
   return fmt::format("{:.1f}%{}{:.3f}{}{:.2f}{}{:.0f}%", 100 * c.mape, sep, c.spearman, sep, c.top5, sep,
                      100 * c.best_first);

@@ -69,6 +69,12 @@ struct EarlierReport {
   std::map<std::string, ScoredConfig> scored;  // by name, the measured ones
 };
 EarlierReport read_validation_report(const std::string& path);
+// Throws InputError (module `module`, "the sweeps differ in FIELD: ...") unless the two
+// reports' runs agree in model, GPUs, batch, steps, overlap level and launcher, and,
+// with `same_modes`, in tensor modes and --search-order; `expected` says what was asked.
+void require_same_sweep_settings(const ValidationRun& a, const std::string& path_a, const ValidationRun& b,
+                                 const std::string& path_b, const char* module, bool same_modes,
+                                 const std::string& expected);
 
 
 // A scatter ceiling's MAPE, Spearman, top-5 overlap and best-first share, joined by
