@@ -177,7 +177,7 @@ TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
   o.overlap = plan::OverlapSettings::synchronous();
   const topo::Grid tensor{2, 2, 1, 2, 1}, data{1, 1, 1, 8, 1};
   const Evaluation before = evaluate(m, t, tensor, o), data_before = evaluate(m, t, data, o);
-  t.sync_wait = {{2, 0.1}, {4, 0.3}};
+  t.sync_wait = {{4, 0.3}};  // none for 2 ranks: the tensor grid's data group of 2 waits nothing
   const Evaluation after = evaluate(m, t, tensor, o), data_after = evaluate(m, t, data, o);
   ASSERT_TRUE(before.feasible && after.feasible);
   EXPECT_EQ(before.comm.sync_wait, 0.0);
@@ -188,9 +188,9 @@ TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
   EXPECT_NEAR(after.batch_s, before.batch_s + after.comm.sync_wait, 1e-9 * after.batch_s);
   EXPECT_DOUBLE_EQ(after.comm_s, after.comm.total());
   EXPECT_DOUBLE_EQ(after.compute_s, before.compute_s);
-  // Pure data parallelism has no tensor group: nothing charged.
-  EXPECT_EQ(data_after.comm.sync_wait, 0.0);
-  EXPECT_DOUBLE_EQ(data_after.batch_s, data_before.batch_s);
+  // Pure data parallelism has no tensor group; its data group's wait is the next test's.
+  EXPECT_EQ(data_before.comm.sync_wait, 0.0);
+  const double data_wait = data_after.comm.sync_wait;
   // The fixed cost of a call: a whole number of calls more on the tensor grid (at
   // least one per layer and pass), none on the data-parallel one; the field round-trips.
   t.collective_call_s = 0.01;
@@ -199,7 +199,7 @@ TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
   EXPECT_NEAR(calls, std::round(calls), 1e-6);
   EXPECT_GE(calls, static_cast<double>(m.layers.size()));
   EXPECT_NEAR(called.batch_s, after.batch_s + 0.01 * calls, 1e-9 * called.batch_s);
-  EXPECT_DOUBLE_EQ(evaluate(m, t, data, o).batch_s, data_before.batch_s);
+  EXPECT_NEAR(evaluate(m, t, data, o).batch_s, data_before.batch_s + data_wait, 1e-12 * data_before.batch_s);  // no call cost
   EXPECT_EQ(topo::topology_from_json(topo::topology_to_json(t), "round trip").collective_call_s, 0.01);
   // The paper's model has no sync wait; with the overlaps on, the charges still raise
   // the batch time (some of them move a collective's end behind compute instead).
@@ -214,6 +214,57 @@ TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
   const Evaluation with = evaluate(m, t, tensor, overlapped);
   EXPECT_GT(with.batch_s, without);
   EXPECT_LE(with.batch_s - without, with.comm.sync_wait + 1e-9);
+}
+
+TEST(SyncWait, TheDataGroupsFirstCollectiveWaitsForTheStepsCompute) {
+  // docs/model.md section 8, "The data group's wait": f(Gdata) times the stage's compute
+  // before its tail, once per step. perlmutter has no compute model, so no element-wise
+  // cost and a free optimizer: the compute before the tail is all of compute_s.
+  const model::ModelDescription m = model::load_model("gpt-bench");
+  topo::Topology t = topo::load_topology("perlmutter");
+  PlannerOptions o;
+  o.gpus = 8;
+  o.batch_seqs = 16;
+  o.memory_limit = false;
+  o.overlap = plan::OverlapSettings::synchronous();
+  const topo::Grid data{1, 1, 1, 8, 1}, four{2, 1, 1, 4, 1}, pipeline{1, 1, 1, 4, 2};
+  auto with = [&](const std::vector<topo::SyncWaitEntry>& f, const topo::Grid& g, const PlannerOptions& p) {
+    t.sync_wait = f;
+    return evaluate(m, t, g, p);
+  };
+  const Evaluation none = with({}, data, o), charged = with({{8, 0.2}}, data, o);
+  ASSERT_TRUE(none.feasible && charged.feasible);
+  EXPECT_NEAR(charged.comm.sync_wait, 0.2 * none.compute_s, 1e-12 * none.compute_s);
+  EXPECT_NEAR(charged.batch_s, none.batch_s + 0.2 * none.compute_s, 1e-12 * none.batch_s);  // the unbucketed tail
+  EXPECT_DOUBLE_EQ(charged.compute_s, none.compute_s);
+  EXPECT_DOUBLE_EQ(charged.comm_s, charged.comm.total());
+  // The entry of the data group's size, else the largest below it: 4 data ranks take
+  // 4's; their tensor group of 2 has no entry and waits nothing.
+  const Evaluation four_none = with({}, four, o), four_charged = with({{4, 0.1}, {8, 0.5}}, four, o);
+  EXPECT_NEAR(four_charged.comm.sync_wait, 0.1 * four_none.compute_s, 1e-12 * four_none.compute_s);
+  // Each pipeline stage's tail waits for its own stage's compute: the batch grows, by
+  // no more than the largest stage's charge.
+  const Evaluation pipe_none = with({}, pipeline, o), pipe_charged = with({{4, 0.2}}, pipeline, o);
+  EXPECT_GT(pipe_charged.batch_s, pipe_none.batch_s);
+  EXPECT_LE(pipe_charged.batch_s, pipe_none.batch_s + 0.2 * pipe_none.compute_s + 1e-12);
+  // Bucketed all-reduces: the FIFO ends that much later, so the batch grows by no more.
+  PlannerOptions bucketed = o;
+  bucketed.overlap = plan::OverlapSettings::level(4, 0);
+  const Evaluation b_none = with({}, data, bucketed), b_charged = with({{8, 0.2}}, data, bucketed);
+  EXPECT_GT(b_charged.batch_s, b_none.batch_s);
+  EXPECT_LE(b_charged.batch_s, b_none.batch_s + 0.2 * b_none.compute_s + 1e-12);
+  // ZeRO-1 waits in its tail (reduce-scatter first); ZeRO-2 reduces inside the passes and
+  // is not charged.
+  PlannerOptions zero1 = o, zero2 = o;
+  zero1.optimizer.zero = 1;
+  zero2.optimizer.zero = 2;
+  EXPECT_NEAR(with({{8, 0.2}}, data, zero1).batch_s, with({}, data, zero1).batch_s + 0.2 * none.compute_s,
+              1e-12 * none.batch_s);
+  EXPECT_DOUBLE_EQ(with({{8, 0.2}}, data, zero2).batch_s, with({}, data, zero2).batch_s);
+  // The paper model charges nothing.
+  PlannerOptions paper = o;
+  paper.comm_model = CommModel::Paper;
+  EXPECT_EQ(with({{8, 0.2}}, data, paper).comm.sync_wait, 0.0);
 }
 
 }  // namespace

@@ -227,6 +227,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
           one_way_group_bandwidth(t, g, order, o.placement_aware, axis_bandwidth(bw, a), a);
   const double sync_wait_fraction = paper ? 0.0 : t.sync_wait_fraction(g.gx * g.gy * g.gz * g.sequence);
   const double sync_call_s = paper ? 0.0 : t.collective_call_s;
+  // The data group's first collective of a step waits for its last member too (docs/model.md
+  // section 8, "The data group's wait"): f of the number of its members that keep their own
+  // pace (a sequence group's members keep one: its rings join them in every layer) times
+  // the stage's compute before its tail, since no collective joins them in between.
+  const int64_t data_paces = g.gdata / std::max<int64_t>(1, g.sequence);
+  const double data_sync_wait_fraction = paper || data_paces < 2 ? 0.0 : t.sync_wait_fraction(data_paces);
   // The sequence group's ring: the data axis's innermost members, eq. 10 with the data
   // axis's ip. Of the rings sharing a node's link, those of other pipeline stages are
   // not in step with it: the bandwidth is that left by its own stage's, and the other
@@ -606,6 +612,18 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sp.sync_wait_s = mbs * f.sync_wait_s + (mbs - 1) * b.sync_wait_s + lb.sync_wait_s;
       sp.tail_link_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
       sp.tail_s = sp.tail_link_s + sc.step_small_s[static_cast<size_t>(stage)];
+      if (data_sync_wait_fraction > 0 && o.optimizer.zero < 2) {
+        // The step's first data collective: the reducer's first bucket (its FIFO ends that
+        // much later), its unbucketed all-reduce, or the optimizer phase's first collective
+        // (ZeRO-1, offloaded). ZeRO-2 and 3 reduce inside the passes: not charged.
+        const double wait =
+            data_sync_wait_fraction * (mbs * f.compute_s + (mbs - 1) * b.compute_s + lb.compute_s);
+        const bool fifo = !o.optimizer.reduces_data_parallel() && lb.data_done_s > 0;
+        sp.tail_s += fifo ? std::max(0.0, lb.data_done_s + wait - lb.duration_s) -
+                                std::max(0.0, lb.data_done_s - lb.duration_s)
+                          : wait;
+        sp.sync_wait_s += wait;
+      }
       sp.tail_link_stages = data_link_stages;
       sp.optimizer_s = stage_optimizer_s;
       if (o.optimizer.reduces_data_parallel()) {  // docs/model.md section 11
