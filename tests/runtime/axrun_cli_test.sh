@@ -103,6 +103,62 @@ then
 else
   fails=$((fails + 1)); echo "FAIL traces"; ls "$T/trace" 2>&1
 fi
+# tools/data_wait.py: each data group's wait for its last member, from every rank's trace.
+# By hand first: x = 2, data = 2 (groups {0, 2} and {1, 3}); step 1 is left out; in step 2
+# ranks 0 and 2 arrive at 1.0 and 1.3 s, ranks 1 and 3 at 1.1 and 1.05 s (an ar_x before and
+# a second ar_data after are not arrivals): waits 0.3, 0 and 0, 0.05.
+mkdir -p "$T/dw"
+if python3 - "$T/dw" <<'PY'
+import json, sys
+d = sys.argv[1]
+json.dump({"mesh": [{"name": "x", "size": 2}, {"name": "data", "size": 2}]}, open(f"{d}/plan.json", "w"))
+arrive = {0: 1.0, 1: 1.1, 2: 1.3, 3: 1.05}
+for r, t in arrive.items():
+    us = lambda s: s * 1e6
+    ev = [{"ph": "X", "cat": "step", "name": "step 1", "ts": 0, "dur": us(0.5)},
+          {"ph": "X", "cat": "comm", "name": "ar_data", "ts": us(0.1 * r), "dur": 10},
+          {"ph": "X", "cat": "step", "name": "step 2", "ts": us(0.5), "dur": us(1.5)},
+          {"ph": "X", "cat": "comm", "name": "ar_x", "ts": us(0.6), "dur": 10},
+          {"ph": "X", "cat": "comm", "name": "ar_data", "ts": us(t), "dur": 10},
+          {"ph": "X", "cat": "comm", "name": "ar_data", "ts": us(1.4), "dur": 10}]
+    json.dump({"traceEvents": ev}, open(f"{d}/rank{r}.json", "w"))
+PY
+then
+  dw=$(python3 "$(dirname "$0")/../../tools/data_wait.py" "$T/dw/plan.json" "$T/dw" --json "$T/dw/out.json" 2>&1)
+fi
+if python3 - "$T/dw/out.json" <<'PY' 2>/dev/null
+import json, sys
+r = json.load(open(sys.argv[1]))
+close = lambda a, b: abs(a - b) < 1e-9
+waits = sorted((tuple(s["group"]), [round(w, 9) for w in s["waits_s"]]) for s in r["group_steps"])
+assert waits == [((0, 2), [0.3, 0.0]), ((1, 3), [0.0, 0.05])], waits
+assert close(r["mean_wait_s"], 0.0875) and close(r["median_group_step_wait_s"], 0.0875), r
+assert close(r["rank0_mean_wait_s"], 0.3), r
+PY
+then
+  passes=$((passes + 1)); echo "PASS data_wait.py: hand-made traces give the hand waits ($dw)"
+else
+  fails=$((fails + 1)); echo "FAIL data_wait.py on hand-made traces: $dw"
+fi
+# And on a real data-parallel run: per group and step kept, the last member waits 0 and
+# the others more; a plan without a data group is refused (exit 2, naming the plan).
+"$AXPLAN" plan --model gpt-tiny --topology perlmutter --gpus 4 --batch-seqs 8 --grid 1,1,1,4,1 --output "$T/pd.json" >/dev/null
+if "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/pd.json" --steps 3 --trace "$T/dtrace" --measure "$T/md.json" >"$T/out" 2>&1 \
+   && python3 "$(dirname "$0")/../../tools/data_wait.py" "$T/pd.json" "$T/dtrace" --json "$T/dw/real.json" >"$T/out" 2>&1 \
+   && python3 - "$T/dw/real.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [s["step"] for s in r["group_steps"]] == [1, 2], r  # steps 2 and 3 of the run
+for s in r["group_steps"]:
+    assert s["group"] == [0, 1, 2, 3] and min(s["waits_s"]) == 0 and max(s["waits_s"]) > 0, s
+PY
+then
+  passes=$((passes + 1)); echo "PASS data_wait.py on a traced 4-rank data-parallel run: $(cat "$T/out")"
+else
+  fails=$((fails + 1)); echo "FAIL data_wait.py on a real run"; tail -5 "$T/out"
+fi
+check "data_wait.py refuses a plan without a data group" 2 "p4.json: no data group" -- \
+  python3 "$(dirname "$0")/../../tools/data_wait.py" "$T/p4.json" "$T/trace"
 check "bad overlap flag" 2 "" -- "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/p4.json" --prefetch-all-gather maybe
 check "byte-level LM on a text file" 0 "step +2/2" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --steps 2 \
   --data /usr/share/common-licenses/GPL-3 --measure "$T/m2.json"
