@@ -20,13 +20,14 @@ import os
 import statistics
 import sys
 
+import tool_json
+import trace_steps
+
 DATA_KINDS = ("ar_data", "rs_data", "ag_data")
 
 
 def fail(msg):
-    """Bad input: the message names the file and what was expected; exit code 2."""
-    print(f"data_wait: {msg}", file=sys.stderr)
-    sys.exit(2)
+    tool_json.bad_input("data_wait", msg)
 
 
 def data_groups(plan, path):
@@ -52,16 +53,12 @@ def arrivals(trace_path):
     """Per step kept: the start (us) of the rank's first data-group collective, or None."""
     if not os.path.exists(trace_path):
         fail(f"{trace_path}: no such trace; expected one per rank (axrun --trace)")
-    events = [e for e in json.load(open(trace_path))["traceEvents"] if e.get("ph") == "X"]
-    marks = sorted((e for e in events if e.get("cat") == "step"), key=lambda e: e["ts"])
-    if not marks:
-        fail(f"{trace_path}: no step spans (category 'step'); expected a trace of this runtime")
-    out = []
-    for m in marks:
-        starts = [e["ts"] for e in events
-                  if e.get("cat") == "comm" and e.get("name") in DATA_KINDS and m["ts"] <= e["ts"] < m["ts"] + m["dur"]]
-        out.append(min(starts) if starts else None)
-    return out[1:] if len(out) > 1 else out
+    try:
+        events, kept, _ = trace_steps.read(trace_path)
+    except ValueError as e:
+        fail(str(e))
+    data = [e for e in events if e.get("cat") == "comm" and e.get("name") in DATA_KINDS]
+    return [min((e["ts"] for e in data if trace_steps.within(e, m)), default=None) for m in kept]
 
 
 def main(argv):
@@ -92,9 +89,7 @@ def main(argv):
               "median_group_step_wait_s": statistics.median(per),
               "rank0_mean_wait_s": statistics.mean(rank0) if rank0 else None}
     if len(argv) == 4:
-        with open(argv[3] + ".tmp", "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(argv[3] + ".tmp", argv[3])
+        tool_json.write(argv[3], result)
     r0 = "" if not rank0 else f"; rank 0 waits {result['rank0_mean_wait_s']:.3f} s on average"
     print(f"data_wait: {len(groups)} data group(s) of {len(groups[0])}, {len(group_steps)} group-step(s): "
           f"mean wait {result['mean_wait_s']:.3f} s per member and step (median over group-steps "

@@ -19,26 +19,27 @@ import os
 import statistics
 import sys
 
+import trace_steps
+
 
 def main(out_path, name, measure_path, trace_path):
     steps = json.load(open(measure_path))["steps"]
-    events = [e for e in json.load(open(trace_path))["traceEvents"] if e.get("ph") == "X"]
-    marks = sorted((e for e in events if e.get("cat") == "step"), key=lambda e: e["ts"])
-    if not marks:
-        sys.exit(f"trace_summary: {trace_path}: no step spans (category 'step'); expected a trace of this runtime")
-    kept = marks[1:] or marks
+    try:
+        events, kept, left_out = trace_steps.read(trace_path)
+    except ValueError as e:
+        sys.exit(f"trace_summary: {e}")
     by_op, comm_us = collections.defaultdict(float), 0.0
     for e in events:
         if e.get("cat") not in ("compute", "comm"):
             continue
-        if not any(m["ts"] <= e["ts"] < m["ts"] + m["dur"] for m in kept):
+        if not any(trace_steps.within(e, m) for m in kept):
             continue
         if e["cat"] == "compute":
             by_op[e["name"]] += e["dur"]
         else:
             comm_us += e["dur"]
     n = len(kept)
-    batch = [s["batch_s"] for s in steps[len(marks) - n:]]
+    batch = [s["batch_s"] for s in steps[left_out:]]
     run = {
         "steps": n,
         "batch_s": statistics.median(batch),

@@ -610,7 +610,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       sp.last_backward_compute_s = lb.compute_s;
       const double mbs = static_cast<double>(e.microbatches);
       sp.sync_wait_s = mbs * f.sync_wait_s + (mbs - 1) * b.sync_wait_s + lb.sync_wait_s;
-      sp.tail_link_s = std::max(0.0, lb.data_done_s - lb.duration_s) + lb.unbucketed_data_s;
+      const double fifo_exposed = std::max(0.0, lb.data_done_s - lb.duration_s);  // the FIFO after the pass
+      sp.tail_link_s = fifo_exposed + lb.unbucketed_data_s;
       sp.tail_s = sp.tail_link_s + sc.step_small_s[static_cast<size_t>(stage)];
       if (data_sync_wait_fraction > 0 && o.optimizer.zero < 2) {
         // The step's first data collective: the reducer's first bucket (its FIFO ends that
@@ -619,9 +620,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
         const double wait =
             data_sync_wait_fraction * (mbs * f.compute_s + (mbs - 1) * b.compute_s + lb.compute_s);
         const bool fifo = !o.optimizer.reduces_data_parallel() && lb.data_done_s > 0;
-        sp.tail_s += fifo ? std::max(0.0, lb.data_done_s + wait - lb.duration_s) -
-                                std::max(0.0, lb.data_done_s - lb.duration_s)
-                          : wait;
+        sp.tail_s += fifo ? std::max(0.0, lb.data_done_s + wait - lb.duration_s) - fifo_exposed : wait;
         sp.sync_wait_s += wait;
       }
       sp.tail_link_stages = data_link_stages;
