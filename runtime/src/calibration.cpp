@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -146,6 +147,48 @@ void time_sync_waits(MpiCommunicator& world, MpiCommunicator& group, const std::
   }
 }
 
+// The waiting-share rounds (ClusterMeasurements::waiting_shares; docs/model.md section
+// 10, "Waiting stages lend their cores"), after a warm-up round: every rank's burst, then
+// the computing half's, with the other half polling for its message as a pipeline stage
+// polls (test, then yield the CPU), inside a node and across nodes where the world has
+// an even count of each.
+void time_waiting_shares(MpiCommunicator& world, int64_t gpn, int burst, int rounds,
+                         std::vector<topo::WaitingShareTiming>& out) {
+  const int64_t n = world.size(), rank = world.rank(), node = rank / gpn, local = rank % gpn;
+  const bool inside = gpn % 2 == 0, across = (n / gpn) % 2 == 0;
+  const at::Tensor a = at::randn({128, 128}), b = at::randn({128, 128});
+  at::Tensor c, token = at::zeros({1});
+  auto run_burst = [&] {
+    const double t0 = now_s();
+    for (int i = 0; i < burst; ++i) c = at::matmul(a, b);
+    return now_s() - t0;
+  };
+  for (int round = 0; round <= rounds; ++round) {
+    world.barrier();
+    const double all = median_over_ranks(world, run_burst());
+    for (const bool crossing : {false, true}) {
+      if (!(crossing ? across : inside)) continue;
+      const bool computing = crossing ? node % 2 == 0 : local % 2 == 0;
+      const int64_t step = crossing ? gpn : 1;
+      world.barrier();
+      double mine = 0;  // waiting ranks: none (left out of the median)
+      if (computing) {
+        mine = run_burst();
+        world.send(token, static_cast<int>(rank + step), 11)->wait();
+      } else {
+        WorkHandle w = world.recv(token, static_cast<int>(rank - step), 11);
+        while (!w->test()) std::this_thread::yield();
+      }
+      at::Tensor bursts = at::empty({n}, at::kDouble);
+      world.all_gather(at::full({1}, mine, at::kDouble), bursts)->wait();
+      std::vector<double> half;
+      for (int64_t r = 0; r < n; ++r)
+        if (bursts[r].item<double>() > 0) half.push_back(bursts[r].item<double>());
+      if (round > 0) out.push_back({crossing, median(half) / all, round - 1});
+    }
+  }
+}
+
 // One round of every kernel of `r`, timed by every rank at once (a barrier before each
 // kernel); each value is the median over ranks of each rank's median.
 topo::KernelRound time_kernel_round(MpiCommunicator& world, const CalibrationRequest& r, int64_t round) {
@@ -178,6 +221,9 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   if (!r.sync_wait_bursts.empty() && r.sync_wait_rounds < 1)
     throw InputError("calibrate", fmt::format("{} sync-wait rounds", r.sync_wait_rounds), "sync_wait_rounds",
                      "at least 1 (or no bursts)");
+  if (r.waiting_share_rounds < 0)
+    throw InputError("calibrate", fmt::format("{} waiting-share rounds", r.waiting_share_rounds),
+                     "waiting_share_rounds", "0 or more");
   std::vector<std::unique_ptr<Communicator>> sync_groups;
   if (!r.sync_wait_bursts.empty() && !r.kernels_only)
     for (int64_t p = 2; p <= n; ++p)
@@ -226,6 +272,8 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   }
   m.matmuls = r.matmuls;  // the shapes; their times are the rounds'
   sync_wait_rounds(r.sync_wait_rounds / 2, r.sync_wait_rounds);
+  if (!r.kernels_only && r.waiting_share_rounds > 0)
+    time_waiting_shares(world, gpn, r.waiting_share_burst, r.waiting_share_rounds, m.waiting_shares);
   return m;
 }
 

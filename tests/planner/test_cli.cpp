@@ -371,6 +371,36 @@ TEST(Cli, ExplainNamesTheAxesWhoseRingsAreOutOfStep) {
   EXPECT_EQ(dedicated.out.find("out of step"), std::string::npos) << dedicated.out;
 }
 
+// On time-sliced ranks with a measured waiting share, explain says how much faster a
+// pipeline's stages compute while others wait (docs/model.md section 10); without the
+// share, or without a pipeline, it says nothing of it.
+TEST(Cli, ExplainSaysHowMuchFasterAPipelinesStagesComputeOnLentCores) {
+  nlohmann::json j = axonn::topo::topology_to_json(axonn::topo::load_topology("perlmutter"));
+  j["cores_per_rank"] = 0.25;
+  j["num_nodes"] = 2;
+  const std::string unmeasured = write_temp("sliced_unmeasured.json", j.dump());
+  j["waiting_rank_share"] = {{"intra_node", 0.0}, {"inter_node", 1.0}};
+  const std::string lending = write_temp("sliced_lending.json", j.dump());
+  auto run = [](const std::string& topology, const char* grid) {
+    return axplan({"explain", "--model", "gpt-bench", "--topology", topology, "--gpus", "8", "--batch-seqs", "16",
+                   "--grid", grid});
+  };
+  const std::regex line(R"(
+waiting stages lend their cores \(time-sliced ranks\): the stages compute ([0-9.]+)x faster than with every rank computing
+)");
+  auto r = run(lending, "1,1,2,1,4");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(r.out, match, line)) << r.out;
+  EXPECT_GT(std::stod(match[1]), 1.0);
+  EXPECT_LE(std::stod(match[1]), 4.0);
+  for (const auto& [topology, grid] : {std::pair{unmeasured, "1,1,2,1,4"}, std::pair{lending, "1,1,2,4,1"}}) {
+    auto none = run(topology, grid);
+    ASSERT_EQ(none.rc, 0) << none.err;
+    EXPECT_EQ(none.out.find("lend their cores"), std::string::npos) << none.out;
+  }
+}
+
 // 2d-broadcast: --grid t,gdata,ginter makes the 2d grid in the broadcast layout, and
 // explain lists SUMMA's moves per layer (they are inside the computes, not in the
 // collective columns): q steps, each move's time and what the passes leave exposed.

@@ -293,10 +293,11 @@ TEST(Topology, EveryFieldTheWriterEmitsIsInTheSchema) {
     t.compute.elementwise[op] = {1e-9, topo::elementwise_forward_only(op) ? 0.0 : 2e-9};
   t.point_to_point = {1e10, 1e9};
   t.sync_wait = {{2, 0.01}, {8, 0.1}};
+  t.waiting_share = {0.4, 1.0};
   t.nonblocking.all_gather = topo::AllGatherAlgorithm::Linear;
   const nlohmann::json written = topo::topology_to_json(t);
   for (const char* key : {"collective_call_s", "host_link_bytes_per_s", "cores_per_rank", "sync_wait",
-                          "point_to_point_bytes_per_s", "nonblocking_collectives"})
+                          "waiting_rank_share", "point_to_point_bytes_per_s", "nonblocking_collectives"})
     ASSERT_TRUE(written.contains(key)) << key;
   ASSERT_EQ(written["compute"]["elementwise_s_per_element"].size(), topo::elementwise_op_names().size());
   std::ifstream f(resolve_data_file("test", "topology/schema", "topology.schema"));

@@ -13,6 +13,8 @@ timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 -o "$T/a.json" >"$T/out" 2>&1; 
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "without mpirun: exit 2" || bad "without mpirun (rc $rc)"
 timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --sync-wait-rounds 0 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "sync-wait-rounds" "$T/out" && ok "--sync-wait-rounds 0: exit 2 naming the option" || bad "--sync-wait-rounds 0 (rc $rc)"
+timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --waiting-share-rounds -1 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "waiting-share-rounds" "$T/out" && ok "--waiting-share-rounds -1: exit 2 naming the option" || bad "--waiting-share-rounds -1 (rc $rc)"
 timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" calibrate --gpus-per-node 3 -o "$T/b.json" >"$T/out" 2>&1; rc=$?
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
 
@@ -22,7 +24,7 @@ grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "r
 # (--bind-to none: Open MPI binds each of 2 ranks to a core of its own otherwise, and the
 # cores per rank checked below would be 1 on a machine with more than 2.)
 timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root --bind-to none -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
-  --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 --sync-wait-rounds 3 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
+  --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 --sync-wait-rounds 3 --waiting-share-rounds 3 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/model.json" "$T/out" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["compute"]
@@ -49,6 +51,12 @@ assert "nonblocking_collectives" not in json.load(open(sys.argv[1]))
 import os
 cores = json.load(open(sys.argv[1]))["cores_per_rank"]
 assert abs(cores - len(os.sched_getaffinity(0)) / 2) < 1e-9, (cores, len(os.sched_getaffinity(0)))
+# a waiting rank's share of the cores (docs/model.md section 10): two nodes of one rank,
+# so only the wait across nodes is measured, a fraction from 0 to 1, printed with its rounds
+share = json.load(open(sys.argv[1]))["waiting_rank_share"]
+assert list(share) == ["inter_node"] and 0 <= share["inter_node"] <= 1, share
+assert re.search(r"^a rank waiting for a message from another node: takes %.2f of a computing rank's cores "
+                 r"\(median of 3 rounds; rounds [0-9.]+ to [0-9.]+\)$" % share["inter_node"], open(sys.argv[2]).read(), re.M)
 PY
 then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"
   # the kernels in 3 rounds (the default), each round's sums printed, the spread in the topology's description
@@ -66,7 +74,7 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
   for attempt in 1 2; do
     timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- \
       "$AXPLAN" calibrate --gpus-per-node 2 \
-      --repeats 5 --sync-wait-rounds 1 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
+      --repeats 5 --sync-wait-rounds 1 --waiting-share-rounds 3 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
     [ $rc -ne 124 ] && break
     echo "emulated cluster run timed out (attempt $attempt)"
   done
@@ -82,6 +90,12 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
     ok "emulated cluster: host cores per rank = this machine's cores / 4"
   else
     bad "emulated cluster: cores_per_rank (rc $rc) is not this machine's cores / 4"
+  fi
+  # Two nodes of two: a rank's wait inside its node and across nodes, both measured.
+  if [ $rc -eq 0 ] && python3 -c "import json, sys; s = json.load(open(sys.argv[1]))['waiting_rank_share']; sys.exit(not (sorted(s) == ['inter_node', 'intra_node'] and all(0 <= v <= 1 for v in s.values())))" "$T/emu.json"; then
+    ok "emulated cluster: a waiting rank's share of the cores, inside a node and across nodes"
+  else
+    bad "emulated cluster: waiting_rank_share (rc $rc) lacks a kind or is not in [0, 1]"
   fi
 else
   echo "skipped the emulated cluster part: needs root and ip netns"

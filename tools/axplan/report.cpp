@@ -241,6 +241,10 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
                     "{:.1f}% of its time\n",
                plan::pipeline_schedule_name(c.pipeline_schedule), fmt::join(e.stage_units, ","), e.checkpoint_interval,
                100 * e.bubble_fraction);
+  if (e.lent_core_speedup > 1)
+    fmt::print(out, "waiting stages lend their cores (time-sliced ranks): the stages compute {:.2f}x faster than "
+                    "with every rank computing\n",
+               e.lent_core_speedup);
   if (e.batch_s > 0)
     fmt::print(out, "batch time {:.4f} s = compute {:.4f} s + exposed communication {:.4f} s; all communication "
                     "{:.4f} s\n",

@@ -42,6 +42,7 @@ struct Options {
   int kernel_rounds = runtime::CalibrationRequest{}.kernel_rounds;
   bool kernels_only = false;
   int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
+  int waiting_share_rounds = runtime::CalibrationRequest{}.waiting_share_rounds;
 };
 
 std::string fit_row(const std::string& what, const planner::BandwidthFit& f, double scale, const char* unit) {
@@ -108,6 +109,10 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
       else
         fmt::print(out, "  round {}: no fit ({}); 0\n", r.round, r.note);
   }
+  for (const auto& w : c.waiting_shares)
+    fmt::print(out, "a rank waiting for a message {}: takes {:.2f} of a computing rank's cores (median of {} rounds; "
+               "rounds {:.2f} to {:.2f})\n",
+               w.across_nodes ? "from another node" : "from its own node", w.share, w.rounds, w.lowest, w.highest);
   if (c.topology.cores_per_rank > 0)
     fmt::print(out, "host cores per rank: {:.3f}{}\n", c.topology.cores_per_rank,
                c.topology.ranks_time_sliced() ? " (time-sliced: the model staggers tensor rings across nodes)" : "");
@@ -141,6 +146,11 @@ int main(int argc, char** argv) {
                  "rounds of the sync-wait bursts (half at the start, half at the end); their mean is written")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
+  app.add_option("--waiting-share-rounds", o.waiting_share_rounds,
+                 "rounds of half the ranks computing while the other half wait for a message (a waiting rank's share "
+                 "of the cores, for the pipeline model); 0: not measured")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000));
   app.add_option("--matmul-repeats", o.matmul_repeats, "timed runs per kernel shape")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -174,6 +184,7 @@ int main(int argc, char** argv) {
     request.kernel_rounds = o.kernel_rounds;
     request.kernels_only = o.kernels_only;
     request.sync_wait_rounds = o.sync_wait_rounds;
+    request.waiting_share_rounds = o.waiting_share_rounds;
     if (!o.model.empty()) {
       const model::ModelDescription m = model::load_model(o.model);
       for (const auto& s : planner::model_matmul_shapes(m, world.size(), o.batch_seqs))

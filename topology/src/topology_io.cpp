@@ -86,6 +86,18 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
                                                                                       : AllGatherAlgorithm::Ring;
     nr.finish();
   }
+  if (r.has("waiting_rank_share")) {
+    ObjectReader wr = r.object("waiting_rank_share");
+    for (const auto& [key, value] : {std::pair{"intra_node", &t.waiting_share.intra_node},
+                                     std::pair{"inter_node", &t.waiting_share.inter_node}}) {
+      if (!wr.has(key)) continue;
+      *value = wr.non_negative_number(key);
+      if (*value > 1) wr.fail(key, "a share of " + std::to_string(*value), "a fraction from 0 to 1");
+    }
+    wr.finish();
+    if (!t.waiting_share.measured())
+      r.fail("waiting_rank_share", "an object with neither share", "\"intra_node\", \"inter_node\" or both");
+  }
   if (r.has("sync_wait"))
     for (auto& e : r.object_array("sync_wait")) {
       SyncWaitEntry entry{e.positive_int_at_most("ranks", int64_t{1} << 40), e.non_negative_number("fraction")};
@@ -140,6 +152,11 @@ nlohmann::json topology_to_json(const Topology& t) {
   if (t.point_to_point.intra_node_bytes_per_s > 0 && t.point_to_point.inter_node_bytes_per_s > 0)
     j["point_to_point_bytes_per_s"] = {{"intra_node", t.point_to_point.intra_node_bytes_per_s},
                                        {"inter_node", t.point_to_point.inter_node_bytes_per_s}};
+  if (t.waiting_share.measured()) {
+    j["waiting_rank_share"] = nlohmann::json::object();
+    if (t.waiting_share.intra_node >= 0) j["waiting_rank_share"]["intra_node"] = t.waiting_share.intra_node;
+    if (t.waiting_share.inter_node >= 0) j["waiting_rank_share"]["inter_node"] = t.waiting_share.inter_node;
+  }
   if (!t.nonblocking.rings()) j["nonblocking_collectives"] = {{"all_gather", "linear"}};
   if (!t.sync_wait.empty()) {
     j["sync_wait"] = nlohmann::json::array();

@@ -159,25 +159,39 @@ double one_way_group_bandwidth(const topo::Topology& t, const topo::Grid& g, con
   return p2p.inter_node_bytes_per_s / static_cast<double>(std::min<int64_t>(t.gpus_per_node, ip));
 }
 
-double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
-                              bool placement_aware, double ring_bw, int64_t boundary) {
-  const auto& p2p = t.point_to_point;
-  if (p2p.intra_node_bytes_per_s <= 0 || p2p.inter_node_bytes_per_s <= 0) return ring_bw;
-  if (!placement_aware) return p2p.inter_node_bytes_per_s;
+namespace {
+// The ranks of the axes placed inside the pipeline's (one stage's block of consecutive ranks).
+int64_t ranks_inside_pipe(const topo::Grid& g, const topo::PlacementOrder& order) {
   int64_t ip = 1;
   for (topo::Axis a : order) {
     if (a == topo::Axis::Pipe) break;
     ip *= g.size(a);
   }
+  return ip;
+}
+}  // namespace
+
+bool pipeline_boundary_crosses_nodes(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                                     int64_t boundary) {
+  const int64_t ip = ranks_inside_pipe(g, order);
   const int64_t gpn = t.gpus_per_node, outer = g.total() / (ip * g.ginter);
-  const double crossing = p2p.inter_node_bytes_per_s / static_cast<double>(std::min(gpn, ip));
-  if (gpn % ip != 0) return crossing;  // a stage spans whole nodes (or straddles them)
+  if (gpn % ip != 0) return true;  // a stage spans whole nodes (or straddles them)
   // k stages per node, node-aligned: stage block j = s + Ginter o ends a node where
   // (j + 1) is a multiple of k, for any replica o of the pipeline.
   const int64_t k = gpn / ip;
   for (int64_t o = 0; o < std::min(outer, k); ++o)
-    if ((boundary + 1 + g.ginter * o) % k == 0) return crossing;
-  return p2p.intra_node_bytes_per_s;
+    if ((boundary + 1 + g.ginter * o) % k == 0) return true;
+  return false;
+}
+
+double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                              bool placement_aware, double ring_bw, int64_t boundary) {
+  const auto& p2p = t.point_to_point;
+  if (p2p.intra_node_bytes_per_s <= 0 || p2p.inter_node_bytes_per_s <= 0) return ring_bw;
+  if (!placement_aware) return p2p.inter_node_bytes_per_s;
+  if (!pipeline_boundary_crosses_nodes(t, g, order, boundary)) return p2p.intra_node_bytes_per_s;
+  const int64_t ip = ranks_inside_pipe(g, order);
+  return p2p.inter_node_bytes_per_s / static_cast<double>(std::min(t.gpus_per_node, ip));
 }
 
 }  // namespace axonn::planner

@@ -184,8 +184,36 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       c.description += fmt::format(" {} ranks {:.3f} ({:.3f}, {:.3f}; {:.3f}-{:.3f})", f.p, f.fraction,
                                    f.start_fraction, f.end_fraction, f.lowest, f.highest);
   }
+  for (const bool across : {false, true}) {
+    std::vector<double> ratios;
+    for (const auto& w : m.waiting_shares)
+      if (w.across_nodes == across) ratios.push_back(w.ratio);
+    if (ratios.empty()) continue;
+    out.waiting_shares.push_back(fit_waiting_share(ratios, across));
+    (across ? c.waiting_share.inter_node : c.waiting_share.intra_node) = out.waiting_shares.back().share;
+  }
+  if (!out.waiting_shares.empty()) {
+    c.description += "; a waiting rank's share of the cores, median over rounds (range):";
+    for (const auto& f : out.waiting_shares)
+      c.description += fmt::format(" {} {:.2f} ({:.2f}-{:.2f})", f.across_nodes ? "across nodes" : "inside a node",
+                                   f.share, f.lowest, f.highest);
+  }
   describe_kernel_rounds(out);
   return out;
+}
+
+WaitingShareFit fit_waiting_share(const std::vector<double>& ratios, bool across_nodes) {
+  if (ratios.empty())
+    throw InternalError("calibrate", "no waiting-share rounds", across_nodes ? "across nodes" : "inside a node",
+                        "at least one round");
+  auto share = [](double r) { return std::clamp(2 * r - 1, 0.0, 1.0); };
+  WaitingShareFit f;
+  f.across_nodes = across_nodes;
+  f.share = share(median(ratios));
+  f.lowest = share(*std::min_element(ratios.begin(), ratios.end()));
+  f.highest = share(*std::max_element(ratios.begin(), ratios.end()));
+  f.rounds = static_cast<int64_t>(ratios.size());
+  return f;
 }
 
 CalibratedCluster kernel_topology(const topo::Topology& base, const topo::ClusterMeasurements& m,

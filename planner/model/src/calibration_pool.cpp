@@ -68,7 +68,7 @@ topo::Topology pooled_calibration(const std::vector<topo::Topology>& calibration
   out.name = name;
   out.description = fmt::format("the median of {} calibrations, quantity by quantity: {}", calibrations.size(),
                                 fmt::join(sources, ", "));
-  std::vector<double> fallback, inter, latency, p2p_intra, p2p_inter, rate, overhead;
+  std::vector<double> fallback, inter, latency, p2p_intra, p2p_inter, rate, overhead, wait_intra, wait_inter;
   Pool<std::pair<int64_t, int64_t>> intra;
   Pool<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes;
   Pool<std::pair<std::string, bool>> elementwise;  // (operation, backward)
@@ -88,6 +88,8 @@ topo::Topology pooled_calibration(const std::vector<topo::Topology>& calibration
       elementwise.add({op, true}, cost.backward_s_per_element);
     }
     for (const auto& s : t.sync_wait) sync.add(s.ranks, s.fraction);
+    if (t.waiting_share.intra_node >= 0) wait_intra.push_back(t.waiting_share.intra_node);
+    if (t.waiting_share.inter_node >= 0) wait_inter.push_back(t.waiting_share.inter_node);
   }
   out.intra_node_bandwidth_bytes_per_s = median(fallback);
   out.inter_node_bandwidth_bytes_per_s = median(inter);
@@ -95,6 +97,7 @@ topo::Topology pooled_calibration(const std::vector<topo::Topology>& calibration
   out.point_to_point = {median_of_measured(p2p_intra), median_of_measured(p2p_inter)};
   out.compute.matmul_flops_per_s = median_of_measured(rate);
   out.compute.matmul_overhead_s = median(overhead);
+  out.waiting_share = {wait_intra.empty() ? -1.0 : median(wait_intra), wait_inter.empty() ? -1.0 : median(wait_inter)};
 
   out.intra_node_table.clear();
   for (const auto& k : intra.keys()) out.intra_node_table.push_back({k.first, k.second, intra.median_of(k)});

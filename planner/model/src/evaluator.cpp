@@ -697,8 +697,20 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
       e.compute_s = mbs * p.forward_compute_s + (mbs - 1) * p.backward_compute_s + p.last_backward_compute_s +
                     p.optimizer_s;
     } else {
-      const PipelineTime pt = simulate_pipeline(sc.stages, sc.link_s, o.pipeline_schedule, e.microbatches, limit, trace,
-                                                &sc.pipeline);
+      const bool lend = o.placement_aware && t.ranks_time_sliced() && t.waiting_share.measured();
+      double speedup = 1;
+      if (lend) {
+        sc.boundary_share.resize(static_cast<size_t>(g.ginter - 1));
+        for (int64_t b = 0; b + 1 < g.ginter; ++b)
+          sc.boundary_share[static_cast<size_t>(b)] =
+              t.waiting_share.of(pipeline_boundary_crosses_nodes(t, g, order, b));
+        speedup = lent_core_speedup(sc.stages, sc.link_s, sc.boundary_share, t.cores_per_rank, o.pipeline_schedule,
+                                    e.microbatches, limit, sc.lent, sc.pipeline);
+      }
+      const std::vector<StagePasses>& stages = speedup > 1 ? sc.lent : sc.stages;
+      const PipelineTime pt =
+          simulate_pipeline(stages, sc.link_s, o.pipeline_schedule, e.microbatches, limit, trace, &sc.pipeline);
+      e.lent_core_speedup = speedup;
       e.batch_s = pt.batch_s;
       e.compute_s = pt.compute_s;
       e.bubble_fraction = pt.bubble_fraction;

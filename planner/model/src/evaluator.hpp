@@ -54,6 +54,8 @@ class Evaluator {
     std::vector<double> step_small_s;  // per stage: its once-per-step small collectives
     std::vector<double> link_s;        // per stage boundary: one pipeline message, seconds
     PipelineScratch pipeline;          // simulate_pipeline's working memory
+    std::vector<StagePasses> lent;     // the stages' passes with their compute sped up (lent cores)
+    std::vector<double> boundary_share;  // per stage boundary: a waiting rank's share of the cores
   };
 
   // After a feasible or memory-rejected evaluate(), `s` holds each class's costs.

@@ -2,6 +2,7 @@
 #include "axonn/planner/pipeline_time.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <functional>
 
@@ -59,6 +60,10 @@ PipelineScratch::~PipelineScratch() = default;
 PipelineScratch::PipelineScratch(PipelineScratch&&) noexcept = default;
 PipelineScratch& PipelineScratch::operator=(PipelineScratch&&) noexcept = default;
 double PipelineScratch::tail_s(int64_t stage) const { return impl_->stages.at(static_cast<size_t>(stage)).tail; }
+double PipelineScratch::idle_s(int64_t stage) const { return impl_->stages.at(static_cast<size_t>(stage)).idle; }
+double PipelineScratch::tail_start_s(int64_t stage) const {
+  return impl_->stages.at(static_cast<size_t>(stage)).tail_start;
+}
 
 namespace {
 
@@ -264,6 +269,52 @@ PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, const std
   const double before_tail = st.t - st.tail - stages[worst].optimizer_s;
   out.bubble_fraction = before_tail > 0 ? st.idle / before_tail : 0.0;
   return out;
+}
+
+namespace {
+// `passes` with their compute `speedup` times faster.
+StagePasses computing_faster(StagePasses p, double speedup) {
+  const double slower = 1 - 1 / speedup;
+  p.forward_s -= slower * p.forward_compute_s;
+  p.backward_s -= slower * p.backward_compute_s;
+  p.last_backward_s -= slower * p.last_backward_compute_s;
+  p.forward_compute_s /= speedup;
+  p.backward_compute_s /= speedup;
+  p.last_backward_compute_s /= speedup;
+  return p;
+}
+}  // namespace
+
+double lent_core_speedup(const std::vector<StagePasses>& stages, const std::vector<double>& link_s,
+                         const std::vector<double>& boundary_share, double cores_per_rank,
+                         plan::PipelineSchedule schedule, int64_t microbatches, int64_t limit,
+                         std::vector<StagePasses>& lent, PipelineScratch& scratch) {
+  const auto g = static_cast<int64_t>(stages.size());
+  AXONN_ASSERT(g >= 1 && cores_per_rank > 0 && boundary_share.size() + 1 >= stages.size());
+  constexpr int kIterations = 8;           // the fixed point settles in 3-5 on the shipped cases
+  constexpr double kSettled = 1e-4;        // relative change of the speedup
+  const double most = std::max(1.0, 1 / cores_per_rank);
+  double speedup = 1;
+  lent = stages;
+  for (int i = 0; i < kIterations && g > 1; ++i) {
+    simulate_pipeline(lent, link_s, schedule, microbatches, limit, nullptr, &scratch);
+    double span = 0, freed = 0;
+    for (int64_t s = 0; s < g; ++s) span = std::max(span, scratch.tail_start_s(s));
+    for (int64_t s = 0; s < g && span > 0; ++s) {
+      double share = 0, boundaries = 0;
+      if (s > 0) share += boundary_share[static_cast<size_t>(s - 1)], boundaries += 1;
+      if (s + 1 < g) share += boundary_share[static_cast<size_t>(s)], boundaries += 1;
+      const double waiting = scratch.idle_s(s) + (span - scratch.tail_start_s(s));
+      freed += waiting / span * (1 - share / boundaries) / static_cast<double>(g);
+    }
+    const double next = std::min(most, 1 / (1 - std::min(freed, 1 - 1 / most)));
+    const bool settled = std::abs(next - speedup) <= kSettled * speedup;
+    speedup = next;
+    for (int64_t s = 0; s < g; ++s)
+      lent[static_cast<size_t>(s)] = computing_faster(stages[static_cast<size_t>(s)], speedup);
+    if (settled) break;
+  }
+  return speedup;
 }
 
 }  // namespace axonn::planner

@@ -45,6 +45,17 @@ struct SyncWaitTiming {
   int64_t round = 0;  // 0-based, in the order calibrate ran the rounds
 };
 
+// One round of the waiting-share measurement (Topology::waiting_share): every rank
+// runs the same burst of matmuls; then half the ranks run it again while the other half
+// wait for a message from one of them, inside their node (across_nodes false: the odd
+// ranks of each node wait) or from another node (the odd nodes wait). `ratio`: the
+// computing half's median burst over every rank's median burst.
+struct WaitingShareTiming {
+  bool across_nodes = false;
+  double ratio = 0;
+  int64_t round = 0;  // 0-based
+};
+
 // The operand of one element-wise measurement: `rows` x `width` elements (softmax:
 // rows/width score matrices of width x width).
 struct ElementwiseShape {
@@ -71,6 +82,7 @@ struct ClusterMeasurements {
   // seconds unused) and `elementwise` is unused.
   std::vector<KernelRound> kernel_rounds;
   std::vector<SyncWaitTiming> sync_waits;              // may be empty
+  std::vector<WaitingShareTiming> waiting_shares;      // may be empty
   // The algorithms of the non-blocking collectives that the measured backend runs in
   // training (calibrate times the blocking rings above): a fact of the backend.
   NonblockingCollectives nonblocking;

@@ -117,6 +117,26 @@ struct NonblockingCollectives {
   bool rings() const { return all_gather == AllGatherAlgorithm::Ring; }
 };
 
+// What a rank that waits for a pipeline message still takes of its machine's cores, as a
+// fraction of what a rank that computes takes, by where the message comes from
+// (docs/model.md section 10, "Waiting stages lend their cores"): 0 = nothing (it
+// sleeps), 1 = as much (it polls as hard as it computes). `axplan calibrate` measures
+// it on time-sliced ranks: half the ranks compute while the other half wait for a
+// message from a rank of their own node (intra_node) or of another node (inter_node).
+// -1 = not measured, taken as 1 (nothing lent).
+//
+// Example: {intra_node 0.2, inter_node 1}: of 8 ranks on 2 cores, 4 computing while 4
+// wait inside their node each run at 2 / (4 + 0.8) cores, 1.67x their rate with all 8
+// computing; while 4 wait across nodes, at 2 / 8 cores, their rate with all 8 computing.
+struct WaitingRankShare {
+  double intra_node = -1, inter_node = -1;
+  bool measured() const { return intra_node >= 0 || inter_node >= 0; }
+  double of(bool across_nodes) const {
+    const double w = across_nodes ? inter_node : intra_node;
+    return w >= 0 ? w : 1.0;
+  }
+};
+
 struct Topology {
   std::string name;
   std::string description;
@@ -146,6 +166,7 @@ struct Topology {
   // their rings cross a node's link at different times (docs/model.md
   // section 2, "Tensor rings out of step").
   double cores_per_rank = 0;
+  WaitingRankShare waiting_share;  // optional "waiting_rank_share"; used where time-sliced
   bool ranks_time_sliced() const { return cores_per_rank > 0 && cores_per_rank < 1; }
 
   int64_t total_gpus() const { return gpus_per_node * num_nodes; }

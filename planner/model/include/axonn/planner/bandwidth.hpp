@@ -118,6 +118,12 @@ void shared_link_ends(const double* start_s, const double* alone_s, size_t n, do
 double pipeline_p2p_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
                               bool placement_aware, double ring_bw, int64_t boundary);
 
+// Whether pipeline boundary `boundary` (between stages b and b + 1) crosses a node, by
+// pipeline_p2p_bandwidth's placement rule above (every boundary where a stage spans
+// whole nodes or straddles them).
+bool pipeline_boundary_crosses_nodes(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                                     int64_t boundary);
+
 // One-way bandwidth of a broadcast or a reduce over the group of axis `a` (SUMMA's
 // steps in the 2d-broadcast layout), bytes/s. A step's root sends its block down a
 // chain, each link carrying it one way, while a ring's collectives load both ways of

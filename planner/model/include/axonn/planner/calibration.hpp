@@ -74,6 +74,16 @@ struct KernelRoundSums {
   double elementwise_s_per_element = 0;
 };
 
+// The waiting share of one kind of wait (Topology::waiting_share): w = 2 r - 1 from the
+// rounds' median ratio r (half the ranks computing: each takes C / (N/2 + w N/2) of C
+// cores against C / N with all computing), clamped to [0, 1]; and the rounds' range of w.
+struct WaitingShareFit {
+  bool across_nodes = false;
+  double share = 1, lowest = 1, highest = 1;
+  int64_t rounds = 0;
+};
+WaitingShareFit fit_waiting_share(const std::vector<double>& ratios, bool across_nodes);
+
 struct CalibratedCluster {
   topo::Topology topology;
   std::vector<GroupFit> groups;  // by (ip, p)
@@ -81,6 +91,7 @@ struct CalibratedCluster {
   std::optional<BandwidthFit> matmul;  // alpha = overhead (s), beta = FLOP/s
   std::string matmul_note;             // why there is no matmul fit, when there is none
   std::vector<SyncWaitFit> sync_waits; // by p, ascending
+  std::vector<WaitingShareFit> waiting_shares;  // inside a node, then across nodes, where measured
   std::vector<KernelRoundSums> kernel_rounds;  // in calibrate's order; empty: one round, not kept apart
   // The spread of the rounds' sums: (max - min) / median (run_spread; 0 for one round).
   double matmul_round_spread = 0, elementwise_round_spread = 0;

@@ -101,6 +101,9 @@ struct Evaluation {
   std::vector<int64_t> stage_units;  // units (blocks) per pipeline stage; {units} without a pipeline
   int64_t checkpoint_interval = 1;   // blocks recomputed together
   double bubble_fraction = 0;        // pipelines: the slowest stage's idle share before its tail
+  // Time-sliced pipelines: how much faster the stages compute while others wait and lend
+  // their cores (docs/model.md section 10, "Waiting stages lend their cores"); 1 = none.
+  double lent_core_speedup = 1;
 };
 
 // "4d"; "1d" for a 4D grid 1,t,1,gdata,ginter (t >= 2: the same operators as
