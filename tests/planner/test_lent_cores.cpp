@@ -50,6 +50,16 @@ TEST(LentCores, GPipeByHandTheBubbleCostsNothingWhenWaitingRanksTakeNothing) {
   EXPECT_NEAR(simulate_pipeline(two_stages_all_compute(), 0.0, PipelineSchedule::GPipe, 2, 2).batch_s, 9.0, 1e-12);
 }
 
+TEST(LentCores, AStagesDataTailLendsNothing) {
+  // Stage 1's tail of 2 fills the time it would wait after its last backward: at a
+  // speedup s (compute unit c = 1/s) stage 1 ends its backwards at 7c and its tail at
+  // 7c + 2 >= the span 9c; it waits only c (its first forward), stage 0 3c, so
+  // f = (1/3 + 1/9) / 2 = 2/9 at every s and the speedup is 9/7 (1.5 without the tail).
+  auto stages = two_stages_all_compute();
+  stages[1].tail_s = 2;
+  EXPECT_NEAR(speedup_of(stages, {0.0}, 0.25), 9.0 / 7, 1e-9);
+}
+
 TEST(LentCores, TheShareTheCapAndWhatIsNotCompute) {
   // Waiting ranks as hungry as computing ones lend nothing; half as hungry, half the
   // freed third: f = 1/6, 1.2 (uniform scaling keeps the waits' fractions: the fixed point).

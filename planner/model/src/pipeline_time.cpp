@@ -61,6 +61,7 @@ PipelineScratch::PipelineScratch(PipelineScratch&&) noexcept = default;
 PipelineScratch& PipelineScratch::operator=(PipelineScratch&&) noexcept = default;
 double PipelineScratch::tail_s(int64_t stage) const { return impl_->stages.at(static_cast<size_t>(stage)).tail; }
 double PipelineScratch::idle_s(int64_t stage) const { return impl_->stages.at(static_cast<size_t>(stage)).idle; }
+double PipelineScratch::end_s(int64_t stage) const { return impl_->stages.at(static_cast<size_t>(stage)).t; }
 double PipelineScratch::tail_start_s(int64_t stage) const {
   return impl_->stages.at(static_cast<size_t>(stage)).tail_start;
 }
@@ -304,7 +305,7 @@ double lent_core_speedup(const std::vector<StagePasses>& stages, const std::vect
       double share = 0, boundaries = 0;
       if (s > 0) share += boundary_share[static_cast<size_t>(s - 1)], boundaries += 1;
       if (s + 1 < g) share += boundary_share[static_cast<size_t>(s)], boundaries += 1;
-      const double waiting = scratch.idle_s(s) + (span - scratch.tail_start_s(s));
+      const double waiting = scratch.idle_s(s) + std::max(0.0, span - scratch.end_s(s));
       freed += waiting / span * (1 - share / boundaries) / static_cast<double>(g);
     }
     const double next = std::min(most, 1 / (1 - std::min(freed, 1 - 1 / most)));

@@ -68,6 +68,7 @@ class PipelineScratch {
   // began (its last backward's end), seconds.
   double idle_s(int64_t stage) const;
   double tail_start_s(int64_t stage) const;
+  double end_s(int64_t stage) const;  // its step's end: after its tail and its optimizer
   struct Impl;
   Impl& impl() { return *impl_; }
 
@@ -94,17 +95,18 @@ PipelineTime simulate_pipeline(const std::vector<StagePasses>& stages, double p2
 // computing), a stage that waits takes only `boundary_share` of a computing rank's
 // cores (per boundary, by where its messages come from; a stage's share is the mean of
 // its boundaries'). Over the passes' span (the latest stage's last backward), a stage
-// waits for messages, and after its own last backward for the others; the stages,
-// equal in ranks and spread evenly over the machines, free on average f = the mean over
-// stages of (waiting / span) x (1 - share), so the others compute 1 / (1 - f) times
-// faster, at most 1 / cores_per_rank (a whole core each). f is taken from a simulation
-// with the sped-up passes, to a fixed point. Returns the speedup (1: none); `lent`
-// receives the stages with their compute divided by it (their other work unchanged).
+// waits for messages, and after its step's end (its data tail and optimizer, which
+// lend nothing) for the others; the stages, equal in ranks and spread evenly over the
+// machines, free on average f = the mean over stages of (waiting / span) x (1 - share),
+// so the others compute 1 / (1 - f) times faster, at most 1 / cores_per_rank (a whole
+// core each). f is taken from a simulation with the sped-up passes, to a fixed point.
+// Returns the speedup (1: none); `lent` receives the stages with their compute divided
+// by it (their other work unchanged).
 //
 // Example: GPipe, 2 stages, 2 micro-batches, forward 1 and backward 2 (all compute),
-// shares 0: the span is 9; stage 0 waits 3 (2 to 5), stage 1 waits 1 and then 2 after
-// its last backward, so f = 1/3 and the speedup 1.5. The sped-up span, 6, is the 12
-// units of the passes' work on the two stages' cores: the bubble costs nothing.
+// no tails, shares 0: the span is 9; stage 0 waits 3 (2 to 5), stage 1 waits 1 and then
+// 2 after its last backward, so f = 1/3 and the speedup 1.5. The sped-up span, 6, is
+// the 12 units of the passes' work on the two stages' cores: the bubble costs nothing.
 double lent_core_speedup(const std::vector<StagePasses>& stages, const std::vector<double>& link_s,
                          const std::vector<double>& boundary_share, double cores_per_rank,
                          plan::PipelineSchedule schedule, int64_t microbatches, int64_t limit,
