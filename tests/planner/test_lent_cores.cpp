@@ -92,20 +92,11 @@ TEST(LentCores, ABoundaryCrossesANodeByThePipelinesPlacement) {
   EXPECT_TRUE(pipeline_boundary_crosses_nodes(t, topo::Grid{1, 1, 4, 1, 2}, order, 0));
 }
 
-PlannerOptions eight_ranks() {
-  PlannerOptions o;
-  o.gpus = 8;
-  o.batch_seqs = 16;
-  o.memory_limit = false;
-  o.overlap = plan::OverlapSettings::synchronous();
-  return o;
-}
-
 TEST(LentCores, TheEvaluatorLendsOnlyOnTimeSlicedPipelinesWithAMeasuredShare) {
   const model::ModelDescription m = model::load_model("gpt-bench");
   topo::Topology t = topo::load_topology("perlmutter");
   t.num_nodes = 2;
-  const PlannerOptions o = eight_ranks();
+  const PlannerOptions o = test::eight_ranks_synchronous();
   const topo::Grid pipeline{1, 1, 2, 1, 4}, data{1, 1, 1, 8, 1};
   t.cores_per_rank = 0.25;
   const Evaluation unmeasured = evaluate(m, t, pipeline, o);
@@ -149,12 +140,7 @@ TEST(LentCores, TheTopologyFieldReadsWritesAndRefusesBadShares) {
   EXPECT_DOUBLE_EQ(back.waiting_share.intra_node, 0.25);
   EXPECT_DOUBLE_EQ(back.waiting_share.inter_node, -1.0);
   auto error_of = [](const nlohmann::json& bad) {
-    try {
-      topo::topology_from_json(bad, "bad.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("accepted");
+    return test::error_of([&] { topo::topology_from_json(bad, "bad.json"); });
   };
   j["waiting_rank_share"]["intra_node"] = 1.5;
   EXPECT_NE(error_of(j).find("bad.json: /waiting_rank_share/intra_node"), std::string::npos) << error_of(j);

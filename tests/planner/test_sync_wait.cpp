@@ -167,20 +167,10 @@ TEST(SyncWait, CalibrateWritesTheMeanOverRoundsAndDescribesItsHalvesAndRange) {
       << c.topology.description;
 }
 
-// gpt-bench on 8 GPUs, 16 sequences, no memory limit, no overlap.
-PlannerOptions sync_wait_eight_synchronous() {
-  PlannerOptions o;
-  o.gpus = 8;
-  o.batch_seqs = 16;
-  o.memory_limit = false;
-  o.overlap = plan::OverlapSettings::synchronous();
-  return o;
-}
-
 TEST(SyncWait, TheEvaluatorChargesTheTensorGroupsFraction) {
   const model::ModelDescription m = model::load_model("gpt-bench");
   topo::Topology t = topo::load_topology("perlmutter");
-  const PlannerOptions o = sync_wait_eight_synchronous();
+  const PlannerOptions o = test::eight_ranks_synchronous();
   const topo::Grid tensor{2, 2, 1, 2, 1}, data{1, 1, 1, 8, 1};
   const Evaluation before = evaluate(m, t, tensor, o), data_before = evaluate(m, t, data, o);
   t.sync_wait = {{4, 0.3}};  // none for 2 ranks: the tensor grid's data group of 2 waits nothing
@@ -228,7 +218,7 @@ TEST(SyncWait, TheDataGroupsFirstCollectiveWaitsForTheStepsCompute) {
   // cost and a free optimizer: the compute before the tail is all of compute_s.
   const model::ModelDescription m = model::load_model("gpt-bench");
   topo::Topology t = topo::load_topology("perlmutter");
-  const PlannerOptions o = sync_wait_eight_synchronous();
+  const PlannerOptions o = test::eight_ranks_synchronous();
   const topo::Grid data{1, 1, 1, 8, 1}, four{2, 1, 1, 4, 1}, pipeline{1, 1, 1, 4, 2};
   auto with = [&](const std::vector<topo::SyncWaitEntry>& f, const topo::Grid& g, const PlannerOptions& p) {
     t.sync_wait = f;

@@ -14,9 +14,21 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/remove_tree.hpp"
+#include "axonn/planner/planner.hpp"
 #include "axonn/topology/measurements.hpp"
 
 namespace axonn::test {
+
+// 8 GPUs, 16 sequences, no memory limit, no overlap: the options of the evaluator tests
+// of the sync wait and the lent cores.
+inline planner::PlannerOptions eight_ranks_synchronous() {
+  planner::PlannerOptions o;
+  o.gpus = 8;
+  o.batch_seqs = 16;
+  o.memory_limit = false;
+  o.overlap = plan::OverlapSettings::synchronous();
+  return o;
+}
 
 // What calibrate needs at least to write a topology: 4 ranks on 2 nodes of 2 and the
 // ring over all 4 (ip 1) timed at 1 and 4 MB (latency 100 us, 100 MB/s).
