@@ -292,7 +292,7 @@ double lent_core_speedup(const std::vector<StagePasses>& stages, const std::vect
                          std::vector<StagePasses>& lent, PipelineScratch& scratch) {
   const auto g = static_cast<int64_t>(stages.size());
   AXONN_ASSERT(g >= 1 && cores_per_rank > 0 && boundary_share.size() + 1 >= stages.size());
-  constexpr int kIterations = 8;           // the fixed point settles in 3-5 on the shipped cases
+  constexpr int kIterations = 8;           // the sweeps' grids settle in 1 to 6 (docs/model.md)
   constexpr double kSettled = 1e-4;        // relative change of the speedup
   const double most = std::max(1.0, 1 / cores_per_rank);
   double speedup = 1;
