@@ -29,12 +29,15 @@ double slowest(Communicator& c, double seconds) {
   return t.item<double>();
 }
 
-// The median over the ranks of `c` of each rank's `value`.
-double median_over_ranks(Communicator& c, double value) {
+// Each rank of `c`'s `value`, in rank order.
+std::vector<double> values_over_ranks(Communicator& c, double value) {
   at::Tensor all = at::empty({c.size()}, at::kDouble);
   c.all_gather(at::full({1}, value, at::kDouble), all)->wait();
-  return median(std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + c.size()));
+  return std::vector<double>(all.data_ptr<double>(), all.data_ptr<double>() + c.size());
 }
+
+// The median over the ranks of `c` of each rank's `value`.
+double median_over_ranks(Communicator& c, double value) { return median(values_over_ranks(c, value)); }
 
 // The fewest host cores a rank of `world` has to itself (ClusterMeasurements::
 // cores_per_rank): ranks are grouped by machine (one running kernel: its boot id, which
@@ -179,11 +182,9 @@ void time_waiting_shares(MpiCommunicator& world, int64_t gpn, int burst, int rou
         WorkHandle w = world.recv(token, static_cast<int>(rank - step), 11);
         while (!w->test()) std::this_thread::yield();
       }
-      at::Tensor bursts = at::empty({n}, at::kDouble);
-      world.all_gather(at::full({1}, mine, at::kDouble), bursts)->wait();
       std::vector<double> half;
-      for (int64_t r = 0; r < n; ++r)
-        if (bursts[r].item<double>() > 0) half.push_back(bursts[r].item<double>());
+      for (double t : values_over_ranks(world, mine))
+        if (t > 0) half.push_back(t);
       if (round > 0) out.push_back({crossing, median(half) / all, round - 1});
     }
   }
