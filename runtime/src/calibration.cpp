@@ -1,13 +1,8 @@
 // Measuring a cluster; see axonn/runtime/calibration.hpp.
 #include "axonn/runtime/calibration.hpp"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
-#include <fstream>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -17,7 +12,9 @@
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/common/median.hpp"
+#include "axonn/runtime/idle_wait.hpp"
 #include "axonn/runtime/kernel_timing.hpp"
+#include "axonn/runtime/machine_cores.hpp"
 
 namespace axonn::runtime {
 namespace {
@@ -38,45 +35,6 @@ std::vector<double> values_over_ranks(Communicator& c, double value) {
 
 // The median over the ranks of `c` of each rank's `value`.
 double median_over_ranks(Communicator& c, double value) { return median(values_over_ranks(c, value)); }
-
-// The fewest host cores a rank of `world` has to itself (ClusterMeasurements::
-// cores_per_rank): ranks are grouped by machine (one running kernel: its boot id, which
-// network namespaces share, else the host name; two machines whose ids had the same
-// 64-bit hash would count as one), and a machine's cores are the logical CPUs any of its
-// ranks may run on (the union of their affinity masks; a CPU quota does not show).
-double measure_cores_per_rank(MpiCommunicator& world) {
-  std::string machine;
-  std::ifstream boot("/proc/sys/kernel/random/boot_id");
-  if (!(boot && std::getline(boot, machine)) || machine.empty()) {
-    char host[256] = {};
-    gethostname(host, sizeof host - 1);
-    machine = host;
-  }
-  // The colour of a machine: its lowest rank (the hash in two exact 32-bit halves).
-  const uint64_t id = std::hash<std::string>{}(machine);
-  at::Tensor ids = at::empty({world.size(), 2}, at::kDouble);
-  world.all_gather(at::tensor({static_cast<double>(id >> 32), static_cast<double>(id & 0xffffffffu)}, at::kDouble), ids)
-      ->wait();
-  auto all = ids.accessor<double, 2>();
-  int color = 0;
-  while (all[color][0] != all[world.rank()][0] || all[color][1] != all[world.rank()][1]) ++color;
-  auto same_machine = world.split(color, world.rank(), "machine");
-  cpu_set_t mask;
-  CPU_ZERO(&mask);
-  at::Tensor cores = at::zeros({CPU_SETSIZE}, at::kDouble);
-  if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
-    auto cpus = cores.accessor<double, 1>();
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &mask)) cpus[cpu] = 1.0;
-  } else {
-    cores.narrow(0, 0, std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN), 1, CPU_SETSIZE)).fill_(1.0);
-  }
-  all_reduce_now(*same_machine, cores, ReduceOp::Max);  // the union over the machine's ranks
-  // The fewest over the machines: the largest negated share.
-  at::Tensor negated = at::full({1}, -cores.sum().item<double>() / same_machine->size(), at::kDouble);
-  all_reduce_now(world, negated, ReduceOp::Max);
-  return -negated.item<double>();
-}
 
 double time_collective(MpiCommunicator& c, topo::CollectiveOp op, double bytes, int repeats) {
   // The collectives the runtime issues, through its own communicator: its rings for the
@@ -180,7 +138,8 @@ void time_waiting_shares(MpiCommunicator& world, int64_t gpn, int burst, int rou
         world.send(token, static_cast<int>(rank + step), 11)->wait();
       } else {
         WorkHandle w = world.recv(token, static_cast<int>(rank - step), 11);
-        while (!w->test()) std::this_thread::yield();
+        IdleWait idle;
+        while (!w->test()) idle.pause();
       }
       std::vector<double> half;
       for (double t : values_over_ranks(world, mine))

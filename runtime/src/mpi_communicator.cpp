@@ -18,6 +18,7 @@
 
 #include "axonn/common/error.hpp"
 #include "axonn/common/ring_collectives.hpp"
+#include "axonn/runtime/idle_wait.hpp"
 #include "axonn/runtime/mpi_ring.hpp"
 
 namespace axonn::runtime {
@@ -210,13 +211,14 @@ int progress_rings(bool wait_for_registry);
 
 // How a rank waits: a test loop that also moves this rank's rings in flight on, since a
 // ring moves only when advanced and a peer may be waiting for this rank's next step of
-// one while this rank waits for something else. Yields when idle, as MPI_Wait does on
-// an oversubscribed node, rather than take the cores the other ranks compute on.
+// one while this rank waits for something else. Between empty polls it gives the core
+// away as the process's wait policy says (idle_wait.hpp).
 template <class Done>
 void wait_moving_rings(Done&& done) {
+  IdleWait idle;
   while (!done()) {
-    progress_rings(false);
-    std::this_thread::yield();
+    if (progress_rings(false) > 0) idle.restart();  // a ring moved: a new wait for its next step
+    else idle.pause();
   }
 }
 

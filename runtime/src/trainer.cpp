@@ -12,6 +12,7 @@
 #include "axonn/common/error.hpp"
 #include "axonn/plan/layout_rules.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/idle_wait.hpp"
 #include "axonn/runtime/tensor_ops.hpp"
 
 namespace axonn::runtime {
@@ -102,9 +103,10 @@ struct Trainer::Impl {
   at::Tensor take(Message& m, int64_t mb, const char* what) {
     AXONN_ASSERT(m.work && m.microbatch == mb);
     const double t0 = now_s();
+    IdleWait idle;
     while (!m.work->test()) {
       se.engine().poll();
-      std::this_thread::yield();
+      idle.pause();
     }
     stats->recv_wait_s += now_s() - t0;
     m.work.reset();
@@ -206,10 +208,11 @@ struct Trainer::Impl {
     int choice = 0;
     const double t0 = now_s();
     if (group.rank() == 0) {
+      IdleWait idle;
       while (choice == 0) {
         if (rule.expects_gradient() && gradient_in.work->test()) choice = 1;
         else if (rule.expects_activation() && activation_in.work->test()) choice = 2;
-        else se.engine().poll(), std::this_thread::yield();
+        else se.engine().poll(), idle.pause();
       }
     }
     if (group.size() > 1) {

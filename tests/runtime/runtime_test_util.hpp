@@ -19,6 +19,7 @@
 #include "axonn/plan/divisibility.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/runtime/data.hpp"
+#include "axonn/runtime/idle_wait.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 
 namespace axonn::test {
@@ -55,6 +56,18 @@ inline bool runs_curve(size_t grid_index, const std::string& grid) {
 }
 
 // ||a - b|| / ||b|| (0 when both are 0).
+// Sets the process's wait policy (idle_wait.hpp) for a scope, restoring the previous one.
+class ScopedWaitPolicy {
+ public:
+  explicit ScopedWaitPolicy(runtime::WaitPolicy p) : previous_(runtime::wait_policy()) { runtime::set_wait_policy(p); }
+  ~ScopedWaitPolicy() { runtime::set_wait_policy(previous_); }
+  ScopedWaitPolicy(const ScopedWaitPolicy&) = delete;
+  ScopedWaitPolicy& operator=(const ScopedWaitPolicy&) = delete;
+
+ private:
+  runtime::WaitPolicy previous_;
+};
+
 inline double relative_error(const at::Tensor& a, const at::Tensor& b) {
   const double num = (a.to(at::kDouble) - b.to(at::kDouble)).norm().item<double>();
   const double den = b.to(at::kDouble).norm().item<double>();

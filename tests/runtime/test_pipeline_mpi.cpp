@@ -5,6 +5,7 @@
 //    that fits the world, alone and with X/Y/Z tensor and data parallelism: the loss and
 //    every gradient equal serial LibTorch's, and 20 Adam steps follow its loss curve
 //    (each grid under one schedule, in turn);
+//  - the same with waiting ranks sleeping between polls (axrun --wait sleep);
 //  - fewer micro-batches than stages, a count the message-driven limit does not divide,
 //    uneven stages and AxoNN's checkpoint interval;
 //  - for every grid of the 8-rank sweep (gpt-bench, 16 sequences), the step and the
@@ -113,6 +114,19 @@ TEST(Pipeline, EveryScheduleOnEveryGridMatchesSerial) {
         expect_serial(p, c, serial, batch, serial_loss);
       }
     }
+}
+
+// A waiting stage that sleeps between polls (axrun --wait sleep) leaves the cores to the
+// stages computing; it must not change a number: every grid, message-driven (whose
+// choice of the next message depends on arrival order) and 1f1b.
+TEST(Pipeline, SleepingWaitsChangeNoNumber) {
+  PipeCase c;
+  SerialStep ref(c.cfg, c.seqs, 21, 22);
+  auto& [serial, batch, serial_loss] = ref;
+  ScopedWaitPolicy sleeping(runtime::WaitPolicy::Sleep);
+  for (const auto& [g, mb] : pipeline_grids(c))
+    for (auto s : {PipelineSchedule::MessageDriven, PipelineSchedule::OneFOneB})
+      expect_serial(pipeline_plan(c, g, mb, s), c, serial, batch, serial_loss);
 }
 
 TEST(Pipeline, FewerMicroBatchesThanStagesAndALimitThatDoesNotDivide) {

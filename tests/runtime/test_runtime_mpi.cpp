@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <chrono>
+#include <ctime>
 #include <thread>
 #include <torch/torch.h>
 
+#include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
 #include "axonn/gpt/gpt_stage.hpp"
 #include "axonn/plan/divisibility.hpp"
@@ -335,23 +337,59 @@ TEST(Comm, RingCollectivesEqualMpisAndProgressOnTheirOwn) {
 // has completed, and the ring needs rank 0's steps. Without that, both would wait
 // until the watchdog (set here to 30 s) failed them. Two members have a one-step ring,
 // posted when issued, so it needs three.
+// Under either wait policy: a sleeping wait still advances the rings between its sleeps.
 TEST(Comm, AWaitMovesTheRanksRingsOn) {
   runtime::MpiCommunicator& w = *g_world;
   const int p = w.size(), r = w.rank();
   if (p < 3) GTEST_SKIP() << "a ring of " << p << " member(s) has no second step";
   runtime::set_completion_timeout(std::chrono::seconds(30));
-  at::Tensor in = at::ones({p * 1000}), out = at::empty({1000});
-  auto ring = w.reduce_scatter(in, out);
-  if (r == 0) {
-    at::Tensor got = at::zeros({1});
-    w.recv(got, 1, 21)->wait();
-    EXPECT_EQ(got.item<float>(), 1.0f);
+  for (auto policy : {runtime::WaitPolicy::Yield, runtime::WaitPolicy::Sleep}) {
+    ScopedWaitPolicy waiting(policy);
+    at::Tensor in = at::ones({p * 1000}), out = at::empty({1000});
+    auto ring = w.reduce_scatter(in, out);
+    if (r == 0) {
+      at::Tensor got = at::zeros({1});
+      w.recv(got, 1, 21)->wait();
+      EXPECT_EQ(got.item<float>(), 1.0f);
+    }
+    ring->wait();
+    if (r == 1) w.send(at::ones({1}), 0, 21)->wait();
+    EXPECT_TRUE(out.equal(at::full({1000}, static_cast<float>(p)))) << runtime::to_string(policy);
   }
-  ring->wait();
-  if (r == 1) w.send(at::ones({1}), 0, 21)->wait();
-  EXPECT_TRUE(out.equal(at::full({1000}, static_cast<float>(p))));
   runtime::set_completion_timeout(std::chrono::milliseconds(0));
   w.barrier();
+}
+
+// The thread's CPU time (clock_gettime's per-thread clock), seconds.
+double thread_cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// A sleeping wait gives its core away: over 100 ms of polling for nothing, the waiting
+// thread runs for a small part of the time (it spins only the first 200 us, then sleeps
+// an eighth of the time waited, at most 1 ms, between polls). What a yielding wait takes
+// depends on whether another thread wants the core, so only the sleeping one is bounded.
+TEST(IdleWait, ASleepingWaitLeavesTheCore) {
+  ScopedWaitPolicy sleeping(runtime::WaitPolicy::Sleep);
+  runtime::IdleWait idle;
+  int polls = 0;
+  const double wall0 = now_s(), cpu0 = thread_cpu_s();
+  while (now_s() - wall0 < 0.1) idle.pause(), ++polls;
+  const double wall = now_s() - wall0, cpu = thread_cpu_s() - cpu0;
+  EXPECT_LT(cpu, 0.3 * wall) << polls << " polls";
+  EXPECT_LT(polls, 10000) << "a sleeping wait polled as often as a spinning one";
+  EXPECT_GT(polls, 20) << "a sleeping wait slept longer than 1 ms between polls";
+  EXPECT_EQ(runtime::parse_wait_policy("sleep", "--wait"), runtime::WaitPolicy::Sleep);
+  EXPECT_EQ(runtime::parse_wait_policy("yield", "--wait"), runtime::WaitPolicy::Yield);
+  try {
+    runtime::parse_wait_policy("spin", "--wait");
+    ADD_FAILURE() << "parse_wait_policy accepted \"spin\"";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--wait"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("yield or sleep"), std::string::npos) << e.what();
+  }
 }
 
 // bf16 has no MPI type: the backend's own 2-byte type and operators. Small integers

@@ -5,7 +5,7 @@
 //          [--overlap-level 0-4] [--async-input-grad-all-reduce on|off]
 //          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
-//          [--progress thread|poll] [--log-every N] [--pipeline-schedule message-driven|1f1b|gpipe]
+//          [--progress thread|poll] [--wait auto|yield|sleep] [--log-every N] [--pipeline-schedule message-driven|1f1b|gpipe]
 //          [--device-memory SIZE] [--save DIR [--save-every K] [--keep N]] [--resume DIR]
 //          [--collective-timeout SECONDS]
 //
@@ -65,7 +65,9 @@
 #include "axonn/runtime/data.hpp"
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_memory.hpp"
+#include "axonn/runtime/idle_wait.hpp"
 #include "axonn/runtime/launch.hpp"
+#include "axonn/runtime/machine_cores.hpp"
 #include "axonn/runtime/memory_breakdown.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/precision.hpp"
@@ -85,6 +87,7 @@ struct Args {
   int64_t cache_layers = -1;
   std::string async_ar, async_rs, prefetch, bucketed, checkpointing;  // empty, on or off
   std::string progress = "thread";
+  std::string wait = "auto";
   std::string pipeline_schedule;  // empty: the plan's
   int64_t steps = 20;
   uint64_t seed = 1;
@@ -173,6 +176,11 @@ int main(int argc, char** argv) {
   app.add_option("--checkpointing", a.checkpointing, "activation checkpointing per block")->check(on_off);
   app.add_option("--progress", a.progress, "who drives MPI progress: a background thread, or polls at layer boundaries")
       ->check(CLI::IsMember({"thread", "poll"}))
+      ->capture_default_str();
+  app.add_option("--wait", a.wait,
+                 "between polls of a wait: yield the core, or sleep once the wait is long (leaves time-shared cores "
+                 "to the ranks computing); auto: sleep where the ranks have fewer cores than --threads each")
+      ->check(CLI::IsMember({"auto", "yield", "sleep"}))
       ->capture_default_str();
   app.add_option("--pipeline-schedule", a.pipeline_schedule, "pipeline schedule (default: the plan's)")
       ->check(CLI::IsMember({"message-driven", "1f1b", "gpipe"}));
@@ -289,6 +297,10 @@ int main(int argc, char** argv) {
     return worst;
   }
 
+  // How a waiting rank passes the time (idle_wait.hpp); auto: by the cores each rank has.
+  const double cores_per_rank = a.wait == "auto" ? runtime::measure_cores_per_rank(world) : 0.0;
+  runtime::set_wait_policy(a.wait == "auto" ? runtime::automatic_wait_policy(cores_per_rank, a.threads)
+                                            : runtime::parse_wait_policy(a.wait, "--wait"));
   try {
     if (plan.strategy == plan::Strategy::L2L &&
         (!a.offload.empty() || a.zero >= 0 || a.bucket_elements > 0 || a.coarsening >= 0 || !a.pipeline_schedule.empty()))
@@ -390,6 +402,10 @@ int main(int argc, char** argv) {
                      : std::string("fp32"),
                  o.async_input_grad_all_reduce, o.async_weight_grad_reduce_scatter, o.prefetch_all_gather,
                  o.cache_all_gather_layers, o.bucketed_data_parallel_all_reduce, plan.activation_checkpointing);
+    if (rank == 0)
+      fmt::print("axrun: a waiting rank {} between polls (--wait {}{})\n",
+                 runtime::wait_policy() == runtime::WaitPolicy::Sleep ? "sleeps once its wait is long" : "yields its core",
+                 a.wait, a.wait == "auto" ? fmt::format(": {:.2f} cores per rank", cores_per_rank) : "");
     if (rank == 0 && l2l)
       fmt::print("axrun: L2L: {} units relayed through the device one at a time, {} micro-batch(es) per visit, "
                  "stash on the {}, prefetch {}; fp32 master weights and Adam in the host tier, each unit's gradient "
@@ -541,6 +557,7 @@ int main(int argc, char** argv) {
                           {"grid", topo::grid_to_json(plan.grid)}, {"mesh", topo::mesh_to_json(plan.mesh())},
                           {"launcher", launch.launcher},
                           {"threads_per_rank", a.threads},
+                          {"wait_policy", runtime::to_string(runtime::wait_policy())},
                           {"blas_threads_per_rank", blas_threads > 0 ? nlohmann::json(blas_threads) : nlohmann::json()},
                           {"data", a.data.empty() ? "synthetic" : a.data},
                           {"device_memory", memory}, {"steps", steps}};

@@ -24,6 +24,8 @@
 #include "axonn/planner/calibration.hpp"
 #include "axonn/runtime/calibration.hpp"
 #include "axonn/runtime/compute_threads.hpp"
+#include "axonn/runtime/idle_wait.hpp"
+#include "axonn/runtime/machine_cores.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/topology/topology_io.hpp"
@@ -43,6 +45,7 @@ struct Options {
   bool kernels_only = false;
   int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
   int waiting_share_rounds = runtime::CalibrationRequest{}.waiting_share_rounds;
+  std::string wait = "auto";
 };
 
 std::string fit_row(const std::string& what, const planner::BandwidthFit& f, double scale, const char* unit) {
@@ -151,6 +154,11 @@ int main(int argc, char** argv) {
                  "of the cores, for the pipeline model); 0: not measured")
       ->capture_default_str()
       ->check(CLI::Range(0, 10000));
+  app.add_option("--wait", o.wait,
+                 "how a waiting rank passes the time between polls, as axrun --wait (the waiting share depends on it; "
+                 "auto: sleep where the ranks have less than a core each)")
+      ->check(CLI::IsMember({"auto", "yield", "sleep"}))
+      ->capture_default_str();
   app.add_option("--matmul-repeats", o.matmul_repeats, "timed runs per kernel shape")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -169,6 +177,8 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : kExitUsage;
   }
   runtime::set_compute_threads(1);
+  runtime::set_wait_policy(o.wait == "auto" ? runtime::automatic_wait_policy(runtime::measure_cores_per_rank(world), 1)
+                                            : runtime::parse_wait_policy(o.wait, "--wait"));
   runtime::CalibrationRequest request;
   topo::Topology base;
   try {  // input errors: every rank finds them alike, rank 0 says so
@@ -200,8 +210,9 @@ int main(int argc, char** argv) {
     const topo::ClusterMeasurements measured = runtime::measure_cluster(world, request);
     if (rank == 0) {
       const std::string description = fmt::format(
-          "measured by axplan calibrate{} on {} ranks ({} per node){}; {} from '{}'; {} at the start",
-          o.kernels_only ? " --kernels-only" : "", world.size(), o.gpus_per_node,
+          "measured by axplan calibrate{} on {} ranks ({} per node, waiting ranks {} between polls){}; {} from '{}'; {} "
+          "at the start",
+          o.kernels_only ? " --kernels-only" : "", world.size(), o.gpus_per_node, runtime::to_string(runtime::wait_policy()),
           o.model.empty() ? "" : fmt::format(", matmuls of {} at {} sequences per step", o.model, o.batch_seqs),
           o.kernels_only ? "collectives, memory and peak FLOP/s" : "memory and peak FLOP/s", o.base,
           load_before ? describe(*load_before) : "machine load unknown");
