@@ -33,20 +33,31 @@ WaitPolicy automatic_wait_policy(double cores_per_rank, int threads_per_rank) {
   return cores_per_rank < threads_per_rank ? WaitPolicy::Sleep : WaitPolicy::Yield;
 }
 
+namespace {
+thread_local int collective_waits_as_messages = 0;
+}  // namespace
+
+CollectiveWaitsAsMessages::CollectiveWaitsAsMessages() { ++collective_waits_as_messages; }
+CollectiveWaitsAsMessages::~CollectiveWaitsAsMessages() { --collective_waits_as_messages; }
+
+WaitKind collective_wait_kind() {
+  return collective_waits_as_messages > 0 ? WaitKind::Message : WaitKind::Collective;
+}
+
+std::chrono::microseconds sleep_between_polls(WaitPolicy policy, WaitKind kind, std::chrono::microseconds waited) {
+  if (policy == WaitPolicy::Yield || kind == WaitKind::Collective || waited < kSpinBeforeSleep)
+    return std::chrono::microseconds(0);
+  return std::min(kLongestSleep, waited / 8);
+}
+
 void IdleWait::pause() {
   using clock = std::chrono::steady_clock;
-  if (wait_policy() == WaitPolicy::Yield) {
-    std::this_thread::yield();
-    return;
-  }
   const clock::time_point now = clock::now();
   if (!started_) since_ = now, started_ = true;
-  const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - since_);
-  if (waited < kSpinBeforeSleep) {
-    std::this_thread::yield();
-    return;
-  }
-  std::this_thread::sleep_for(std::min(kLongestSleep, waited / 8));
+  const auto pause = sleep_between_polls(wait_policy(), kind_,
+                                         std::chrono::duration_cast<std::chrono::microseconds>(now - since_));
+  if (pause.count() > 0) std::this_thread::sleep_for(pause);
+  else std::this_thread::yield();
 }
 
 }  // namespace axonn::runtime

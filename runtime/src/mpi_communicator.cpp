@@ -215,7 +215,7 @@ int progress_rings(bool wait_for_registry);
 // away as the process's wait policy says (idle_wait.hpp).
 template <class Done>
 void wait_moving_rings(Done&& done) {
-  IdleWait idle;
+  IdleWait idle(collective_wait_kind());
   while (!done()) {
     if (progress_rings(false) > 0) idle.restart();  // a ring moved: a new wait for its next step
     else idle.pause();

@@ -188,7 +188,10 @@ struct Trainer::Impl {
         break;
       case StepOp::ReduceGradients: {
         const double t0 = now_s();
-        for (auto& m : sends) m.work->wait();
+        {
+          CollectiveWaitsAsMessages waiting;  // for the neighbours to take them, as a message
+          for (auto& m : sends) m.work->wait();
+        }
         sends.clear();
         se.reduce_gradients();
         stats->grad_sync_s += now_s() - t0;
@@ -217,6 +220,7 @@ struct Trainer::Impl {
     }
     if (group.size() > 1) {
       at::Tensor c = at::full({1}, choice, at::kInt);
+      CollectiveWaitsAsMessages waiting;  // the others wait, through the first rank, for the stage's next message
       all_reduce_now(group, c, ReduceOp::Max);
       choice = c.item<int>();
     }
@@ -269,7 +273,10 @@ struct Trainer::Impl {
       AXONN_ASSERT(*rows == topo::Axis::X);  // the only kind there is for it (ArXLoss)
       se.engine().ops.all_reduce(grid.axis(*rows), loss_sum, plan::CollectiveKind::ArXLoss);
     }
-    se.engine().ops.all_reduce(grid.pipe(), loss_sum, plan::CollectiveKind::ArPipeLoss);
+    {
+      CollectiveWaitsAsMessages waiting;  // the first stages arrive long before the last
+      se.engine().ops.all_reduce(grid.pipe(), loss_sum, plan::CollectiveKind::ArPipeLoss);
+    }
     s.loss = loss_sum.item<double>();
   }
 };

@@ -160,6 +160,29 @@ fi
 check "data_wait.py refuses a plan without a data group" 2 "p4.json: no data group" -- \
   python3 "$(dirname "$0")/../../tools/data_wait.py" "$T/p4.json" "$T/trace"
 check "bad overlap flag" 2 "" -- "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/p4.json" --prefetch-all-gather maybe
+# How a waiting rank passes the time (runtime/idle_wait.hpp): --wait auto sleeps where
+# the machine's cores are fewer than its ranks' threads (4 ranks, 1 thread each), and
+# no policy changes a number: the same losses, bit for bit, as the first run's.
+check "bad wait policy" 2 "--wait" -- "${MPIRUN[@]}" -np 1 "$AXRUN" --plan "$T/p4.json" --wait spin
+auto_policy=$(python3 -c 'import os; print("sleep" if len(os.sched_getaffinity(0)) < 4 else "yield")')
+for policy in sleep yield; do
+  check "--wait $policy trains" 0 "a waiting rank .* \\(--wait $policy\\)" -- "${MPIRUN[@]}" -np 4 "$AXRUN" --plan "$T/p4.json" \
+    --steps 3 --wait $policy --measure "$T/m-$policy.json"
+done
+if python3 - "$T/m.json" "$T/m-sleep.json" "$T/m-yield.json" "$auto_policy" <<'PY'
+import json, sys
+runs = [json.load(open(f)) for f in sys.argv[1:4]]
+losses = [[s["loss"] for s in r["steps"]] for r in runs]
+policies = [r["wait_policy"] for r in runs]
+ok = losses[0] == losses[1] == losses[2] and len(losses[0]) == 3 and policies == [sys.argv[4], "sleep", "yield"]
+print(losses, policies)
+sys.exit(0 if ok else 1)
+PY
+then
+  passes=$((passes + 1)); echo "PASS --wait auto ($auto_policy here), sleep and yield give the same losses bit for bit"
+else
+  fails=$((fails + 1)); echo "FAIL --wait: losses or policies differ"
+fi
 check "byte-level LM on a text file" 0 "step +2/2" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --steps 2 \
   --data /usr/share/common-licenses/GPL-3 --measure "$T/m2.json"
 check "world size differs from the plan" 2 "needs 4 ranks .* but the job has 2" -- "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p4.json"

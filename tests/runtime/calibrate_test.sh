@@ -13,6 +13,8 @@ timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 -o "$T/a.json" >"$T/out" 2>&1; 
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "without mpirun: exit 2" || bad "without mpirun (rc $rc)"
 timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --sync-wait-rounds 0 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "sync-wait-rounds" "$T/out" && ok "--sync-wait-rounds 0: exit 2 naming the option" || bad "--sync-wait-rounds 0 (rc $rc)"
+timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --wait spin -o "$T/a.json" >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q -- "--wait" "$T/out" && ok "--wait spin: exit 2 naming the option" || bad "--wait spin (rc $rc)"
 timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --waiting-share-rounds -1 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "waiting-share-rounds" "$T/out" && ok "--waiting-share-rounds -1: exit 2 naming the option" || bad "--waiting-share-rounds -1 (rc $rc)"
 timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" calibrate --gpus-per-node 3 -o "$T/b.json" >"$T/out" 2>&1; rc=$?
@@ -57,6 +59,10 @@ share = json.load(open(sys.argv[1]))["waiting_rank_share"]
 assert list(share) == ["inter_node"] and 0 <= share["inter_node"] <= 1, share
 assert re.search(r"^a rank waiting for a message from another node: takes %.2f of a computing rank's cores "
                  r"\(median of 3 rounds; rounds [0-9.]+ to [0-9.]+\)$" % share["inter_node"], open(sys.argv[2]).read(), re.M)
+# calibrate waits as axrun does (--wait auto: sleep where the ranks have under a core
+# each) and says so in the topology's description
+policy = "sleep" if cores < 1 else "yield"
+assert "(1 per node, waiting ranks %s between polls)" % policy in json.load(open(sys.argv[1]))["description"], policy
 PY
 then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"
   # the kernels in 3 rounds (the default), each round's sums printed, the spread in the topology's description

@@ -367,9 +367,9 @@ double thread_cpu_s() {
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
-// A sleeping wait gives its core away: over 100 ms of polling for nothing, the waiting
-// thread runs for a small part of the time (it spins only the first 200 us, then sleeps
-// an eighth of the time waited, at most 1 ms, between polls). What a yielding wait takes
+// A sleeping wait for a message gives its core away: over 100 ms of polling for
+// nothing, the waiting thread runs for a small part of the time (it spins only the
+// first 200 us, then sleeps an eighth of the time waited, at most 1 ms, between polls). What a yielding wait takes
 // depends on whether another thread wants the core, so only the sleeping one is bounded.
 TEST(IdleWait, ASleepingWaitLeavesTheCore) {
   ScopedWaitPolicy sleeping(runtime::WaitPolicy::Sleep);
@@ -381,6 +381,20 @@ TEST(IdleWait, ASleepingWaitLeavesTheCore) {
   EXPECT_LT(cpu, 0.3 * wall) << polls << " polls";
   EXPECT_LT(polls, 10000) << "a sleeping wait polled as often as a spinning one";
   EXPECT_GT(polls, 20) << "a sleeping wait slept longer than 1 ms between polls";
+  // The rule: a message wait sleeps an eighth of its time once past 200 us, at most
+  // 1 ms; a collective's wait, or any under Yield, never sleeps.
+  using us = std::chrono::microseconds;
+  const auto sleep = runtime::WaitPolicy::Sleep;
+  EXPECT_EQ(runtime::sleep_between_polls(sleep, runtime::WaitKind::Message, us(150)), us(0));
+  EXPECT_EQ(runtime::sleep_between_polls(sleep, runtime::WaitKind::Message, us(800)), us(100));
+  EXPECT_EQ(runtime::sleep_between_polls(sleep, runtime::WaitKind::Message, us(80000)), us(1000));
+  EXPECT_EQ(runtime::sleep_between_polls(sleep, runtime::WaitKind::Collective, us(80000)), us(0));
+  EXPECT_EQ(runtime::sleep_between_polls(runtime::WaitPolicy::Yield, runtime::WaitKind::Message, us(80000)), us(0));
+  // --wait auto: sleep where a rank's threads outnumber the cores it has to itself.
+  EXPECT_EQ(runtime::automatic_wait_policy(0.25, 1), runtime::WaitPolicy::Sleep);  // 8 ranks on 2 cores
+  EXPECT_EQ(runtime::automatic_wait_policy(2.0, 4), runtime::WaitPolicy::Sleep);
+  EXPECT_EQ(runtime::automatic_wait_policy(1.0, 1), runtime::WaitPolicy::Yield);
+  EXPECT_EQ(runtime::automatic_wait_policy(16.0, 4), runtime::WaitPolicy::Yield);
   EXPECT_EQ(runtime::parse_wait_policy("sleep", "--wait"), runtime::WaitPolicy::Sleep);
   EXPECT_EQ(runtime::parse_wait_policy("yield", "--wait"), runtime::WaitPolicy::Yield);
   try {
