@@ -14,7 +14,7 @@
 //   while it sleeps (the kernel buffers TCP; shared memory is copied by the receiver
 //   when it polls). A wait in a collective (WaitKind::Collective: MpiCommunicator's
 //   waits) still yields: the group's other members wait for this rank's next step, and
-//   sleeping there made SUMMA's broadcasts 1.6 times slower on the emulated cluster
+//   sleeping there made SUMMA's broadcasts 1.4 to 1.6 times slower on the emulated cluster
 //   (docs/performance.md, "How a waiting rank passes the time"); except where the
 //   caller says its members arrive far apart (CollectiveWaitsAsMessages).
 //
