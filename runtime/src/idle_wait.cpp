@@ -15,6 +15,8 @@ std::atomic<WaitPolicy>& policy_slot() {
   return policy;
 }
 
+thread_local int collective_waits_as_messages = 0;  // open CollectiveWaitsAsMessages scopes
+
 }  // namespace
 
 void set_wait_policy(WaitPolicy policy) { policy_slot().store(policy, std::memory_order_relaxed); }
@@ -32,10 +34,6 @@ const char* to_string(WaitPolicy policy) { return policy == WaitPolicy::Sleep ? 
 WaitPolicy automatic_wait_policy(double cores_per_rank, int threads_per_rank) {
   return cores_per_rank < threads_per_rank ? WaitPolicy::Sleep : WaitPolicy::Yield;
 }
-
-namespace {
-thread_local int collective_waits_as_messages = 0;
-}  // namespace
 
 CollectiveWaitsAsMessages::CollectiveWaitsAsMessages() { ++collective_waits_as_messages; }
 CollectiveWaitsAsMessages::~CollectiveWaitsAsMessages() { --collective_waits_as_messages; }

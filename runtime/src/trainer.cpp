@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <thread>
 
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
