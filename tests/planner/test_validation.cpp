@@ -377,7 +377,7 @@ TEST(ValidationReport, SummasMovesInAnOlderReportStayInTheRest) {
 // The kernel probes travel with the report (a rescore reads them back), and the report
 // scores the aware model with its compute scaled by their mean matmul ratio; a failed
 // probe is left out of the ratio, a malformed one is refused by name.
-TEST(ValidationReport, KernelProbesAreReadBackAndScaleTheComputeInADiagnostic) {
+TEST(ValidationReport, KernelProbesAndWaitPoliciesAreReadBackAndProbesScaleTheComputeInADiagnostic) {
   std::vector<ValidationConfig> configs(3);
   const double measured[] = {2.0, 3.0, 4.0}, predicted[] = {1.5, 3.6, 3.9}, compute[] = {1.0, 2.0, 1.0};
   for (size_t i = 0; i < configs.size(); ++i) {
@@ -392,6 +392,7 @@ TEST(ValidationReport, KernelProbesAreReadBackAndScaleTheComputeInADiagnostic) {
   run.model = run.model_file = "gpt-bench", run.gpus = 8, run.batch_seqs = 16, run.steps = 2;
   run.kernel_probes = {{"before the sweep", "", 130, 9, 0.9, 1.1}, {"after round 1", "timed out", 0, 0, 0, 0},
                        {"after round 2", "", 130, 9, 0.7, 0.8}};
+  run.wait_policies = {{"sleep", 5}, {"yield", 1}};
   ASSERT_TRUE(tools::probes_compute_ratio(run.kernel_probes).has_value());
   EXPECT_DOUBLE_EQ(*tools::probes_compute_ratio(run.kernel_probes), 0.8);
   EXPECT_FALSE(tools::probes_compute_ratio({{"before the sweep", "timed out", 0, 0, 0, 0}}).has_value());
@@ -408,6 +409,15 @@ TEST(ValidationReport, KernelProbesAreReadBackAndScaleTheComputeInADiagnostic) {
   EXPECT_EQ(back.run.kernel_probes[1].note, "timed out");
   EXPECT_DOUBLE_EQ(back.run.kernel_probes[2].matmul_ratio, 0.7);
   EXPECT_EQ(back.run.kernel_probes[2].shapes, 130u);
+  EXPECT_EQ(back.run.wait_policies, run.wait_policies);
+  EXPECT_NE(tools::validation_summary(run, configs, stats).find("sleep in 5 runs, yield in 1 runs"), std::string::npos);
+  {
+    nlohmann::json bad = j;
+    bad["wait_policies"]["sleep"] = 0;
+    const std::string why =
+        test::error_of([&] { tools::read_validation_report(test::write_temp("bad-wait.json", bad.dump())); });
+    EXPECT_NE(why.find("wait_policies"), std::string::npos) << why;
+  }
   j["kernel_probes"][2]["matmul_ratio"] = -1;
   const std::string e = test::error_of([&] { tools::read_validation_report(test::write_temp("bad.json", j.dump())); });
   EXPECT_NE(e.find("matmul_ratio"), std::string::npos) << e;

@@ -53,6 +53,10 @@ assert all(c["measured_batch_s"] > 0 and len(c["measured_steps_s"]) == 2 for c i
 s = r["statistics"]["placement_aware"]
 assert -1 <= s["spearman"] <= 1 and 1 <= s["measured_best_predicted_rank"] <= len(measured) and s["mape"] >= 0
 assert "1x1x2x1x1" in open(d + "/summary.md").read()
+# Each measured run's wait policy, as axrun recorded it (the failed run wrote none).
+w = r["wait_policies"]
+assert set(w) <= {"sleep", "yield"} and sum(w.values()) == len(measured), w
+assert "Waiting ranks (axrun `--wait`" in open(d + "/summary.md").read()
 # The model counts rank 0's small collectives on each grid, the pipeline's loss included.
 for c in measured:
     small = c["comm_by_term"]["small"]

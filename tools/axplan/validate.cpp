@@ -77,7 +77,7 @@ int run_launched(const ValidateOptions& o, const std::string& command, const std
 // Runs one configuration as `LAUNCHER AXRUN --plan P ...`; fills status, reason, steps
 // and the measured time.
 void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::string& axrun,
-             const std::string& plan_path, const fs::path& runs) {
+             const std::string& plan_path, const fs::path& runs, std::map<std::string, int64_t>& wait_policies) {
   const std::string measure = (runs / (c.name + ".measure.json")).string();
   fs::remove(measure);
   const int code = run_launched(o, fmt::format("{} --plan {} --steps {} --measure {} {}", quote(axrun), quote(plan_path),
@@ -112,6 +112,7 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
       pipeline_wait.push_back(s.value("recv_wait_s", 0.0));
     }
     if (steps.empty()) throw std::runtime_error("no steps in " + measure);
+    if (m.contains("wait_policy") && m["wait_policy"].is_string()) ++wait_policies[m["wait_policy"].get<std::string>()];
   } catch (const std::exception& e) {
     c.status = planner::RunStatus::Failed;
     c.reason = std::string("unreadable measurement: ") + e.what();
@@ -265,6 +266,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   // machine's speed hits all alike; a configuration that failed is not run again.
   std::optional<LoadAverage> load_before = read_load_average(), load_after;
   std::vector<KernelProbe> probes;
+  std::map<std::string, int64_t> wait_policies;  // runs by axrun's wait policy
   auto probe = [&](const std::string& when) {
     if (!o.kernel_probes || earlier) return;
     probes.push_back(probe_kernels(o, t, runs, static_cast<int>(probes.size()), when));
@@ -287,6 +289,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
         fmt::print(err, "  {} was measured but is not feasible under {}: left out\n", name, o.topology);
     load_before = earlier->run.load_before, load_after = earlier->run.load_after;
     probes = earlier->run.kernel_probes;  // the machine's rate during the sweep, as probed then
+    wait_policies = earlier->run.wait_policies;
   }
   for (int64_t round = 1; round <= o.repeats && !earlier; ++round) {
     for (size_t n = 0; n < selected.size(); ++n) {
@@ -298,11 +301,11 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
         plan::save_plan(
             planner::make_plan(m, t, po, c.aware, c.aware_rank, static_cast<int64_t>(aware.feasible.size())),
             plan_path);
-      run_one(c, o, axrun, plan_path, runs);
+      run_one(c, o, axrun, plan_path, runs, wait_policies);
       for (int retry = 0; retry < o.retries && c.status == planner::RunStatus::Failed; ++retry) {
         fmt::print(err, "  {} failed ({}); retrying\n", c.name, c.reason);
         const std::string first = c.reason;
-        run_one(c, o, axrun, plan_path, runs);
+        run_one(c, o, axrun, plan_path, runs, wait_policies);
         if (c.status == planner::RunStatus::Failed) c.reason += " (retried; first: " + first + ")";
         else c.retried_after = first;
       }
@@ -328,7 +331,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
                           o.gpus,    o.batch_seqs,  m.seq_len,         o.steps,      o.overlap_level,
                           o.efficient_within, o.tensor_mode, o.repeats, load_before, load_after,
-                          o.model,   o.search_order, probes};
+                          o.model,   o.search_order, probes,         wait_policies};
   write_file_atomically((dir / "report.json").string(), validation_report_json(run, configs, stats).dump(2) + "\n",
                         "validate");
   const std::string md = validation_summary(run, configs, stats);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 moved it here)
 
 #include "axonn/common/json_reader.hpp"
 #include "axonn/common/median.hpp"
@@ -98,6 +99,7 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
              : nlohmann::json(nullptr);
   };
   report["machine_load"] = {{"before", load_json(run.load_before)}, {"after", load_json(run.load_after)}};
+  if (!run.wait_policies.empty()) report["wait_policies"] = run.wait_policies;
   if (!run.kernel_probes.empty()) {
     nlohmann::json probes = nlohmann::json::array();
     for (const auto& k : run.kernel_probes)
@@ -224,6 +226,16 @@ EarlierReport read_validation_report(const std::string& path) {
     };
     run.load_before = one("before"), run.load_after = one("after");
   }
+  if (r.has("wait_policies")) {
+    const nlohmann::json& w = r.raw("wait_policies");
+    if (!w.is_object()) r.fail("wait_policies", "not an object", "an object of policy: runs");
+    for (const auto& [policy, runs] : w.items()) {
+      if (!runs.is_number_integer() || runs.get<int64_t>() < 1)
+        r.fail("wait_policies", fmt::format("{}'s run count is not a positive integer", policy),
+               "an object of policy: runs");
+      run.wait_policies[policy] = runs.get<int64_t>();
+    }
+  }
   if (r.has("kernel_probes"))
     for (ObjectReader& k : r.object_array("kernel_probes")) {
       KernelProbe probe;
@@ -340,6 +352,12 @@ std::string validation_summary(const ValidationRun& run, const std::vector<Valid
     md += fmt::format("Machine: {} before the sweep, {} after.\n\n",
                       run.load_before ? describe(*run.load_before) : "load unknown",
                       run.load_after ? describe(*run.load_after) : "load unknown");
+  if (!run.wait_policies.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [policy, n] : run.wait_policies) parts.push_back(fmt::format("{} in {} runs", policy, n));
+    md += fmt::format("Waiting ranks (axrun `--wait`, as each run's measurement file records it): {}.\n\n",
+                      fmt::join(parts, ", "));
+  }
   if (!run.kernel_probes.empty()) {
     md += "Kernel probes (the model's matmuls and element-wise operations timed again by every rank at once, `axplan "
           "calibrate --kernels-only`, one round; the probe's time over the topology's, summed over the kernels both "

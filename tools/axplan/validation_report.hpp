@@ -43,6 +43,9 @@ struct ValidationRun {
   std::string model_file;     // the --model argument (a name or a path), for --rescore
   bool search_order = false;  // --search-order: each configuration ran in its searched order
   std::vector<KernelProbe> kernel_probes;  // --kernel-probes, in order
+  // How waiting ranks passed the time (axrun --wait: "sleep" or "yield"), as each run's
+  // measurement file records it: runs by policy; empty for reports written before it.
+  std::map<std::string, int64_t> wait_policies;
 };
 
 nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,
