@@ -17,6 +17,8 @@ timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --wait spin -o "$T/a.json" >"$T
 [ $rc -eq 2 ] && grep -q -- "--wait" "$T/out" && ok "--wait spin: exit 2 naming the option" || bad "--wait spin (rc $rc)"
 timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --waiting-share-rounds -1 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "waiting-share-rounds" "$T/out" && ok "--waiting-share-rounds -1: exit 2 naming the option" || bad "--waiting-share-rounds -1 (rc $rc)"
+timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --waiting-share-burst 0 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "waiting-share-burst.*not in range" "$T/out" && ok "--waiting-share-burst 0: exit 2 naming the option and its range" || bad "--waiting-share-burst 0 (rc $rc)"
 timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" calibrate --gpus-per-node 3 -o "$T/b.json" >"$T/out" 2>&1; rc=$?
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
 
@@ -26,7 +28,7 @@ grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "r
 # (--bind-to none: Open MPI binds each of 2 ranks to a core of its own otherwise, and the
 # cores per rank checked below would be 1 on a machine with more than 2.)
 timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root --bind-to none -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
-  --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 --sync-wait-rounds 3 --waiting-share-rounds 3 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
+  --model gpt-tiny --batch-seqs 2 --matmul-repeats 1 --sync-wait-rounds 3 --waiting-share-rounds 3 --waiting-share-burst 32 -o "$T/model.json" >"$T/out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/model.json" "$T/out" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))["compute"]

@@ -45,6 +45,7 @@ struct Options {
   bool kernels_only = false;
   int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
   int waiting_share_rounds = runtime::CalibrationRequest{}.waiting_share_rounds;
+  int waiting_share_burst = runtime::CalibrationRequest{}.waiting_share_burst;
   std::string wait = "auto";
 };
 
@@ -154,6 +155,10 @@ int main(int argc, char** argv) {
                  "of the cores, for the pipeline model); 0: not measured")
       ->capture_default_str()
       ->check(CLI::Range(0, 10000));
+  app.add_option("--waiting-share-burst", o.waiting_share_burst,
+                 "matrix products (128 x 128) in each computing rank's burst of a waiting-share round")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
   app.add_option("--wait", o.wait,
                  "how a waiting rank passes the time between polls, as axrun --wait (the waiting share depends on it; "
                  "auto: sleep where the ranks have less than a core each)")
@@ -195,6 +200,7 @@ int main(int argc, char** argv) {
     request.kernels_only = o.kernels_only;
     request.sync_wait_rounds = o.sync_wait_rounds;
     request.waiting_share_rounds = o.waiting_share_rounds;
+    request.waiting_share_burst = o.waiting_share_burst;
     if (!o.model.empty()) {
       const model::ModelDescription m = model::load_model(o.model);
       for (const auto& s : planner::model_matmul_shapes(m, world.size(), o.batch_seqs))

@@ -48,7 +48,7 @@ struct CalibrationRequest {
   int kernel_rounds = 3;  // rounds of every kernel timing (>= 1 when there are kernels)
   std::vector<int> sync_wait_bursts = {8, 32, 128};  // 128^3 matmuls per burst; empty: no sync waits
   int sync_wait_rounds = 20;                         // rounds of every burst size (>= 1), each fitted alone
-  int waiting_share_burst = 128;                     // 128^3 matmuls per burst of the waiting share
+  int waiting_share_burst = 512;                     // 128^3 matmuls per burst of the waiting share (128 until 2026-12-01)
   int waiting_share_rounds = 20;                     // its rounds; 0: not measured
   bool kernels_only = false;  // time the kernels (and count the cores per rank) only: a probe of the machine's rate
 };
