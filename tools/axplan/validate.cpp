@@ -75,7 +75,7 @@ int run_launched(const ValidateOptions& o, const std::string& command, const std
 }
 
 // Runs one configuration as `LAUNCHER AXRUN --plan P ...`; fills status, reason, steps
-// and the measured time.
+// and the measured time, and counts the run under the wait policy its measurement names.
 void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::string& axrun,
              const std::string& plan_path, const fs::path& runs, std::map<std::string, int64_t>& wait_policies) {
   const std::string measure = (runs / (c.name + ".measure.json")).string();
