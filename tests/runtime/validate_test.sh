@@ -7,7 +7,8 @@
 # --repeats, each configuration runs in rounds and its spread, noise floor and scatter
 # ceiling are reported; a step that took no time fails its configuration; --rescore
 # scores a report's measurements under another topology; compare-sweeps scores one
-# sweep against another (the stored 2x4 and 4x2 reruns) and refuses unlike sweeps.
+# sweep against another (the stored 2x4 and 4x2 reruns) and refuses unlike sweeps;
+# calibration-swap agrees with --rescore under the swapped topologies.
 #   validate_test.sh AXPLAN AXRUN MPIRUN LAUNCHER_SCRIPT
 set -uo pipefail
 AXPLAN=$1 AXRUN=$2 MPIRUN_BIN=$3 LAUNCHER=$4
@@ -316,6 +317,41 @@ rc=$?; [ $rc -eq 0 ] && grep -q "once.json | 1 | - | - |" "$T/out" && ! grep -q 
 "$AXPLAN" compare-sweeps "$T/repeats/report.json" "$T/missing.json" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "missing.json" "$T/out" && ok "compare-sweeps of a missing report: exit 2" \
   || bad "compare-sweeps of a missing report (rc $rc)"
+# calibration-swap: the stored 4x2 sweep e under its calibration with each group of
+# fields from sweep c's. Three rows agree with validate --rescore under the same
+# topologies, built here (MAPE, Spearman, the best's rank, top-5; the move recomputed
+# from the reports): its own (move 0), c's sync wait alone, c's calibration whole.
+# Refused: a donor of another layout.
+E="$D/emulated-4x2-200mbit-2026-12-02-sleep-e" C="$D/emulated-4x2-200mbit-2026-12-01-sleep-c"
+"$AXPLAN" calibration-swap "$E-report.json" --topology "$E-topology.json" --donor "$C-topology.json" >"$T/swap" 2>&1
+rc=$?
+python3 -c "import json,sys; t=json.load(open(sys.argv[1])); t['sync_wait']=json.load(open(sys.argv[2]))['sync_wait']; json.dump(t,open(sys.argv[3],'w'))" \
+  "$E-topology.json" "$C-topology.json" "$T/e-sync-c.json"
+for x in own:"$E-topology.json" sync:"$T/e-sync-c.json" all:"$C-topology.json"; do
+  "$AXPLAN" validate --rescore "$E-report.json" --topology "${x#*:}" --out-dir "$T/swap-${x%%:*}" >/dev/null 2>&1 || rc=1
+done
+if [ $rc -eq 0 ] && python3 - "$T/swap" "$T" <<'PY'
+import json, math, sys
+out = open(sys.argv[1]).read()
+def load(tag):
+    r = json.load(open("%s/swap-%s/report.json" % (sys.argv[2], tag)))
+    p = {c["name"]: c["predicted"]["placement_aware"]["batch_s"] for c in r["configs"] if c["status"] == "measured"}
+    return p, r["statistics"]["placement_aware"]
+own, own_s = load("own"); sync, sync_s = load("sync"); whole, whole_s = load("all")
+def move(p): return math.sqrt(sum(math.log(p[n] / own[n]) ** 2 for n in own) / len(own))
+assert move(sync) > 0.01, move(sync)  # c's sync wait does move the predictions
+rows = {"none (the calibration's own)": (own, own_s), "sync wait": (sync, sync_s), "all (the other calibration)": (whole, whole_s)}
+for label, (p, s) in rows.items():
+    cells = "| %s | %.1f%% | %.1f%% | %.3f | %d | %.2f |" % (label, 100 * move(p), 100 * s["mape"], s["spearman"],
+                                                         s["measured_best_predicted_rank"], s["top5_overlap"])
+    assert cells in out, (label, cells)
+assert sum(l.startswith("| ") for l in out.splitlines()) == 1 + 8, out  # the header and 8 rows
+PY
+then ok "calibration-swap: each row as validate --rescore under the swapped topology"; else bad "calibration-swap (rc $rc)"; fi
+"$AXPLAN" calibration-swap "$E-report.json" --topology "$E-topology.json" \
+  --donor "$D/emulated-2x4-200mbit-2026-12-01-sleep-d-topology.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "\[calibration-swap\] a calibration of 4 nodes x 2 GPUs and one of 2 x 4" "$T/out" \
+  && ok "calibration-swap with a donor of another layout: exit 2" || bad "calibration-swap across layouts (rc $rc)"
 # residuals: three stored 2x4 sweeps, against the same figures computed here from the
 # reports (each sweep's scale; the configurations' mean residuals over the sweeps, their
 # RMS and what is left beyond their standard errors); refused: two layouts, one report,

@@ -25,6 +25,7 @@
 #include "fit_published.hpp"
 #include "compare_sweeps.hpp"
 #include "residuals.hpp"
+#include "calibration_swap.hpp"
 #include "validate.hpp"
 
 namespace axonn::tools {
@@ -564,6 +565,20 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       "ranks and tensor mode (score today's model by rescoring each report first)");
   add_two_or_more_files(residuals, "reports", residual_reports, "two or more sweeps' report.json, of the same cluster");
 
+  std::string swap_report, swap_topology, swap_donor;
+  auto* swap = app.add_subcommand(
+      "calibration-swap",
+      "which calibrated quantity moves a sweep's predictions: its measurements rescored under a calibration, then "
+      "with each group of fields (matmuls, element-wise, sync wait, waiting share, bandwidths, latency) taken from "
+      "another calibration of the same cluster, then under that one");
+  swap->add_option("report", swap_report, "a validate sweep's report.json")->required()->check(CLI::ExistingFile);
+  swap->add_option("--topology", swap_topology, "the calibration the sweep is scored under")
+      ->required()
+      ->check(CLI::ExistingFile);
+  swap->add_option("--donor", swap_donor, "another calibration of the same cluster, whose fields are swapped in")
+      ->required()
+      ->check(CLI::ExistingFile);
+
   std::vector<std::string> pool_inputs;
   std::string pool_output, pool_name = "pooled";
   auto* pool = app.add_subcommand(
@@ -638,6 +653,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
     if (validate->parsed()) return run_validate(val, out, err);
     if (compare_sweeps->parsed()) return run_compare_sweeps(sweep_a, sweep_b, out);
     if (residuals->parsed()) return run_residuals(residual_reports, out);
+    if (swap->parsed()) return run_calibration_swap(swap_report, swap_topology, swap_donor, out);
     if (pool->parsed()) return cmd_pool_calibrations(pool_inputs, pool_output, pool_name, out);
     if (fit_published->parsed()) return run_fit_published(fitp, out);
     if (matmul_shapes->parsed()) return run_matmul_shapes(shapes_o, out);

@@ -198,6 +198,60 @@ void take_measurement(planner::ValidationConfig& c, const planner::ValidationCon
   c.log_path = measured.log_path;
 }
 
+// The rankings validate scores: the aware and agnostic models' feasible candidates of
+// `o`'s modes on `t`, as validation configurations.
+struct Ranked {
+  planner::PlannerOptions po;
+  planner::Ranking aware;
+  std::vector<planner::ValidationConfig> configs;
+};
+Ranked rank_for_validation(const model::ModelDescription& m, const topo::Topology& t, const ValidateOptions& o) {
+  Ranked r;
+  planner::PlannerOptions& po = r.po;
+  po.gpus = o.gpus;
+  po.batch_seqs = o.batch_seqs;
+  po.precision = plan::Precision::fp32();  // the runtime's dtype on CPU
+  po.overlap = plan::OverlapSettings::level(o.overlap_level, 0);
+  planner::select_tensor_modes(po, o.tensor_mode, "--tensor-mode");
+  po.search_order = o.search_order;  // the agnostic ranking below does not search (nothing to find)
+  r.aware = planner::rank_candidates(m, t, po);
+  po.placement_aware = false;
+  const planner::Ranking agnostic = planner::rank_candidates(m, t, po);
+  po.placement_aware = true;
+  if (r.aware.feasible.empty())
+    throw InputError("validate", "no feasible configuration: " + planner::explain_infeasible(r.aware, t),
+                     fmt::format("{} on {} GPUs", m.name, o.gpus), "a smaller model or batch");
+  r.configs = planner::validation_configs(r.aware, agnostic, [](const topo::Grid&) { return true; }, "");
+  return r;
+}
+
+// The earlier report's measurements taken over by the configurations of the same name;
+// returns the measured ones that `configs` does not hold.
+std::vector<std::string> take_measurements(std::vector<planner::ValidationConfig>& configs, const EarlierReport& e) {
+  std::set<std::string> taken;
+  for (auto& c : configs)
+    if (auto it = e.measured.find(c.name); it != e.measured.end()) {
+      take_measurement(c, it->second);
+      taken.insert(c.name);
+    }
+  std::vector<std::string> left_out;
+  for (const auto& [name, c] : e.measured)
+    if (!taken.count(name)) left_out.push_back(name);
+  return left_out;
+}
+
+// The settings of the sweep an earlier report holds, as validate's options.
+ValidateOptions options_of(const EarlierReport& e, const std::string& report, ValidateOptions o) {
+  const ValidationRun& r = e.run;
+  if (r.search_order)
+    throw InputError("validate", "its configurations ran in the placement orders a search chose, which it does not record",
+                     "--rescore " + report, "a report of a sweep without --search-order");
+  o.model = r.model_file, o.gpus = r.gpus, o.batch_seqs = r.batch_seqs, o.steps = r.steps;
+  o.overlap_level = r.overlap_level, o.tensor_mode = r.tensor_mode, o.repeats = r.repeats;
+  o.launcher = r.launcher, o.axrun_args = r.axrun_args;
+  return o;
+}
+
 }  // namespace
 
 int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream& err) {
@@ -209,14 +263,8 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
     if (o.topology.empty())
       throw InputError("validate", "no topology", "--topology", "the topology to score the measurements under");
     earlier = read_validation_report(options.rescore);
-    const ValidationRun& r = earlier->run;
-    if (r.search_order)
-      throw InputError("validate", "its configurations ran in the placement orders a search chose, which it does not record",
-                       "--rescore " + options.rescore, "a report of a sweep without --search-order");
-    o.model = r.model_file, o.gpus = r.gpus, o.batch_seqs = r.batch_seqs, o.steps = r.steps;
-    o.overlap_level = r.overlap_level, o.tensor_mode = r.tensor_mode, o.repeats = r.repeats;
-    o.launcher = r.launcher, o.axrun_args = r.axrun_args;
-    axrun = r.axrun;
+    o = options_of(*earlier, options.rescore, o);
+    axrun = earlier->run.axrun;
   } else {
     if (o.gpus < 1 || o.batch_seqs < 1)
       throw InputError("validate", "no cluster size or batch", "--gpus, --batch-seqs",
@@ -231,22 +279,10 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
                      fmt::format("--gpus {} differs from the topology's {} nodes x {} GPUs = {}", o.gpus, t.num_nodes,
                                  t.gpus_per_node, t.total_gpus()),
                      o.topology, "the topology of the cluster the launcher runs on (axplan calibrate on all of it)");
-  planner::PlannerOptions po;
-  po.gpus = o.gpus;
-  po.batch_seqs = o.batch_seqs;
-  po.precision = plan::Precision::fp32();  // the runtime's dtype on CPU
-  po.overlap = plan::OverlapSettings::level(o.overlap_level, 0);
-  planner::select_tensor_modes(po, o.tensor_mode, "--tensor-mode");
-  po.search_order = o.search_order;  // the agnostic ranking below does not search (nothing to find)
-  const planner::Ranking aware = planner::rank_candidates(m, t, po);
-  po.placement_aware = false;
-  const planner::Ranking agnostic = planner::rank_candidates(m, t, po);
-  po.placement_aware = true;
-  if (aware.feasible.empty())
-    throw InputError("validate", "no feasible configuration: " + planner::explain_infeasible(aware, t),
-                     fmt::format("{} on {} GPUs", m.name, o.gpus), "a smaller model or batch");
-
-  auto configs = planner::validation_configs(aware, agnostic, [](const topo::Grid&) { return true; }, "");
+  Ranked ranked = rank_for_validation(m, t, o);
+  const planner::PlannerOptions& po = ranked.po;
+  const planner::Ranking& aware = ranked.aware;
+  auto& configs = ranked.configs;
   const std::vector<size_t> selected =
       planner::select_for_validation(configs, o.top, o.sample, o.seed, o.tensor_mode == "all");
   size_t runnable = 0;
@@ -278,15 +314,8 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   };
   probe("before the sweep");
   if (earlier) {
-    std::set<std::string> taken;
-    for (auto& c : configs)
-      if (auto it = earlier->measured.find(c.name); it != earlier->measured.end()) {
-        take_measurement(c, it->second);
-        taken.insert(c.name);
-      }
-    for (const auto& [name, c] : earlier->measured)
-      if (!taken.count(name))
-        fmt::print(err, "  {} was measured but is not feasible under {}: left out\n", name, o.topology);
+    for (const auto& name : take_measurements(configs, *earlier))
+      fmt::print(err, "  {} was measured but is not feasible under {}: left out\n", name, o.topology);
     load_before = earlier->run.load_before, load_after = earlier->run.load_after;
     probes = earlier->run.kernel_probes;  // the machine's rate during the sweep, as probed then
     wait_policies = earlier->run.wait_policies;
@@ -349,6 +378,22 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
     return 1;
   }
   return 0;
+}
+
+RescoredSweep rescore_sweep(const std::string& report, const topo::Topology& t) {
+  const EarlierReport earlier = read_validation_report(report);
+  const ValidateOptions o = options_of(earlier, report, {});
+  const model::ModelDescription m = model::load_model(o.model);
+  if (o.gpus != t.total_gpus())
+    throw InputError("validate", fmt::format("the sweep ran {} GPUs, the topology has {}", o.gpus, t.total_gpus()),
+                     t.name, "the topology of the cluster the sweep ran on");
+  RescoredSweep r;
+  r.configs = rank_for_validation(m, t, o).configs;
+  r.left_out = take_measurements(r.configs, earlier);
+  size_t measured = 0;
+  for (const auto& c : r.configs) measured += c.status == planner::RunStatus::Measured;
+  if (measured >= 2) r.stats = planner::compare_with_measurements(r.configs);
+  return r;
 }
 
 }  // namespace axonn::tools

@@ -34,8 +34,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
+
+#include "axonn/planner/validation.hpp"
+#include "axonn/topology/topology.hpp"
 
 namespace axonn::tools {
 
@@ -70,5 +75,16 @@ struct ValidateOptions {
 // Returns the exit code: 0 when at least two configurations were measured, 1 when
 // fewer were (the report is still written), 2 for bad input.
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
+
+// The core of --rescore, writing nothing: the configurations the rankings under `t` hold
+// for the sweep of `report`, those it measured carrying its measurements, and the
+// statistics over them (two or more measured). `left_out`: measured configurations
+// that are not feasible under `t`.
+struct RescoredSweep {
+  std::vector<planner::ValidationConfig> configs;
+  std::optional<planner::ValidationStatistics> stats;
+  std::vector<std::string> left_out;
+};
+RescoredSweep rescore_sweep(const std::string& report, const topo::Topology& t);
 
 }  // namespace axonn::tools
