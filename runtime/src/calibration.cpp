@@ -10,6 +10,7 @@
 
 #include "axonn/common/clock.hpp"
 #include "axonn/common/error.hpp"
+#include "axonn/common/mean.hpp"
 #include "axonn/common/median.hpp"
 #include "axonn/runtime/idle_wait.hpp"
 #include "axonn/runtime/kernel_timing.hpp"
@@ -85,25 +86,33 @@ double time_point_to_point(Communicator& world, int a, int b, double bytes, int 
 
 // One round of sync-wait samples of `group`, p consecutive ranks of `world` (docs/model.md
 // section 8): every rank of the world runs the same burst of 128^3 matmuls at once,
-// then a one-element all-reduce over its group; per burst size, each rank's medians
-// over `repeats` runs (after a warm-up), then the medians over the ranks.
+// then a one-element all-reduce over its group. With loop = 0, per burst size, each
+// rank's medians over `repeats` runs (each after a barrier, a warm-up first), then the
+// medians over the ranks; with loop = N, the burst and its all-reduce N times in a row
+// after one barrier and a warm-up, each rank's means, then the means over the ranks.
 void time_sync_waits(MpiCommunicator& world, MpiCommunicator& group, const std::vector<int>& bursts, int repeats,
-                     int64_t round, std::vector<topo::SyncWaitTiming>& out) {
+                     int loop, int64_t round, std::vector<topo::SyncWaitTiming>& out) {
   const at::Tensor a = at::randn({128, 128}), b = at::randn({128, 128});
   at::Tensor c;
   float one = 1.0f;
   for (int burst : bursts) {
     std::vector<double> compute, wait;
-    for (int r = 0; r < repeats + 1; ++r) {
-      world.barrier();
+    const int runs = loop > 0 ? loop : repeats;
+    if (loop > 0) world.barrier();
+    for (int r = 0; r < runs + 1; ++r) {
+      if (loop == 0) world.barrier();
       const double t0 = now_s();
       for (int i = 0; i < burst; ++i) c = at::matmul(a, b);
       const double t1 = now_s();
       AXONN_CHECK(MPI_Allreduce(MPI_IN_PLACE, &one, 1, MPI_FLOAT, MPI_SUM, group.handle()));
       if (r > 0) compute.push_back(t1 - t0), wait.push_back(now_s() - t1);
     }
-    out.push_back(
-        {group.size(), median_over_ranks(world, median(compute)), median_over_ranks(world, median(wait)), round});
+    if (loop > 0)
+      out.push_back({group.size(), mean(values_over_ranks(world, mean(compute))),
+                     mean(values_over_ranks(world, mean(wait))), round});
+    else
+      out.push_back(
+          {group.size(), median_over_ranks(world, median(compute)), median_over_ranks(world, median(wait)), round});
   }
 }
 
@@ -180,6 +189,9 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   if (!r.sync_wait_bursts.empty() && r.sync_wait_rounds < 1)
     throw InputError("calibrate", fmt::format("{} sync-wait rounds", r.sync_wait_rounds), "sync_wait_rounds",
                      "at least 1 (or no bursts)");
+  if (r.sync_wait_loop < 0)
+    throw InputError("calibrate", fmt::format("a sync-wait loop of {}", r.sync_wait_loop), "sync_wait_loop",
+                     "0 (barrier-separated runs) or more");
   if (r.waiting_share_rounds < 0)
     throw InputError("calibrate", fmt::format("{} waiting-share rounds", r.waiting_share_rounds),
                      "waiting_share_rounds", "0 or more");
@@ -190,7 +202,8 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   auto sync_wait_rounds = [&](int first, int last) {
     for (int round = first; round < last; ++round)
       for (auto& g : sync_groups)  // the MPI backend splits into its own kind
-        time_sync_waits(world, static_cast<MpiCommunicator&>(*g), r.sync_wait_bursts, r.repeats, round, m.sync_waits);
+        time_sync_waits(world, static_cast<MpiCommunicator&>(*g), r.sync_wait_bursts, r.repeats, r.sync_wait_loop,
+                        round, m.sync_waits);
   };
   sync_wait_rounds(0, r.sync_wait_rounds / 2);
   // The collective groups, each (p, ip) with ip * p dividing the world.

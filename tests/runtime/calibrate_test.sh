@@ -19,6 +19,8 @@ timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --waiting-share-rounds -1 -o "$
 [ $rc -eq 2 ] && grep -q "waiting-share-rounds" "$T/out" && ok "--waiting-share-rounds -1: exit 2 naming the option" || bad "--waiting-share-rounds -1 (rc $rc)"
 timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --waiting-share-burst 0 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "waiting-share-burst.*not in range" "$T/out" && ok "--waiting-share-burst 0: exit 2 naming the option and its range" || bad "--waiting-share-burst 0 (rc $rc)"
+timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --sync-wait-loop -1 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "sync-wait-loop.*not in range" "$T/out" && ok "--sync-wait-loop -1: exit 2 naming the option and its range" || bad "--sync-wait-loop -1 (rc $rc)"
 timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" calibrate --gpus-per-node 3 -o "$T/b.json" >"$T/out" 2>&1; rc=$?
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
 
@@ -73,6 +75,18 @@ then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(gre
     && ok "calibrate --model: kernels timed in 3 rounds, their sums and spread printed and described" \
     || bad "calibrate: no kernel rounds (3 expected, printed and in the description)"
 else bad "calibrate --model (rc $rc)"; fi
+# --sync-wait-loop: the bursts run back to back; the written fraction is still the mean
+# of the rounds' fits, one printed line per round.
+timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root --bind-to none -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
+  --sync-wait-rounds 2 --sync-wait-loop 4 --waiting-share-rounds 0 -o "$T/loop.json" >"$T/out" 2>&1; rc=$?
+if [ $rc -eq 0 ] && python3 - "$T/loop.json" "$T/out" <<'PY'
+import json, re, sys
+w = json.load(open(sys.argv[1]))["sync_wait"]
+rounds = [float(x) if x != "no fit" else 0.0 for x in re.findall(r"^  round \d: (no fit|[0-9.]+)", open(sys.argv[2]).read(), re.M)]
+assert [e["ranks"] for e in w] == [2] and len(rounds) == 2, (w, rounds)
+assert abs(w[0]["fraction"] - sum(rounds) / 2) < 1e-3, (w, rounds)
+PY
+then ok "calibrate --sync-wait-loop 4: the sync wait's rounds fitted and their mean written"; else bad "calibrate --sync-wait-loop (rc $rc)"; fi
 "$AXPLAN" calibrate --gpus-per-node 1 --model gpt-tiny >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "calibrate --model without mpirun: exit 2" || bad "calibrate --model without mpirun (rc $rc)"
 

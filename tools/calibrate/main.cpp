@@ -44,6 +44,7 @@ struct Options {
   int kernel_rounds = runtime::CalibrationRequest{}.kernel_rounds;
   bool kernels_only = false;
   int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
+  int sync_wait_loop = runtime::CalibrationRequest{}.sync_wait_loop;
   int waiting_share_rounds = runtime::CalibrationRequest{}.waiting_share_rounds;
   int waiting_share_burst = runtime::CalibrationRequest{}.waiting_share_burst;
   std::string wait = "auto";
@@ -150,6 +151,11 @@ int main(int argc, char** argv) {
                  "rounds of the sync-wait bursts (half at the start, half at the end); their mean is written")
       ->capture_default_str()
       ->check(CLI::Range(1, 10000));
+  app.add_option("--sync-wait-loop", o.sync_wait_loop,
+                 "runs of each sync-wait burst back to back with no barrier between, means taken (0: --repeats runs, "
+                 "each after a barrier, medians taken)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000));
   app.add_option("--waiting-share-rounds", o.waiting_share_rounds,
                  "rounds of half the ranks computing while the other half wait for a message (a waiting rank's share "
                  "of the cores, for the pipeline model); 0: not measured")
@@ -199,6 +205,7 @@ int main(int argc, char** argv) {
     request.kernel_rounds = o.kernel_rounds;
     request.kernels_only = o.kernels_only;
     request.sync_wait_rounds = o.sync_wait_rounds;
+    request.sync_wait_loop = o.sync_wait_loop;
     request.waiting_share_rounds = o.waiting_share_rounds;
     request.waiting_share_burst = o.waiting_share_burst;
     if (!o.model.empty()) {

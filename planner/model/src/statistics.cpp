@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "axonn/common/error.hpp"
+#include "axonn/common/mean.hpp"
 
 namespace axonn::planner {
 namespace {
@@ -107,10 +108,7 @@ size_t predicted_rank_of_measured_best(const std::vector<double>& predicted, con
   return static_cast<size_t>(std::find(p.begin(), p.end(), best) - p.begin()) + 1;
 }
 
-double mean(const std::vector<double>& x) {
-  if (x.empty()) throw InternalError("statistics", "mean of an empty sample", "", "at least one value");
-  return Eigen::Map<const Eigen::VectorXd>(x.data(), static_cast<Eigen::Index>(x.size())).mean();
-}
+double mean(const std::vector<double>& x) { return axonn::mean(x); }
 
 double sample_standard_deviation(const std::vector<double>& x) {
   const double m = mean(x);

@@ -13,7 +13,8 @@
 // node) and 0 and gpus_per_node (next node) gives the point-to-point times. For each
 // group with ip = 1, every rank computes bursts of matmuls and then all-reduces one
 // element over its group: the wait for the group's last member (sync_waits), in
-// `sync_wait_rounds` rounds, half before everything else and half after it. Last, in
+// `sync_wait_rounds` rounds, half before everything else and half after it (each burst
+// size after a barrier, or with `sync_wait_loop`, many in a row). Last, in
 // `waiting_share_rounds` rounds, half the ranks compute a burst while the other half
 // wait for a message, polling as a pipeline stage does (waiting_shares). Kernels
 // are timed by every rank at once (ranks of a node share its cores, as in training);
@@ -48,6 +49,11 @@ struct CalibrationRequest {
   int kernel_rounds = 3;  // rounds of every kernel timing (>= 1 when there are kernels)
   std::vector<int> sync_wait_bursts = {8, 32, 128};  // 128^3 matmuls per burst; empty: no sync waits
   int sync_wait_rounds = 20;                         // rounds of every burst size (>= 1), each fitted alone
+  // 0: each burst size runs `repeats` times after a barrier, each rank's median taken, then the
+  // median over ranks. N > 0: each runs N times back to back with no barrier between (after a
+  // warm-up), as training's layers follow one another, each rank's mean taken, then the mean
+  // over ranks: the descheduled stretches count as they do in a step.
+  int sync_wait_loop = 0;
   int waiting_share_burst = 512;                     // 128^3 matmuls per burst of the waiting share (128 until 2026-12-01)
   int waiting_share_rounds = 20;                     // its rounds; 0: not measured
   bool kernels_only = false;  // time the kernels (and count the cores per rank) only: a probe of the machine's rate
