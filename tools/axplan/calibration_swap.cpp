@@ -44,9 +44,10 @@ int run_calibration_swap(const std::string& report, const std::string& topology,
   fmt::print(out, "| fields from {} | predictions move | MAPE | Spearman | measured best, predicted | top-5 overlap |\n",
              donor);
   fmt::print(out, "|---|---|---|---|---|---|\n");
+  const SweepToRescore sweep(report);  // read once, scored under every row's topology
   std::map<std::string, double> base;
   for (const Row& row : rows) {
-    const RescoredSweep r = rescore_sweep(report, row.t);
+    const RescoredSweep r = rescore_sweep(sweep, row.t);
     if (!r.stats)
       throw InputError("calibration-swap", "fewer than two measured configurations", report,
                        "a validate report with two or more measured configurations");

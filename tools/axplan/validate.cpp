@@ -198,6 +198,15 @@ void take_measurement(planner::ValidationConfig& c, const planner::ValidationCon
   c.log_path = measured.log_path;
 }
 
+// InputError unless the topology `where` names has `gpus` GPUs.
+void require_cluster_size(int64_t gpus, const topo::Topology& t, const std::string& where) {
+  if (gpus != t.total_gpus())
+    throw InputError("validate",
+                     fmt::format("--gpus {} differs from the topology's {} nodes x {} GPUs = {}", gpus, t.num_nodes,
+                                 t.gpus_per_node, t.total_gpus()),
+                     where, "the topology of the cluster the launcher runs on (axplan calibrate on all of it)");
+}
+
 // The rankings validate scores: the aware and agnostic models' feasible candidates of
 // `o`'s modes on `t`, as validation configurations.
 struct Ranked {
@@ -274,11 +283,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   const model::ModelDescription m = model::load_model(o.model);
   if (auto why = plan::runtime_problem(m)) throw InputError("validate", *why, "--model " + o.model, "a GPT model");
   const topo::Topology t = topo::load_topology(o.topology);
-  if (o.gpus != t.total_gpus())
-    throw InputError("validate",
-                     fmt::format("--gpus {} differs from the topology's {} nodes x {} GPUs = {}", o.gpus, t.num_nodes,
-                                 t.gpus_per_node, t.total_gpus()),
-                     o.topology, "the topology of the cluster the launcher runs on (axplan calibrate on all of it)");
+  require_cluster_size(o.gpus, t, o.topology);
   Ranked ranked = rank_for_validation(m, t, o);
   const planner::PlannerOptions& po = ranked.po;
   const planner::Ranking& aware = ranked.aware;
@@ -380,16 +385,15 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   return 0;
 }
 
-RescoredSweep rescore_sweep(const std::string& report, const topo::Topology& t) {
-  const EarlierReport earlier = read_validation_report(report);
-  const ValidateOptions o = options_of(earlier, report, {});
-  const model::ModelDescription m = model::load_model(o.model);
-  if (o.gpus != t.total_gpus())
-    throw InputError("validate", fmt::format("the sweep ran {} GPUs, the topology has {}", o.gpus, t.total_gpus()),
-                     t.name, "the topology of the cluster the sweep ran on");
+SweepToRescore::SweepToRescore(const std::string& report_path)
+    : report(report_path), earlier(read_validation_report(report_path)), options(options_of(earlier, report_path, {})),
+      model(model::load_model(options.model)) {}
+
+RescoredSweep rescore_sweep(const SweepToRescore& sweep, const topo::Topology& t) {
+  require_cluster_size(sweep.options.gpus, t, t.name);
   RescoredSweep r;
-  r.configs = rank_for_validation(m, t, o).configs;
-  r.left_out = take_measurements(r.configs, earlier);
+  r.configs = rank_for_validation(sweep.model, t, sweep.options).configs;
+  r.left_out = take_measurements(r.configs, sweep.earlier);
   size_t measured = 0;
   for (const auto& c : r.configs) measured += c.status == planner::RunStatus::Measured;
   if (measured >= 2) r.stats = planner::compare_with_measurements(r.configs);

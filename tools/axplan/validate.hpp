@@ -39,8 +39,10 @@
 #include <string>
 #include <vector>
 
+#include "axonn/model/model_description.hpp"
 #include "axonn/planner/validation.hpp"
 #include "axonn/topology/topology.hpp"
+#include "validation_report.hpp"
 
 namespace axonn::tools {
 
@@ -76,15 +78,25 @@ struct ValidateOptions {
 // fewer were (the report is still written), 2 for bad input.
 int run_validate(const ValidateOptions& o, std::ostream& out, std::ostream& err);
 
+// An earlier sweep to score again: its report, read once, with its settings as
+// validate's options and its model loaded.
+struct SweepToRescore {
+  explicit SweepToRescore(const std::string& report_path);
+  std::string report;
+  EarlierReport earlier;
+  ValidateOptions options;
+  model::ModelDescription model;
+};
+
 // The core of --rescore, writing nothing: the configurations the rankings under `t` hold
-// for the sweep of `report`, those it measured carrying its measurements, and the
-// statistics over them (two or more measured). `left_out`: measured configurations
-// that are not feasible under `t`.
+// for the sweep, those it measured carrying its measurements, and the statistics over
+// them (two or more measured). `left_out`: measured configurations that are not feasible
+// under `t`.
 struct RescoredSweep {
   std::vector<planner::ValidationConfig> configs;
   std::optional<planner::ValidationStatistics> stats;
   std::vector<std::string> left_out;
 };
-RescoredSweep rescore_sweep(const std::string& report, const topo::Topology& t);
+RescoredSweep rescore_sweep(const SweepToRescore& sweep, const topo::Topology& t);
 
 }  // namespace axonn::tools
