@@ -5,8 +5,15 @@
 # Ranks of one node talk through shared memory, ranks of different nodes through TCP
 # over the limited links, so placement matters for real.
 #
-#   tools/emulated_cluster.sh --nodes 2 --gpus-per-node 2 --rate 400mbit [--delay 1ms] \
+#   tools/emulated_cluster.sh --nodes 2 --gpus-per-node 2 --rate 400mbit [--delay 1ms] [--burst BYTES] \
 #       -- PROGRAM [ARGS...]
+#
+# The rate is a token bucket (tc's tbf) whose depth, --burst, is what an idle link may
+# send above the rate. A real link has none: its line rate is all it carries. The default
+# is the bytes the rate carries in 0.25 ms, at least 8 KiB (8 KiB at 200mbit), the least
+# that keeps the rate (docs/validation.md, "The emulator's token bucket"). Until
+# 2026-12-02 it was 256 KiB: every transfer after 10 ms idle passed its first 256 KiB
+# at once, and most of the model's tensor collectives are smaller than that.
 #
 # runs `mpirun -np NODES*GPUS_PER_NODE PROGRAM ARGS` with ranks filling node 0 first.
 # Everything it creates is removed on exit (trap), whatever happens. Needs root,
@@ -14,14 +21,15 @@
 # namespaces this script creates; the bridge (host side) is 198.18.77.254.
 set -euo pipefail
 
-nodes=2 gpn=2 rate="" delay="" mpirun_extra=()
-usage() { echo "usage: $0 --nodes N --gpus-per-node G --rate RATE [--delay D] [--mpirun-arg ARG]... -- PROGRAM [ARGS...]" >&2; exit 2; }
+nodes=2 gpn=2 rate="" delay="" burst="" mpirun_extra=()
+usage() { echo "usage: $0 --nodes N --gpus-per-node G --rate RATE [--delay D] [--burst BYTES] [--mpirun-arg ARG]... -- PROGRAM [ARGS...]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
     --gpus-per-node) gpn=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
+    --burst) burst=$2; shift 2 ;;
     --mpirun-arg) mpirun_extra+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) usage ;;
@@ -29,6 +37,15 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] && [ -n "$rate" ] || usage
 [[ "$nodes" =~ ^[1-9][0-9]*$ && "$nodes" -le 32 && "$gpn" =~ ^[1-9][0-9]*$ ]] || { echo "emulated_cluster: --nodes 1..32 and --gpus-per-node >= 1" >&2; exit 2; }
+# The bucket's depth: --burst as given, else 0.25 ms of the rate (kbit, mbit or gbit), at least 8 KiB.
+if [ -z "$burst" ]; then
+  [[ "$rate" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] ||
+    { echo "emulated_cluster: --rate $rate: expected a number with kbit, mbit or gbit (or give --burst)" >&2; exit 2; }
+  case "${BASH_REMATCH[2]}" in kbit) scale=1000 ;; mbit) scale=1000000 ;; gbit) scale=1000000000 ;; esac
+  burst=$((BASH_REMATCH[1] * scale / 32000))  # bits/s / 8 bits per byte * 0.25 ms
+  [ "$burst" -ge 8192 ] || burst=8192
+  burst="${burst}b"
+fi
 if [ "$(id -u)" -ne 0 ]; then echo "emulated_cluster: needs root (ip netns, tc)" >&2; exit 2; fi
 command -v ip >/dev/null && ip netns list >/dev/null 2>&1 || { echo "emulated_cluster: ip netns is unavailable" >&2; exit 2; }
 command -v tc >/dev/null || { echo "emulated_cluster: tc is unavailable" >&2; exit 2; }
@@ -70,9 +87,9 @@ for ((i = 0; i < nodes; i++)); do
   # the node's injection bandwidth (and optional latency), on its egress
   if [ -n "$delay" ]; then
     ip netns exec "$ns" tc qdisc add dev eth0 root handle 1: netem delay "$delay"
-    ip netns exec "$ns" tc qdisc add dev eth0 parent 1: handle 2: tbf rate "$rate" burst 256kb latency 100ms
+    ip netns exec "$ns" tc qdisc add dev eth0 parent 1: handle 2: tbf rate "$rate" burst "$burst" latency 100ms
   else
-    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst 256kb latency 100ms
+    ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms
   fi
   mkdir -p "$work/shm$i"
   hosts+="$addr slots=$gpn"$'\n'

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <malloc.h>
 #include <chrono>
+#include <cstdlib>
 #include <ctime>
 #include <thread>
 #include <torch/torch.h>
@@ -357,6 +358,45 @@ TEST(Comm, AWaitMovesTheRanksRingsOn) {
     EXPECT_TRUE(out.equal(at::full({1000}, static_cast<float>(p)))) << runtime::to_string(policy);
   }
   runtime::set_completion_timeout(std::chrono::milliseconds(0));
+  w.barrier();
+}
+
+// The emulated cluster's links carry their rate and no more, even after they idled:
+// tc's token bucket (tools/emulated_cluster.sh --burst) would otherwise pass an idle
+// link's first bytes at once. Run by tests/runtime/emulated_cluster_smoke.sh, which
+// says the rate and the ranks per node; skipped elsewhere. Rank 0 sends 256 KiB to the
+// first rank of the next node after 30 ms of silence, three times; the fastest must take
+// at least 0.7 of bytes / rate (a 256 KiB bucket, the old depth, sends it in 0.2 ms).
+TEST(Comm, AnIdleLinkCarriesNoMoreThanItsRate) {
+  const char* rate_env = std::getenv("AXONN_TEST_LINK_BYTES_PER_S");
+  const char* node_env = std::getenv("AXONN_TEST_RANKS_PER_NODE");
+  if (!rate_env || !node_env) GTEST_SKIP() << "only on the emulated cluster (emulated_cluster_smoke.sh)";
+  runtime::MpiCommunicator& w = *g_world;
+  const double rate_bytes_per_s = std::stod(rate_env);
+  const int per_node = std::stoi(node_env), r = w.rank();
+  if (w.size() <= per_node) GTEST_SKIP() << "one node";
+  constexpr int64_t kBytes = 256 * 1024;
+  const at::Tensor block = at::ones({kBytes / 4}), ack = at::zeros({1});
+  double fastest_s = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    w.barrier();
+    if (r == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      const double t0 = now_s();
+      w.send(block, per_node, 31)->wait();
+      w.recv(ack, per_node, 32)->wait();
+      fastest_s = std::min(fastest_s, now_s() - t0);
+    } else if (r == per_node) {
+      at::Tensor got = at::empty({kBytes / 4});
+      w.recv(got, 0, 31)->wait();
+      w.send(ack, 0, 32)->wait();
+    }
+  }
+  if (r == 0) {
+    const double line_s = static_cast<double>(kBytes) / rate_bytes_per_s;
+    EXPECT_GT(fastest_s, 0.7 * line_s) << "256 KiB crossed an idle link in " << fastest_s * 1e3 << " ms; at its rate it takes "
+                                       << line_s * 1e3 << " ms (a token bucket deeper than the rate allows?)";
+  }
   w.barrier();
 }
 
