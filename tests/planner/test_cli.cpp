@@ -346,15 +346,20 @@ TEST(Cli, ExplainShowsPlacementLayersAndVerdict) {
 }
 
 // On time-sliced ranks (topology cores_per_rank below 1) explain says which axes' rings
-// cross nodes out of step and what share of the passes the other rings are on the link;
-// on Perlmutter (not measured: dedicated cores) it says nothing of it.
+// cross nodes out of step with rings of other replicas or stages on their link, and what
+// share of the passes those are on it; where inner tensor axes join every ring on the
+// link (the default order), and on Perlmutter (dedicated cores), it says nothing of it.
 TEST(Cli, ExplainNamesTheAxesWhoseRingsAreOutOfStep) {
   nlohmann::json j = axonn::topo::topology_to_json(axonn::topo::load_topology("perlmutter"));
   j["cores_per_rank"] = 0.25;
   const std::string sliced = write_temp("sliced_perlmutter.json", j.dump());
-  // 4,2,2,2,1 on 4-GPU nodes: X inside a node; Y (ip 4) and Z (ip 8) cross with 4 rings each.
-  auto r = axplan({"explain", "--model", "gpt-20b", "--topology", sliced, "--gpus", "32", "--batch-tokens", "32768",
-                   "--grid", "4,2,2,2,1"});
+  auto explain = [&](const std::string& topology, const char* order) {
+    return axplan({"explain", "--model", "gpt-20b", "--topology", topology, "--gpus", "32", "--batch-tokens", "32768",
+                   "--grid", "4,2,2,2,1", "--order", order});
+  };
+  // 4,2,2,2,1 on 4-GPU nodes with the data axis innermost: X (ip 2) crosses with the two
+  // replicas' rings on a link, Y (ip 8) and Z (ip 16) with 4 replicas' each.
+  auto r = explain(sliced, "data,x,y,z,pipe");
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::regex line(R"(
 ([xyz]): time-sliced ranks, its rings across nodes out of step; the other rings on its link for ([0-9]+)% of the passes)");
@@ -365,10 +370,12 @@ TEST(Cli, ExplainNamesTheAxesWhoseRingsAreOutOfStep) {
     EXPECT_GE(percent, 0);
     EXPECT_LT(percent, 100) << r.out;
   }
-  EXPECT_EQ(axes, (std::set<std::string>{"y", "z"})) << r.out;
-  auto dedicated = axplan(with({"explain", "--grid", "4,2,2,2,1"}, kGpt20b));
-  ASSERT_EQ(dedicated.rc, 0) << dedicated.err;
-  EXPECT_EQ(dedicated.out.find("out of step"), std::string::npos) << dedicated.out;
+  EXPECT_EQ(axes, (std::set<std::string>{"x", "y", "z"})) << r.out;
+  for (const auto& [topology, order] : {std::pair{sliced, "x,y,z,pipe,data"}, std::pair{std::string("perlmutter"), "data,x,y,z,pipe"}}) {
+    auto none = explain(topology, order);
+    ASSERT_EQ(none.rc, 0) << none.err;
+    EXPECT_EQ(none.out.find("out of step"), std::string::npos) << topology << ", " << order << ":\n" << none.out;
+  }
 }
 
 // On time-sliced ranks with a measured waiting share, explain says how much faster a

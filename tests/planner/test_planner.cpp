@@ -5,6 +5,7 @@
 #include <set>
 #include <tuple>
 
+#include "axonn/planner/bandwidth.hpp"
 #include "axonn/planner/planner.hpp"
 #include "axonn/topology/topology_io.hpp"
 #include "test_util.hpp"
@@ -112,56 +113,77 @@ TEST(Evaluate, PaperModeOneLayerByHand) {
   EXPECT_NEAR(e.comm_s, 2.47463936e-3, 1e-15);
 }
 
-// Time-sliced ranks (topology cores_per_rank below 1; docs/model.md section 13, "Tensor
-// rings out of step"): a tensor axis whose group crosses nodes with several rings per
-// node pays the other rings only for their share of the passes, so its collectives lie
-// between one ring alone on the link and eq. 10's every ring at once. Groups with one
-// ring per node, groups inside a node, the data all-reduce, dedicated cores, the paper
-// model and the placement-agnostic one are unchanged.
+// Time-sliced ranks (topology cores_per_rank below 1; docs/model.md section 2, "Tensor
+// rings out of step"): a tensor axis whose groups cross nodes with rings of other stages
+// or replicas on the link (an order placing the data or pipeline axis inside it) pays
+// those rings only for their share of the passes, so its collectives lie between its
+// own stage's rings alone on the link and eq. 10's every ring at once. Rings joined by
+// inner tensor axes stay in step (eq. 10), as do groups with one ring per node, groups
+// inside a node, the data all-reduce, dedicated cores, the paper model and the
+// placement-agnostic one.
 TEST(Evaluate, TensorRingsOfTimeSlicedRanksCrossTheLinkOutOfStep) {
   topo::Topology dedicated = four_per_node();
   dedicated.peak_flops_per_s = 2e11;  // compute between the collectives
   topo::Topology sliced = dedicated, own_core = dedicated;
   sliced.cores_per_rank = 0.25;
   own_core.cores_per_rank = 1.0;
-  const PlannerOptions o = options(8, 16);
-  for (const topo::Grid& g : {topo::Grid{1, 4, 2, 1, 1}, topo::Grid{2, 2, 2, 1, 1}}) {  // Z: 4 rings per node
+  PlannerOptions o = options(8, 16);
+  // The data axis innermost: Z's 4 rings on a node's link are 4 replicas' (1,1,2,4,1)
+  // or 2 replicas' X pairs (2,1,2,2,1: Z's ip is 4).
+  o.order = topo::parse_order("data,x,y,z,pipe", "test", "--order");
+  for (const auto& [g, in_step] : {std::pair{topo::Grid{1, 1, 2, 4, 1}, 1.0}, std::pair{topo::Grid{2, 1, 2, 2, 1}, 2.0}}) {
     const auto e = evaluate(one_layer_model(), dedicated, g, o), s = evaluate(one_layer_model(), sliced, g, o);
     ASSERT_TRUE(e.feasible && s.feasible) << g.to_string();
-    // latency 0: one ring alone moves 4 times as fast as eq. 10's quarter of the link
+    // latency 0: the rings in step alone move 4 / in_step times as fast as eq. 10's
     EXPECT_LT(s.comm.ag_z, e.comm.ag_z) << g.to_string();
-    EXPECT_GT(s.comm.ag_z, e.comm.ag_z / 4) << g.to_string();
+    EXPECT_GT(s.comm.ag_z, e.comm.ag_z * in_step / 4) << g.to_string();
     EXPECT_NEAR(s.comm.rs_z / e.comm.rs_z, s.comm.ag_z / e.comm.ag_z, 1e-12) << g.to_string();  // one share per axis
-    EXPECT_DOUBLE_EQ(s.comm.ar_x, e.comm.ar_x) << g.to_string();  // inside a node
-    EXPECT_DOUBLE_EQ(s.comm.ar_y, e.comm.ar_y) << g.to_string();
+    EXPECT_DOUBLE_EQ(s.comm.ar_data, e.comm.ar_data) << g.to_string();  // the data all-reduce keeps eq. 10
     EXPECT_LT(s.batch_s, e.batch_s) << g.to_string();
   }
-  for (const topo::Grid& g : {topo::Grid{1, 1, 8, 1, 1},     // one Z ring per node
+  o.order = topo::default_order();
+  for (const topo::Grid& g : {topo::Grid{1, 4, 2, 1, 1},     // Z: 4 rings per node, joined by Y
+                              topo::Grid{2, 2, 2, 1, 1},     // joined by X and Y
+                              topo::Grid{1, 1, 8, 1, 1},     // one Z ring per node
                               topo::Grid{1, 2, 2, 2, 1},     // tensor groups inside a node, data across
                               topo::Grid{1, 1, 1, 8, 1}}) {  // data alone
     const auto e = evaluate(one_layer_model(), dedicated, g, o), s = evaluate(one_layer_model(), sliced, g, o);
     ASSERT_TRUE(e.feasible && s.feasible) << g.to_string();
     EXPECT_DOUBLE_EQ(s.batch_s, e.batch_s) << g.to_string();
-    EXPECT_DOUBLE_EQ(s.comm.ar_data, e.comm.ar_data) << g.to_string();
+    EXPECT_DOUBLE_EQ(s.comm.ag_z, e.comm.ag_z) << g.to_string();
   }
-  // Z out of step beside a data all-reduce across nodes (16 GPUs): the data one keeps eq. 10.
-  {
-    const topo::Grid g{1, 4, 2, 2, 1};
-    const auto e = evaluate(one_layer_model(), dedicated, g, options(16, 32)),
-               s = evaluate(one_layer_model(), sliced, g, options(16, 32));
-    ASSERT_TRUE(e.feasible && s.feasible);
-    EXPECT_LT(s.comm.ag_z, e.comm.ag_z);
-    EXPECT_GT(e.comm.ar_data, 0.0);
-    EXPECT_DOUBLE_EQ(s.comm.ar_data, e.comm.ar_data);
-  }
-  const topo::Grid g{1, 4, 2, 1, 1};
+  o.order = topo::parse_order("data,x,y,z,pipe", "test", "--order");
+  const topo::Grid g{1, 1, 2, 4, 1};
   EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), own_core, g, o).batch_s, evaluate(one_layer_model(), dedicated, g, o).batch_s);
   PlannerOptions agnostic = o;
   agnostic.placement_aware = false;
   EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), sliced, g, agnostic).batch_s,
                    evaluate(one_layer_model(), dedicated, g, agnostic).batch_s);
-  const PlannerOptions paper = options(8, 16, CommModel::Paper);
+  PlannerOptions paper = options(8, 16, CommModel::Paper);
+  paper.order = o.order;
   EXPECT_DOUBLE_EQ(evaluate(one_layer_model(), sliced, g, paper).comm_s, evaluate(one_layer_model(), dedicated, g, paper).comm_s);
+}
+
+// Which of eq. 10's rings on a node's link run in step with a tensor group's: those its
+// inner tensor axes join, up to the first pipeline or data axis of more than one member.
+TEST(Bandwidth, TensorRingsOnALinkAreInStepWhereInnerTensorAxesJoinThem) {
+  topo::Topology t = four_per_node();
+  auto rings = [&](const topo::Grid& g, const char* order, topo::Axis a) {
+    const LinkRings r = tensor_rings_on_link(t, g, topo::parse_order(order, "test", "--order"), a);
+    return std::pair{r.rings, r.in_step};
+  };
+  using P = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(rings({1, 4, 2, 1, 1}, "x,y,z,pipe,data", topo::Axis::Z), (P{4, 4}));  // Y joins them
+  EXPECT_EQ(rings({1, 4, 2, 1, 1}, "x,y,z,pipe,data", topo::Axis::Y), (P{1, 1}));  // inside a node
+  EXPECT_EQ(rings({1, 1, 8, 1, 1}, "x,y,z,pipe,data", topo::Axis::Z), (P{1, 1}));  // one ring per node
+  EXPECT_EQ(rings({1, 1, 2, 4, 1}, "data,x,y,z,pipe", topo::Axis::Z), (P{4, 1}));  // 4 replicas'
+  EXPECT_EQ(rings({1, 2, 2, 2, 1}, "data,x,y,z,pipe", topo::Axis::Z), (P{4, 2}));  // 2 replicas' Y pairs
+  EXPECT_EQ(rings({2, 1, 2, 2, 1}, "data,x,y,z,pipe", topo::Axis::Z), (P{4, 2}));  // their X pairs
+  EXPECT_EQ(rings({2, 1, 2, 2, 1}, "x,data,y,z,pipe", topo::Axis::Z), (P{4, 2}));  // X pairs of 2 replicas
+  EXPECT_EQ(rings({2, 1, 2, 1, 2}, "x,pipe,z,y,data", topo::Axis::Z), (P{4, 2}));  // of 2 stages
+  EXPECT_EQ(rings({1, 1, 2, 1, 4}, "pipe,x,y,z,data", topo::Axis::Z), (P{4, 1}));
+  EXPECT_EQ(tensor_rings_on_link(t, {2, 1, 2, 2, 1}, topo::parse_order("x,data,y,z,pipe", "test", "--order"),
+                                 topo::Axis::Z).blocks(), 2);
 }
 
 TEST(Evaluate, PlacementAgnosticUsesInterNodeBandwidthEverywhere) {

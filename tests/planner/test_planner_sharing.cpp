@@ -154,7 +154,7 @@ TEST(PlannerSharing, EveryModeRankedTogetherEqualsEachCandidateAlone) {
   };
   const model::ModelDescription m = model::load_model("gpt-bench");
   topo::Topology sliced = calibrated();
-  sliced.cores_per_rank = 0.25;  // time-sliced ranks: tensor rings out of step (sc.alone in use)
+  sliced.cores_per_rank = 0.25;  // time-sliced ranks: other replicas' tensor rings out of step (sc.alone in use)
   for (const topo::Topology& t : {calibrated(), sliced})
   for (int64_t gpus : {8, 16}) {
     PlannerOptions o;
@@ -163,6 +163,8 @@ TEST(PlannerSharing, EveryModeRankedTogetherEqualsEachCandidateAlone) {
     o.threads = 1;
     o.precision = plan::Precision::fp32();
     o.overlap = plan::OverlapSettings::level(0, 0);
+    // time-sliced: the data axis innermost, so that tensor rings of other replicas share links
+    if (t.ranks_time_sliced()) o.order = topo::parse_order("data,x,y,z,pipe", "test", "--order");
     select_tensor_modes(o, "all", "test");
     const Ranking r = rank_candidates(m, t, o);
     std::set<std::string> modes;
@@ -176,7 +178,7 @@ TEST(PlannerSharing, EveryModeRankedTogetherEqualsEachCandidateAlone) {
     size_t out_of_step = 0;  // candidates the time-sliced ranks change
     for (const auto& e : r.feasible) {
       expect_same(e, evaluate(m, t, e.grid, o), where(t, gpus, e.grid));
-      if (t.ranks_time_sliced()) out_of_step += evaluate(m, calibrated(), e.grid, o).batch_s != e.batch_s;
+      if (t.ranks_time_sliced()) out_of_step += evaluate(m, calibrated(), e.grid, o).batch_s != e.batch_s;  // same order
     }
     for (const auto& e : r.rejected) expect_same(e, evaluate(m, t, e.grid, o), "rejected, " + where(t, gpus, e.grid));
     if (t.ranks_time_sliced()) {

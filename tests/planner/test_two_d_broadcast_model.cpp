@@ -283,27 +283,29 @@ TEST(TwoDBroadcastModel, MovesUseTheOneWayBandwidth) {
 }
 
 // Time-sliced ranks (cores_per_rank below 1; docs/model.md section 2, "Tensor rings out
-// of step"): the moves of an axis whose groups cross nodes with several roots sending
-// per node meet the other groups' moves only for their share of the passes, so they lie
-// between one group alone on the link (the inter-node rate doubled: 2 roots per node)
-// and eq. 10's every group at once. An axis inside a node and dedicated cores keep eq. 10.
+// of step"): the moves of an axis whose groups cross nodes with another replica's roots
+// sending through the same link meet that replica's moves only for their share of the
+// passes, so they lie between one group alone on the link (the inter-node rate doubled:
+// 2 roots per node) and eq. 10's every group at once. Groups joined by an inner tensor
+// axis (in step), an axis inside a node and dedicated cores keep eq. 10.
 TEST(TwoDBroadcastModel, MovesOfTimeSlicedRanksCrossTheLinkOutOfStep) {
   const auto m = model::load_model("gpt-125m");
   topo::Topology dedicated = topo::load_topology("perlmutter");
   dedicated.gpus_per_node = 2;
-  dedicated.num_nodes = 2;
+  dedicated.num_nodes = 4;
   dedicated.peak_flops_per_s = 2e13;  // compute between the moves
   dedicated.point_to_point = {60e9, 5e9};
   topo::Topology sliced = dedicated, alone = dedicated;
   sliced.cores_per_rank = 0.25;
   alone.point_to_point.inter_node_bytes_per_s *= 2;
   PlannerOptions o;
-  o.gpus = 4;
+  o.gpus = 8;
   o.batch_seqs = 8;
-  for (const char* order : {"x,y,z,pipe,data", "z,y,x,pipe,data"}) {  // Z across nodes, then Y
+  // The data axis innermost: both replicas' Y and Z moves cross each link, out of step.
+  for (const char* order : {"data,x,y,z,pipe", "data,z,y,x,pipe"}) {
     o.order = topo::parse_order(order, "test", "--order");
-    const Evaluation e = evaluate(m, dedicated, broadcast(2), o), s = evaluate(m, sliced, broadcast(2), o),
-                     a = evaluate(m, alone, broadcast(2), o);
+    const Evaluation e = evaluate(m, dedicated, broadcast(2, 2), o), s = evaluate(m, sliced, broadcast(2, 2), o),
+                     a = evaluate(m, alone, broadcast(2, 2), o);
     ASSERT_TRUE(e.feasible && s.feasible && a.feasible) << order << e.rejected_because;
     EXPECT_LT(a.comm.summa, s.comm.summa) << order;
     EXPECT_LT(s.comm.summa, e.comm.summa) << order;
@@ -311,13 +313,16 @@ TEST(TwoDBroadcastModel, MovesOfTimeSlicedRanksCrossTheLinkOutOfStep) {
     EXPECT_LE(a.summa_exposed_s, s.summa_exposed_s) << order;
     EXPECT_LT(s.batch_s, e.batch_s) << order;
   }
-  // Nodes of 4: both axes inside a node, nothing changes.
+  // The default order: Z's two rings on a link are the Y pair's, in step; nothing changes.
+  // Nor on nodes of 4, where both axes stay inside a node.
   o.order = topo::default_order();
-  for (topo::Topology* t : {&dedicated, &sliced}) t->gpus_per_node = 4, t->num_nodes = 1;
-  const Evaluation e = evaluate(m, dedicated, broadcast(2), o), s = evaluate(m, sliced, broadcast(2), o);
-  ASSERT_TRUE(e.feasible && s.feasible);
-  EXPECT_DOUBLE_EQ(s.comm.summa, e.comm.summa);
-  EXPECT_DOUBLE_EQ(s.batch_s, e.batch_s);
+  for (int gpn : {2, 4}) {
+    for (topo::Topology* t : {&dedicated, &sliced}) t->gpus_per_node = gpn, t->num_nodes = 8 / gpn;
+    const Evaluation e = evaluate(m, dedicated, broadcast(2, 2), o), s = evaluate(m, sliced, broadcast(2, 2), o);
+    ASSERT_TRUE(e.feasible && s.feasible);
+    EXPECT_DOUBLE_EQ(s.comm.summa, e.comm.summa) << gpn;
+    EXPECT_DOUBLE_EQ(s.batch_s, e.batch_s) << gpn;
+  }
 }
 
 // The weight-sized buffers of a stage: its linear layers' three SUMMA blocks (the

@@ -120,7 +120,7 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
                w.across_nodes ? "from another node" : "from its own node", w.share, w.rounds, w.lowest, w.highest);
   if (c.topology.cores_per_rank > 0)
     fmt::print(out, "host cores per rank: {:.3f}{}\n", c.topology.cores_per_rank,
-               c.topology.ranks_time_sliced() ? " (time-sliced: the model staggers tensor rings across nodes)" : "");
+               c.topology.ranks_time_sliced() ? " (time-sliced: the model staggers other replicas' and stages' tensor rings across nodes)" : "");
   if (!c.topology.nonblocking.rings())
     fmt::print(out, "non-blocking all-gather: linear (the runtime's MPI backend has no ring; the model scales its "
                     "time across nodes by the bytes on a node's link)\n");

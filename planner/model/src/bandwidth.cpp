@@ -41,6 +41,26 @@ int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, c
   return std::clamp<int64_t>(std::min(gpn, ip) / pipe_stride, 1, g.ginter);
 }
 
+LinkRings tensor_rings_on_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                               topo::Axis a) {
+  const topo::RankLayout layout(g, order);
+  const int64_t p = g.size(a), ip = layout.inner_size(a);
+  if (p <= 1 || group_inside_node(t, ip, p, BandwidthRule::Straddle)) return {};
+  LinkRings out;
+  out.rings = std::min(t.gpus_per_node, ip);
+  // A node holds `rings` consecutive positions of the axes inside `a` (innermost first,
+  // mixed radix): of each inner axis the part that fits in what the axes before it left.
+  // The rings in step are the tensor axes' part of them.
+  int64_t left = out.rings;
+  for (topo::Axis b : order) {
+    if (b == a || left <= 1) break;
+    const int64_t covered = std::gcd(g.size(b), left);
+    if (b == topo::Axis::X || b == topo::Axis::Y || b == topo::Axis::Z) out.in_step *= covered;
+    left /= covered;
+  }
+  return out;
+}
+
 double staggered_ring_s(double alone_s, double others, double rest_s) {
   if (others <= 0 || alone_s <= 0 || std::isinf(rest_s)) return alone_s;
   const double a = alone_s, k = others, c = std::max(rest_s, 0.0);

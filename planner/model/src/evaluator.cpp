@@ -259,11 +259,13 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     sc.memory.resize(m.layers.size());
   }
   const double accumulation_share = o.optimizer.zero >= 2 ? 1.0 / static_cast<double>(g.gdata) : 1.0;
-  // Time-sliced ranks (docs/model.md section 2, "Tensor rings out of step"): eq. 10's
-  // min(gpn, ip) rings of a tensor axis across nodes belong to other groups, which drift
-  // out of step with this one. Their collectives are costed both with the link to
-  // themselves (alone_bw) and under eq. 10, and mixed below. rings_out_of_step: eq. 10's
-  // count for such an axis, 0 for the others.
+  // Time-sliced ranks (docs/model.md section 2, "Tensor rings out of step"): of eq. 10's
+  // min(gpn, ip) rings of a tensor axis across nodes, those of other stages or replicas
+  // (an order placing the pipeline or data axis inside this one) drift out of step with
+  // this group's; those joined to it by inner tensor axes stay in step
+  // (tensor_rings_on_link). The collectives are costed both with the link to the rings in
+  // step (alone_bw) and under eq. 10, and mixed below. rings_out_of_step: the blocks of
+  // rings in step on the link for such an axis, 0 for the others.
   // SUMMA's one-way moves (2d-broadcast) over such an axis are mixed the same way: eq.
   // 10's count divides their one-way bandwidth (one_way_group_bandwidth) as it does the
   // ring's.
@@ -271,13 +273,12 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   AxisBandwidths alone_bw = bw;
   LayerCommSettings alone_ls = ls;
   if (o.placement_aware && !paper && t.ranks_time_sliced()) {
-    const topo::RankLayout layout(g, order);
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
-      const int64_t p = g.size(a), ip = layout.inner_size(a), rings = std::min(t.gpus_per_node, ip);
-      if (p <= 1 || group_inside_node(t, ip, p, BandwidthRule::Straddle) || rings <= 1) continue;
-      rings_out_of_step[static_cast<int>(a)] = rings;
-      alone_bw[static_cast<int>(a)] = axis_bandwidth(bw, a) * static_cast<double>(rings);
-      alone_ls.one_way_bytes_per_s[static_cast<int>(a)] *= static_cast<double>(rings);  // 0 stays 0
+      const int64_t blocks = tensor_rings_on_link(t, g, order, a).blocks();
+      if (blocks <= 1) continue;
+      rings_out_of_step[static_cast<int>(a)] = blocks;
+      alone_bw[static_cast<int>(a)] = axis_bandwidth(bw, a) * static_cast<double>(blocks);
+      alone_ls.one_way_bytes_per_s[static_cast<int>(a)] *= static_cast<double>(blocks);  // 0 stays 0
     }
   }
   const bool any_out_of_step =
@@ -351,8 +352,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
                   forwards * (lc.small_forward_s + lc.ring_forward_s) + lc.small_backward_s + lc.ring_backward_s +
                   std::max(0.0, summa_exposed_s - moves_s);
       }
-      // Eq. 10 moves the same bytes `rings` times as slowly: the difference is transfer
-      // time alone, what is left of alone_s the latency.
+      // Eq. 10 moves the same bytes `rings` (the blocks) times as slowly as the rings in
+      // step alone: the difference is transfer time alone, what is left of alone_s the
+      // latency.
       const double transfers_s = (eq10_s - alone_s) / static_cast<double>(rings - 1);
       const double latency_s = std::max(0.0, alone_s - transfers_s);
       share[static_cast<int>(a)] =

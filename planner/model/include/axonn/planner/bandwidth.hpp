@@ -68,6 +68,29 @@ std::array<int64_t, topo::kNumAxes> members_per_node(const topo::Topology& t, co
 int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
                                  int64_t members);
 
+// The rings a tensor axis's groups put on one node's link, and how many of them run in
+// step with each other (placement-aware, the straddle rule; docs/model.md section 2,
+// "Tensor rings out of step"). Eq. 10 counts `rings` = min(gpn, ip) on the link where the
+// groups cross nodes. The groups that differ from this one only in the coordinates of
+// tensor axes placed inside it are the same stage's and replica's: the layers'
+// collectives over those axes join them again and again, so their rings run in step
+// (`in_step`, this one's included). The groups that differ in a pipeline or data
+// coordinate (an order placing those axes inside this one) are joined by nothing inside
+// the passes; on time-sliced ranks they drift apart. Of the node's `rings` consecutive
+// positions of the inner axes, `in_step` is the tensor axes' part; it divides `rings`;
+// both are 1 for a group inside a node or of one member.
+// Examples (4 nodes of 2): grid 1,2,2,2,1, order x,y,z,pipe,data: Z crosses nodes with
+// 2 rings per link, both in step (the Y pair beside it); order data,x,y,z,pipe with
+// grid 1,1,2,2,1: Z's 2 rings belong to the two replicas, 1 in step. (Nodes of 4, order
+// data,x,y,z,pipe, grid 2,1,2,2,1: 4 rings, 2 replicas' X pairs, 2 in step.)
+struct LinkRings {
+  int64_t rings = 1;    // eq. 10's count, min(gpn, ip)
+  int64_t in_step = 1;  // those joined to this group by inner tensor axes, itself included
+  int64_t blocks() const { return rings / in_step; }  // groups of rings that drift apart
+};
+LinkRings tensor_rings_on_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
+                               topo::Axis a);
+
 // The time of a ring's transfers on a link that rings of other pipeline stages also
 // cross (docs/model.md section 13), seconds. `alone_s`: their time with the link shared
 // only by the rings of their own stage, which run in lockstep with them (the shifts'
