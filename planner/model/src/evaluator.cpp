@@ -264,25 +264,25 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   // (an order placing the pipeline or data axis inside this one) drift out of step with
   // this group's; those joined to it by inner tensor axes stay in step
   // (tensor_rings_on_link). The collectives are costed both with the link to the rings in
-  // step (alone_bw) and under eq. 10, and mixed below. rings_out_of_step: the blocks of
+  // step (alone_bw) and under eq. 10, and mixed below. drifting_blocks: the blocks of
   // rings in step on the link for such an axis, 0 for the others.
   // SUMMA's one-way moves (2d-broadcast) over such an axis are mixed the same way: eq.
   // 10's count divides their one-way bandwidth (one_way_group_bandwidth) as it does the
   // ring's.
-  std::array<int64_t, topo::kNumAxes> rings_out_of_step{};
+  std::array<int64_t, topo::kNumAxes> drifting_blocks{};
   AxisBandwidths alone_bw = bw;
   LayerCommSettings alone_ls = ls;
   if (o.placement_aware && !paper && t.ranks_time_sliced()) {
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
       const int64_t blocks = tensor_rings_on_link(t, g, order, a).blocks();
       if (blocks <= 1) continue;
-      rings_out_of_step[static_cast<int>(a)] = blocks;
+      drifting_blocks[static_cast<int>(a)] = blocks;
       alone_bw[static_cast<int>(a)] = axis_bandwidth(bw, a) * static_cast<double>(blocks);
       alone_ls.one_way_bytes_per_s[static_cast<int>(a)] *= static_cast<double>(blocks);  // 0 stays 0
     }
   }
   const bool any_out_of_step =
-      std::any_of(rings_out_of_step.begin(), rings_out_of_step.end(), [](int64_t r) { return r > 0; });
+      std::any_of(drifting_blocks.begin(), drifting_blocks.end(), [](int64_t r) { return r > 0; });
   if (any_out_of_step) sc.alone.resize(nc), sc.summa_products.resize(nc);
   sc.out_of_step_share.fill(0.0);
   for (size_t c = 0; c < nc; ++c) {
@@ -328,8 +328,8 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     // change). Each of its collectives then pays the other rings for their share.
     std::array<double, topo::kNumAxes>& share = sc.out_of_step_share;
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
-      const int64_t rings = rings_out_of_step[static_cast<int>(a)];
-      if (rings == 0) continue;
+      const int64_t blocks = drifting_blocks[static_cast<int>(a)];
+      if (blocks == 0) continue;
       double alone_s = 0, eq10_s = 0, rest_s = 0;
       for (size_t i = 0; i < m.layers.size(); ++i) {
         const size_t c = static_cast<size_t>(class_of_[i]);
@@ -352,16 +352,16 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
                   forwards * (lc.small_forward_s + lc.ring_forward_s) + lc.small_backward_s + lc.ring_backward_s +
                   std::max(0.0, summa_exposed_s - moves_s);
       }
-      // Eq. 10 moves the same bytes `rings` (the blocks) times as slowly as the rings in
+      // Eq. 10 moves the same bytes `blocks` times as slowly as the rings in
       // step alone: the difference is transfer time alone, what is left of alone_s the
       // latency.
-      const double transfers_s = (eq10_s - alone_s) / static_cast<double>(rings - 1);
+      const double transfers_s = (eq10_s - alone_s) / static_cast<double>(blocks - 1);
       const double latency_s = std::max(0.0, alone_s - transfers_s);
       share[static_cast<int>(a)] =
-          out_of_step_share(transfers_s, static_cast<double>(rings - 1), rest_s + latency_s);
+          out_of_step_share(transfers_s, static_cast<double>(blocks - 1), rest_s + latency_s);
     }
     for (topo::Axis a : {topo::Axis::X, topo::Axis::Y, topo::Axis::Z}) {
-      if (rings_out_of_step[static_cast<int>(a)] == 0) continue;
+      if (drifting_blocks[static_cast<int>(a)] == 0) continue;
       const double d = share[static_cast<int>(a)];
       for (size_t c = 0; c < nc; ++c) {
         LayerCollectives& e = sc.costs[c].comm;
