@@ -157,6 +157,52 @@ void time_waiting_shares(MpiCommunicator& world, int64_t gpn, int burst, int rou
   }
 }
 
+// The latency rounds (ClusterMeasurements::latencies; docs/model.md section 1): pairs
+// of ranks `stride` apart (1: inside a node, gpus_per_node: across nodes), pair q of
+// the n / 2 holding ranks (q / stride) 2 stride + q % stride and that + stride. Each
+// round times, after 3 warm-ups, `calls` one-element all-reduces of the runtime's
+// communicator: first every pair at once, then only the even pairs while each rank of an
+// odd pair computes bursts of 4 matmuls (128^3) until the same member of the pair
+// before it says it is done. Needs an even number of pairs.
+void time_latencies(MpiCommunicator& world, int64_t stride, bool across, int calls, int rounds,
+                    std::vector<topo::LatencyTiming>& out) {
+  const int64_t rank = world.rank();
+  const int64_t q = rank / (2 * stride) * stride + rank % stride;  // this rank's pair
+  const int64_t member = rank % (2 * stride) / stride;
+  auto base = [stride](int64_t pair) { return pair / stride * 2 * stride + pair % stride; };
+  auto split = world.split(static_cast<int>(q), static_cast<int>(rank), "latency");
+  auto& pair = static_cast<MpiCommunicator&>(*split);  // the MPI backend splits into its own kind
+  const int64_t partner = base(q ^ 1) + member * stride;  // the same member of the other pair of two
+  const at::Tensor a = at::randn({128, 128}), b = at::randn({128, 128});
+  at::Tensor c, zero = at::zeros({1}), token = at::zeros({1});  // zeros: the sums stay 0
+  auto time_calls = [&] {
+    std::vector<double> times;
+    for (int i = 0; i < calls + 3; ++i) {
+      const double t0 = now_s();
+      pair.all_reduce(zero, ReduceOp::Sum)->wait();
+      if (i >= 3) times.push_back(now_s() - t0);
+    }
+    return median(times);
+  };
+  for (int round = 0; round < rounds; ++round)
+    for (const bool loaded : {false, true}) {
+      world.barrier();
+      double mine = 0;  // computing ranks: none (left out of the median)
+      if (!loaded || q % 2 == 0) {
+        mine = time_calls();
+        if (loaded) world.send(token, static_cast<int>(partner), 13)->wait();
+      } else {
+        WorkHandle done = world.recv(token, static_cast<int>(partner), 13);
+        while (!done->test())
+          for (int i = 0; i < 4; ++i) c = at::matmul(a, b);
+      }
+      std::vector<double> timed;
+      for (double t : values_over_ranks(world, mine))
+        if (t > 0) timed.push_back(t);
+      out.push_back({across, loaded, median(timed), round});
+    }
+}
+
 // One round of every kernel of `r`, timed by every rank at once (a barrier before each
 // kernel); each value is the median over ranks of each rank's median.
 topo::KernelRound time_kernel_round(MpiCommunicator& world, const CalibrationRequest& r, int64_t round) {
@@ -246,6 +292,14 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   sync_wait_rounds(r.sync_wait_rounds / 2, r.sync_wait_rounds);
   if (!r.kernels_only && r.waiting_share_rounds > 0)
     time_waiting_shares(world, gpn, r.waiting_share_burst, r.waiting_share_rounds, m.waiting_shares);
+  if (r.latency_rounds < 0 || r.latency_calls < 1)
+    throw InputError("calibrate", fmt::format("{} latency rounds of {} calls", r.latency_rounds, r.latency_calls),
+                     "latency_rounds, latency_calls", "0 or more rounds of at least 1 call");
+  if (!r.kernels_only && r.latency_rounds > 0 && n % 4 == 0) {  // an even number of pairs
+    if (gpn % 2 == 0) time_latencies(world, 1, false, r.latency_calls, r.latency_rounds, m.latencies);
+    if (n > gpn && n % (2 * gpn) == 0)
+      time_latencies(world, gpn, true, r.latency_calls, r.latency_rounds, m.latencies);
+  }
   return m;
 }
 

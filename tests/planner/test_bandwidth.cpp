@@ -278,3 +278,27 @@ TEST(Bandwidth, MembersOfEachGroupOnANode) {
   m = members_per_node(summit, topo::Grid{2, 1, 1, 3, 1}, order, BandwidthRule::Straddle);
   EXPECT_EQ(m[static_cast<int>(Axis::X)], 2);  // 2 divides 6: inside
 }
+
+TEST(Latency, GroupsInsideANodePayTheIntraNodeLatency) {
+  // 2 x 4 GPUs, 2 ms per ring step inside a node, 1 ms across: grid 2,2,2 puts X
+  // (ip p = 2) and Y (4) inside a node and Z (8) across; the agnostic model puts
+  // every group across.
+  topo::Topology t = perlmutter();
+  t.collective_latency_s = 1e-3;
+  t.intra_node_collective_latency_s = 2e-3;
+  const topo::Grid g{2, 2, 2, 1, 1};
+  const AxisLatencies aware = placement_aware_latencies(t, g, topo::default_order(), BandwidthRule::Straddle);
+  EXPECT_DOUBLE_EQ(axis_latency(aware, Axis::X), 2e-3);
+  EXPECT_DOUBLE_EQ(axis_latency(aware, Axis::Y), 2e-3);
+  EXPECT_DOUBLE_EQ(axis_latency(aware, Axis::Z), 1e-3);
+  // Z innermost: Z (ip p = 2) inside, X (4) inside, Y (8) across.
+  const AxisLatencies z_first = placement_aware_latencies(
+      t, g, topo::parse_order("z,x,y,pipe,data", "test", "order"), BandwidthRule::Straddle);
+  EXPECT_DOUBLE_EQ(axis_latency(z_first, Axis::Z), 2e-3);
+  EXPECT_DOUBLE_EQ(axis_latency(z_first, Axis::Y), 1e-3);
+  for (double l : placement_agnostic_latencies(t)) EXPECT_DOUBLE_EQ(l, 1e-3);
+  // Without an intra-node latency, one latency for every group.
+  t.intra_node_collective_latency_s = -1;
+  for (double l : placement_aware_latencies(t, g, topo::default_order(), BandwidthRule::Straddle))
+    EXPECT_DOUBLE_EQ(l, 1e-3);
+}

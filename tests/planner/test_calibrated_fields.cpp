@@ -28,6 +28,7 @@ topo::Topology calibration(double v) {
   t.inter_node_bandwidth_bytes_per_s = v * 1e7;
   t.point_to_point = {v * 3e8, v * 3e7};
   t.collective_latency_s = v * 1e-5;
+  t.intra_node_collective_latency_s = v * 3e-5;
   return t;
 }
 
@@ -43,7 +44,8 @@ std::vector<CalibratedField> from_donor(const topo::Topology& t) {
   if (t.inter_node_bandwidth_bytes_per_s == 2e7 && t.intra_node_table.at(0).bytes_per_s == 4e8 &&
       t.intra_node_bandwidth_bytes_per_s == 2e8 && t.point_to_point.inter_node_bytes_per_s == 6e7)
     d.push_back(CalibratedField::Bandwidths);
-  if (t.collective_latency_s == 2e-5) d.push_back(CalibratedField::Latency);
+  if (t.collective_latency_s == 2e-5 && t.intra_node_collective_latency_s == 6e-5)
+    d.push_back(CalibratedField::Latency);
   return d;
 }
 

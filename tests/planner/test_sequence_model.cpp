@@ -54,7 +54,8 @@ TEST(SequenceModel, AttentionPaysTheRingAndNothingElse) {
   LayerCommSettings s;
   s.tokens = 4 * 512;  // a member's rows: 4 sequences of a 2048-token sequence split over 4
   s.element_bytes = 2;
-  s.latency_s = 1e-5;
+  s.sequence_latency_s = 1e-5;  // the ring's own latency, not an axis's
+  s.latency_s.fill(1e-3);
   s.sequence_bw = 50e9;
   const double chunk = 2.0 * 4 * 512 * 16 * 64;  // w * tokens * heads * head_dim bytes
   const LayerCollectives c = layer_collectives(attention, sequence_grid(4, 2, 1), bw, s);

@@ -15,6 +15,8 @@
 namespace axonn::planner {
 namespace {
 
+const AxisLatencies kAlpha{1e-4, 1e-4, 1e-4, 1e-4, 1e-4};  // every group's latency per ring step, s
+
 // fc1 of docs/model.md's example: k = 1024, n = 4096, a norm before it and a bias;
 // m = 4096 tokens, fp32, every group alpha = 100 us and 1 GB/s.
 struct Fixture {
@@ -24,7 +26,7 @@ struct Fixture {
   Fixture() {
     s.tokens = 4096;
     s.element_bytes = 4;
-    s.latency_s = 1e-4;
+    s.latency_s.fill(1e-4);
     s.small_collectives = true;
     fc1.k = 1024;
     fc1.n = 4096;
@@ -108,7 +110,7 @@ TEST(SmallCollectives, TheThreeDLayoutSumsVectorsOverTheOtherRows) {
 TEST(SmallCollectives, OncePerStepTheVectorsAndTheLoss) {
   const AxisBandwidths bw{1e9, 1e9, 5e8, 2e8, 1e8};  // Z 0.5, pipe 0.2, data 0.1 GB/s
   const topo::Grid g{1, 1, 2, 2, 2};
-  const StepCollectives s = step_small_collectives(1000, 4, g, bw, 1e-4);
+  const StepCollectives s = step_small_collectives(1000, 4, g, bw, kAlpha);
   // Over Z x data (4 members, at the slower data group's 0.1 GB/s): the vectors' 4000 B
   // and the loss's 8 B; the loss over the pipeline (2 members).
   EXPECT_EQ(s.calls, 3);
@@ -116,26 +118,46 @@ TEST(SmallCollectives, OncePerStepTheVectorsAndTheLoss) {
               ring_all_reduce_s(4, 4000, 1e8, 1e-4) + ring_all_reduce_s(4, 8, 1e8, 1e-4) +
                   ring_all_reduce_s(2, 8, 2e8, 1e-4),
               1e-15);
-  EXPECT_EQ(step_small_collectives(1000, 4, topo::Grid{2, 2, 1, 1, 1}, bw, 1e-4).calls, 0);  // one replica
+  EXPECT_EQ(step_small_collectives(1000, 4, topo::Grid{2, 2, 1, 1, 1}, bw, kAlpha).calls, 0);  // one replica
   topo::Grid three_d{2, 2, 2, 1, 1};
   three_d.layout = topo::TensorLayout::ThreeD;
-  EXPECT_EQ(step_small_collectives(0, 4, three_d, bw, 1e-4).calls, 2);  // the loss over Z, and over X
+  EXPECT_EQ(step_small_collectives(0, 4, three_d, bw, kAlpha).calls, 2);  // the loss over Z, and over X
   // ZeRO: the optimizer phase reduce-scatters and all-gathers the vectors (the same
   // seconds as one all-reduce, two calls); offloaded, in chunks of k x bsize elements.
   plan::OptimizerSettings zero;
   zero.zero = 1;
-  const StepCollectives z = step_small_collectives(1000, 4, g, bw, 1e-4, zero);
+  const StepCollectives z = step_small_collectives(1000, 4, g, bw, kAlpha, zero);
   EXPECT_EQ(z.calls, 4);
   EXPECT_NEAR(z.seconds, s.seconds, 1e-15);
   plan::OptimizerSettings offload;
   offload.offload = true;
   offload.allreduce_coarsening = 2;
   offload.bucket_elements = 300;  // chunks of 600: 1000 elements in 2
-  const StepCollectives o = step_small_collectives(1000, 4, g, bw, 1e-4, offload);
+  const StepCollectives o = step_small_collectives(1000, 4, g, bw, kAlpha, offload);
   EXPECT_EQ(o.calls, 4);
   EXPECT_NEAR(o.seconds, 2 * ring_all_reduce_s(4, 2000, 1e8, 1e-4) + ring_all_reduce_s(4, 8, 1e8, 1e-4) +
                              ring_all_reduce_s(2, 8, 2e8, 1e-4),
               1e-15);
+}
+
+TEST(SmallCollectives, EachGroupPaysItsOwnLatency) {
+  const AxisBandwidths bw{1e9, 1e9, 5e8, 2e8, 1e8};
+  // X and Z inside a node (1 ms per ring step), the pipeline and data across (3 ms, 5 ms
+  // to tell them apart).
+  const AxisLatencies alpha{1e-3, 1e-3, 1e-3, 3e-3, 5e-3};
+  topo::Grid g{2, 1, 2, 2, 2};
+  g.layout = topo::TensorLayout::ThreeD;
+  const StepCollectives s = step_small_collectives(1000, 4, g, bw, alpha);
+  // Over Z x data: the data group's latency (it spans Z's); the loss over X: X's; over
+  // the pipeline: the pipeline's.
+  EXPECT_EQ(s.calls, 4);
+  EXPECT_NEAR(s.seconds,
+              ring_all_reduce_s(4, 4000, 1e8, 5e-3) + ring_all_reduce_s(4, 8, 1e8, 5e-3) +
+                  ring_all_reduce_s(2, 8, 1e9, 1e-3) + ring_all_reduce_s(2, 8, 2e8, 3e-3),
+              1e-15);
+  // Without a data group, Z x data is Z alone, at Z's latency.
+  const topo::Grid z_only{1, 1, 2, 1, 1};
+  EXPECT_NEAR(step_small_collectives(0, 4, z_only, bw, alpha).seconds, ring_all_reduce_s(2, 8, 5e8, 1e-3), 1e-15);
 }
 
 TEST(SmallCollectives, ThePassClockChargesEachCall) {

@@ -44,7 +44,7 @@ TEST(ThreeDModel, ALayersCollectivesSplitAxonnsAllReduces) {
   LayerCommSettings s;
   s.tokens = 4096;
   s.element_bytes = 2;
-  s.latency_s = 1e-5;
+  s.latency_s.fill(1e-5);
   for (bool transposed : {false, true}) {
     model::Layer l;
     l.k = 1024;

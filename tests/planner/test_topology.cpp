@@ -258,6 +258,28 @@ TEST(Topology, TheHostCoresPerRankReadAndWrite) {
   EXPECT_NE(msg.find("expected a number >= 0"), std::string::npos) << msg;
 }
 
+TEST(Topology, TheIntraNodeLatencyReadsAndWritesAndDefaultsToTheOne) {
+  auto j = base();
+  j["collective_latency_s"] = 1e-5;
+  topo::Topology t = topo::topology_from_json(j, "c.json");
+  EXPECT_LT(t.intra_node_collective_latency_s, 0);  // not set: one latency for every group
+  EXPECT_DOUBLE_EQ(t.collective_latency(true), 1e-5);
+  EXPECT_DOUBLE_EQ(t.collective_latency(false), 1e-5);
+  EXPECT_FALSE(topo::topology_to_json(t).contains("intra_node_collective_latency_s"));
+  j["intra_node_collective_latency_s"] = 3e-5;
+  t = topo::topology_from_json(j, "c.json");
+  EXPECT_DOUBLE_EQ(t.collective_latency(true), 3e-5);
+  EXPECT_DOUBLE_EQ(t.collective_latency(false), 1e-5);
+  EXPECT_DOUBLE_EQ(
+      topo::topology_from_json(topo::topology_to_json(t), "roundtrip").intra_node_collective_latency_s, 3e-5);
+  j["intra_node_collective_latency_s"] = 0;  // measured 0 inside a node: not the across-node one
+  EXPECT_DOUBLE_EQ(topo::topology_from_json(j, "c.json").collective_latency(true), 0.0);
+  j["intra_node_collective_latency_s"] = -1;
+  const std::string msg = error_of([&] { topo::topology_from_json(j, "c.json"); });
+  EXPECT_NE(msg.find("c.json: /intra_node_collective_latency_s"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("expected a number >= 0"), std::string::npos) << msg;
+}
+
 // The schema (topology/schema/topology.schema.json, docs/formats.md) names every field the
 // writer emits: a topology with every optional field set, written, walks the schema's
 // objects without a key the schema leaves out (where it forbids other properties).
@@ -286,6 +308,7 @@ void expect_in_schema(const nlohmann::json& schema, const nlohmann::json& node, 
 TEST(Topology, EveryFieldTheWriterEmitsIsInTheSchema) {
   topo::Topology t = topo::load_topology("dgx-h100");
   t.collective_call_s = 0.001;
+  t.intra_node_collective_latency_s = 2e-5;
   t.host_link_bytes_per_s = 25e9;
   t.cores_per_rank = 0.25;
   t.compute.matmul_table.push_back({128, 256, 512, 2, 1e-3});
@@ -296,7 +319,7 @@ TEST(Topology, EveryFieldTheWriterEmitsIsInTheSchema) {
   t.waiting_share = {0.4, 1.0};
   t.nonblocking.all_gather = topo::AllGatherAlgorithm::Linear;
   const nlohmann::json written = topo::topology_to_json(t);
-  for (const char* key : {"collective_call_s", "host_link_bytes_per_s", "cores_per_rank", "sync_wait",
+  for (const char* key : {"collective_call_s", "intra_node_collective_latency_s", "host_link_bytes_per_s", "cores_per_rank", "sync_wait",
                           "waiting_rank_share", "point_to_point_bytes_per_s", "nonblocking_collectives"})
     ASSERT_TRUE(written.contains(key)) << key;
   ASSERT_EQ(written["compute"]["elementwise_s_per_element"].size(), topo::elementwise_op_names().size());

@@ -121,7 +121,7 @@ TEST(TwoDBroadcastModel, OneStepMovesOneBlockOfEach) {
   s.tokens = 4096;
   s.element_bytes = 2;
   s.grad_reduce_bytes = 4;
-  s.latency_s = 1e-5;
+  s.latency_s.fill(1e-5);
   const int64_t q = 4, k = 1024, n = 4096;
   const LayerCollectives c = layer_collectives(linear(k, n), broadcast(q, 2), bw, s);
   const double input = 2.0 * 4096 * k / (q * q), weight = 2.0 * k * n / (q * q);

@@ -65,7 +65,7 @@ TEST(TwoDModel, ALayerGathersItsInputOverYAndItsWeightOverZ) {
   s.tokens = 4096;
   s.element_bytes = 2;
   s.grad_reduce_bytes = 4;
-  s.latency_s = 1e-5;
+  s.latency_s.fill(1e-5);
   const int64_t q = 4, k = 1024, n = 4096;
   for (bool transposed : {false, true}) {
     const LayerCollectives c = layer_collectives(linear(k, n, transposed), two_d(q, 2, 1), bw, s);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # axplan calibrate: bad input (no mpirun, ranks that do not fill nodes) exits 2 with a
 # message; --model fills the matmul table and the element-wise costs; on the emulated 2 x 2 cluster at 400 Mbit/s (50 MB/s) it recovers the
-# inter-node rate within 15%. Usage: calibrate_test.sh AXPLAN CLUSTER_SCRIPT MPIRUN
+# inter-node rate within 15% and measures the latency inside a node and across nodes. Usage: calibrate_test.sh AXPLAN CLUSTER_SCRIPT MPIRUN
 set -uo pipefail
 AXPLAN=$1 CLUSTER=$2 MPIRUN_BIN=$3
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
@@ -21,6 +21,8 @@ timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --waiting-share-burst 0 -o "$T/
 [ $rc -eq 2 ] && grep -q "waiting-share-burst.*not in range" "$T/out" && ok "--waiting-share-burst 0: exit 2 naming the option and its range" || bad "--waiting-share-burst 0 (rc $rc)"
 timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --sync-wait-loop -1 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "sync-wait-loop.*not in range" "$T/out" && ok "--sync-wait-loop -1: exit 2 naming the option and its range" || bad "--sync-wait-loop -1 (rc $rc)"
+timeout 60 "$AXPLAN" calibrate --gpus-per-node 2 --latency-rounds -1 -o "$T/a.json" >"$T/out" 2>&1; rc=$?
+[ $rc -eq 2 ] && grep -q "latency-rounds.*not in range" "$T/out" && ok "--latency-rounds -1: exit 2 naming the option and its range" || bad "--latency-rounds -1 (rc $rc)"
 timeout 120 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root -np 4 "$AXPLAN" calibrate --gpus-per-node 3 -o "$T/b.json" >"$T/out" 2>&1; rc=$?
 grep -q "4 ranks do not fill nodes of 3 GPUs" "$T/out" && [ $rc -ne 0 ] && ok "ranks that do not fill nodes" || bad "nodes (rc $rc)"
 
@@ -96,7 +98,7 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
   for attempt in 1 2; do
     timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit -- \
       "$AXPLAN" calibrate --gpus-per-node 2 \
-      --repeats 5 --sync-wait-rounds 1 --waiting-share-rounds 3 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
+      --repeats 5 --sync-wait-rounds 1 --waiting-share-rounds 3 --latency-rounds 3 -o "$T/emu.json" >"$T/out" 2>&1; rc=$?
     [ $rc -ne 124 ] && break
     echo "emulated cluster run timed out (attempt $attempt)"
   done
@@ -118,6 +120,25 @@ if [ "$(id -u)" -eq 0 ] && ip netns list >/dev/null 2>&1; then
     ok "emulated cluster: a waiting rank's share of the cores, inside a node and across nodes"
   else
     bad "emulated cluster: waiting_rank_share (rc $rc) lacks a kind or is not in [0, 1]"
+  fi
+  # The latency rounds (docs/model.md section 1): pairs inside a node and across nodes,
+  # each placement's loaded latency written (inside a node as its own field) and printed
+  # with the alone figure and the rounds' range.
+  if [ $rc -eq 0 ] && python3 - "$T/emu.json" "$T/out" <<'PY'
+import json, re, sys
+t = json.load(open(sys.argv[1])); out = open(sys.argv[2]).read()
+for where, key in (("inside a node", "intra_node_collective_latency_s"), ("across nodes", "collective_latency_s")):
+    m = re.search(r"^latency per ring step %s: ([0-9.]+) us beside other ranks' compute, ([0-9.]+) us alone \(pairs' "
+                  r"one-element all-reduces, median of 3 rounds; loaded rounds ([0-9.]+) to ([0-9.]+) us\)$" % where, out, re.M)
+    assert m, (where, out[-2000:])
+    loaded, alone, low, high = map(float, m.groups())
+    assert t[key] > 0 and abs(t[key] * 1e6 - loaded) < 0.1, (key, t[key], loaded)
+    assert low <= loaded <= high and alone > 0, m.groups()
+PY
+  then
+    ok "emulated cluster: the latency per ring step inside a node and across nodes, written and printed"
+  else
+    bad "emulated cluster: latency rounds (rc $rc) not written or printed for both placements"
   fi
 else
   echo "skipped the emulated cluster part: needs root and ip netns"

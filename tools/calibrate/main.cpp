@@ -47,6 +47,7 @@ struct Options {
   int sync_wait_loop = runtime::CalibrationRequest{}.sync_wait_loop;
   int waiting_share_rounds = runtime::CalibrationRequest{}.waiting_share_rounds;
   int waiting_share_burst = runtime::CalibrationRequest{}.waiting_share_burst;
+  int latency_rounds = runtime::CalibrationRequest{}.latency_rounds;
   std::string wait = "auto";
 };
 
@@ -118,14 +119,22 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
     fmt::print(out, "a rank waiting for a message {}: takes {:.2f} of a computing rank's cores (median of {} rounds; "
                "rounds {:.2f} to {:.2f})\n",
                w.across_nodes ? "from another node" : "from its own node", w.share, w.rounds, w.lowest, w.highest);
+  for (const auto& l : c.latencies)
+    fmt::print(out, "latency per ring step {}: {:.1f} us beside other ranks' compute, {:.1f} us alone (pairs' "
+               "one-element all-reduces, median of {} rounds; loaded rounds {:.1f} to {:.1f} us)\n",
+               l.across_nodes ? "across nodes" : "inside a node", 1e6 * l.loaded_s, 1e6 * l.alone_s, l.rounds,
+               1e6 * l.lowest_s, 1e6 * l.highest_s);
   if (c.topology.cores_per_rank > 0)
     fmt::print(out, "host cores per rank: {:.3f}{}\n", c.topology.cores_per_rank,
                c.topology.ranks_time_sliced() ? " (time-sliced: the model staggers other replicas' and stages' tensor rings across nodes)" : "");
   if (!c.topology.nonblocking.rings())
     fmt::print(out, "non-blocking all-gather: linear (the runtime's MPI backend has no ring; the model scales its "
                     "time across nodes by the bytes on a node's link)\n");
-  fmt::print(out, "inter-node bandwidth {:.3f} GB/s (ring over all {} ranks), latency {:.1f} us; wrote {}\n",
+  fmt::print(out, "inter-node bandwidth {:.3f} GB/s (ring over all {} ranks), latency {:.1f} us{}; wrote {}\n",
              c.topology.inter_node_bandwidth_bytes_per_s / 1e9, world, c.topology.collective_latency_s * 1e6,
+             c.topology.intra_node_collective_latency_s >= 0
+                 ? fmt::format(" (inside a node {:.1f} us)", c.topology.intra_node_collective_latency_s * 1e6)
+                 : std::string(),
              o.output);
 }
 
@@ -165,6 +174,11 @@ int main(int argc, char** argv) {
                  "matrix products (128 x 128) in each computing rank's burst of a waiting-share round")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
+  app.add_option("--latency-rounds", o.latency_rounds,
+                 "rounds of small all-reduces over pairs of ranks, inside a node and across nodes, alone and beside "
+                 "other ranks' compute (the latency per ring step); 0: latency from the bandwidth fits")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 10000));
   app.add_option("--wait", o.wait,
                  "how a waiting rank passes the time between polls, as axrun --wait (the waiting share depends on it; "
                  "auto: sleep where the ranks have less than a core each)")
@@ -208,6 +222,7 @@ int main(int argc, char** argv) {
     request.sync_wait_loop = o.sync_wait_loop;
     request.waiting_share_rounds = o.waiting_share_rounds;
     request.waiting_share_burst = o.waiting_share_burst;
+    request.latency_rounds = o.latency_rounds;
     if (!o.model.empty()) {
       const model::ModelDescription m = model::load_model(o.model);
       for (const auto& s : planner::model_matmul_shapes(m, world.size(), o.batch_seqs))

@@ -18,6 +18,7 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
   t.peak_flops_per_s = r.positive_number("peak_flops_per_s");
   t.inter_node_bandwidth_bytes_per_s = r.positive_number("inter_node_bandwidth_bytes_per_s");
   t.collective_latency_s = r.non_negative_number_or("collective_latency_s", 0.0);
+  t.intra_node_collective_latency_s = r.non_negative_number_or("intra_node_collective_latency_s", -1.0);
   t.collective_call_s = r.non_negative_number_or("collective_call_s", 0.0);
   t.host_link_bytes_per_s = r.non_negative_number_or("host_link_bytes_per_s", 0.0);
   t.cores_per_rank = r.non_negative_number_or("cores_per_rank", 0.0);
@@ -131,6 +132,7 @@ nlohmann::json topology_to_json(const Topology& t) {
   }
   j["inter_node_bandwidth_bytes_per_s"] = t.inter_node_bandwidth_bytes_per_s;
   j["collective_latency_s"] = t.collective_latency_s;
+  if (t.intra_node_collective_latency_s >= 0) j["intra_node_collective_latency_s"] = t.intra_node_collective_latency_s;
   if (t.collective_call_s > 0) j["collective_call_s"] = t.collective_call_s;
   if (t.host_link_bytes_per_s > 0) j["host_link_bytes_per_s"] = t.host_link_bytes_per_s;
   if (t.cores_per_rank > 0) j["cores_per_rank"] = t.cores_per_rank;

@@ -168,6 +168,24 @@ AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo
   return bw;
 }
 
+AxisLatencies placement_aware_latencies(const topo::Topology& t, const topo::Grid& g,
+                                        const topo::PlacementOrder& order, BandwidthRule rule) {
+  AxisLatencies latency{};
+  int64_t ip = 1;
+  for (topo::Axis a : order) {
+    const int64_t p = g.size(a);
+    latency[static_cast<int>(a)] = t.collective_latency(group_inside_node(t, ip, p, rule));
+    ip *= p;
+  }
+  return latency;
+}
+
+AxisLatencies placement_agnostic_latencies(const topo::Topology& t) {
+  AxisLatencies latency{};
+  latency.fill(t.collective_latency(false));
+  return latency;
+}
+
 double one_way_group_bandwidth(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
                                bool placement_aware, double ring_bw, topo::Axis a) {
   const auto& p2p = t.point_to_point;

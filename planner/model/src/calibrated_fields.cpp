@@ -51,7 +51,10 @@ topo::Topology with_field_from(const topo::Topology& base, const topo::Topology&
       t.inter_node_bandwidth_bytes_per_s = donor.inter_node_bandwidth_bytes_per_s;
       t.point_to_point = donor.point_to_point;
       break;
-    case CalibratedField::Latency: t.collective_latency_s = donor.collective_latency_s; break;
+    case CalibratedField::Latency:
+      t.collective_latency_s = donor.collective_latency_s;
+      t.intra_node_collective_latency_s = donor.intra_node_collective_latency_s;
+      break;
   }
   return t;
 }

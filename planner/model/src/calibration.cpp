@@ -198,8 +198,39 @@ CalibratedCluster calibrated_topology(const topo::Topology& base, const topo::Cl
       c.description += fmt::format(" {} {:.2f} ({:.2f}-{:.2f})", f.across_nodes ? "across nodes" : "inside a node",
                                    f.share, f.lowest, f.highest);
   }
+  for (const bool across : {false, true}) {
+    const bool measured = std::any_of(m.latencies.begin(), m.latencies.end(),
+                                      [&](const topo::LatencyTiming& l) { return l.loaded && l.across_nodes == across; });
+    if (!measured) continue;
+    out.latencies.push_back(fit_latency(m.latencies, across));
+    (across ? c.collective_latency_s : c.intra_node_collective_latency_s) = out.latencies.back().loaded_s;
+  }
+  if (!out.latencies.empty()) {
+    c.description += "; latency per ring step, median over rounds of small all-reduces beside other ranks' compute "
+                     "(alone; loaded range):";
+    for (const auto& f : out.latencies)
+      c.description += fmt::format(" {} {:.0f} us ({:.0f}; {:.0f}-{:.0f})", f.across_nodes ? "across nodes" : "inside a node",
+                                   1e6 * f.loaded_s, 1e6 * f.alone_s, 1e6 * f.lowest_s, 1e6 * f.highest_s);
+  }
   describe_kernel_rounds(out);
   return out;
+}
+
+LatencyFit fit_latency(const std::vector<topo::LatencyTiming>& rounds, bool across_nodes) {
+  std::vector<double> loaded, alone;  // per ring step: a pair's all-reduce is 2
+  for (const auto& r : rounds)
+    if (r.across_nodes == across_nodes) (r.loaded ? loaded : alone).push_back(r.seconds / 2);
+  if (loaded.empty())
+    throw InternalError("calibrate", "no loaded latency rounds", across_nodes ? "across nodes" : "inside a node",
+                        "at least one round");
+  LatencyFit f;
+  f.across_nodes = across_nodes;
+  f.loaded_s = median(loaded);
+  f.alone_s = alone.empty() ? 0.0 : median(alone);
+  f.lowest_s = *std::min_element(loaded.begin(), loaded.end());
+  f.highest_s = *std::max_element(loaded.begin(), loaded.end());
+  f.rounds = static_cast<int64_t>(loaded.size());
+  return f;
 }
 
 WaitingShareFit fit_waiting_share(const std::vector<double>& ratios, bool across_nodes) {

@@ -68,7 +68,7 @@ topo::Topology pooled_calibration(const std::vector<topo::Topology>& calibration
   out.name = name;
   out.description = fmt::format("the median of {} calibrations, quantity by quantity: {}", calibrations.size(),
                                 fmt::join(sources, ", "));
-  std::vector<double> fallback, inter, latency, p2p_intra, p2p_inter, rate, overhead, wait_intra, wait_inter;
+  std::vector<double> fallback, inter, latency, intra_latency, p2p_intra, p2p_inter, rate, overhead, wait_intra, wait_inter;
   Pool<std::pair<int64_t, int64_t>> intra;
   Pool<std::tuple<int64_t, int64_t, int64_t, int64_t>> shapes;
   Pool<std::pair<std::string, bool>> elementwise;  // (operation, backward)
@@ -77,6 +77,7 @@ topo::Topology pooled_calibration(const std::vector<topo::Topology>& calibration
     fallback.push_back(t.intra_node_bandwidth_bytes_per_s);
     inter.push_back(t.inter_node_bandwidth_bytes_per_s);
     latency.push_back(t.collective_latency_s);
+    if (t.intra_node_collective_latency_s >= 0) intra_latency.push_back(t.intra_node_collective_latency_s);
     p2p_intra.push_back(t.point_to_point.intra_node_bytes_per_s);
     p2p_inter.push_back(t.point_to_point.inter_node_bytes_per_s);
     rate.push_back(t.compute.matmul_flops_per_s);
@@ -94,6 +95,7 @@ topo::Topology pooled_calibration(const std::vector<topo::Topology>& calibration
   out.intra_node_bandwidth_bytes_per_s = median(fallback);
   out.inter_node_bandwidth_bytes_per_s = median(inter);
   out.collective_latency_s = median(latency);
+  out.intra_node_collective_latency_s = intra_latency.empty() ? -1.0 : median(intra_latency);
   out.point_to_point = {median_of_measured(p2p_intra), median_of_measured(p2p_inter)};
   out.compute.matmul_flops_per_s = median_of_measured(rate);
   out.compute.matmul_overhead_s = median(overhead);

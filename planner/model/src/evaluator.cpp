@@ -213,7 +213,10 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
   ls.microbatches = paper ? 1 : e.microbatches;
   ls.element_bytes = paper ? 2 : o.precision.compute_bytes;
   ls.grad_reduce_bytes = paper ? 4 : o.precision.grad_reduce_bytes;
-  ls.latency_s = paper ? 0.0 : t.collective_latency_s;
+  if (!paper)
+    ls.latency_s = o.placement_aware
+                       ? placement_aware_latencies(t, g, order, BandwidthRule::Straddle)
+                       : placement_agnostic_latencies(t);
   ls.small_collectives = !paper;
   if (o.placement_aware && !paper && !t.nonblocking.rings()) {  // the cluster's non-ring all-gather
     const auto per_node = members_per_node(t, g, order, BandwidthRule::Straddle);
@@ -243,8 +246,11 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     if (o.placement_aware) {
       ring_stages = stages_sharing_data_link(t, g, order, g.sequence);
       ls.sequence_bw = group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle) * static_cast<double>(ring_stages);
+      if (!paper)
+        ls.sequence_latency_s = t.collective_latency(group_inside_node(t, ip, g.sequence, BandwidthRule::Straddle));
     } else {
       ls.sequence_bw = axis_bandwidth(bw, topo::Axis::Data);
+      ls.sequence_latency_s = axis_latency(ls.latency_s, topo::Axis::Data);
     }
   }
 
@@ -390,9 +396,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     // passes (compute, the small collectives, each shift's latency and each blocking
     // call's fixed cost) leaves the link to others.
     const double forward_latency_s =
-        static_cast<double>(ring_self_attention_forward_shifts(g.sequence)) * ls.latency_s;
+        static_cast<double>(ring_self_attention_forward_shifts(g.sequence)) * ls.sequence_latency_s;
     const double backward_latency_s =
-        static_cast<double>(ring_self_attention_backward_shifts(g.sequence)) * ls.latency_s;
+        static_cast<double>(ring_self_attention_backward_shifts(g.sequence)) * ls.sequence_latency_s;
     double transfers_s = 0, rest_s = 0;
     for (size_t i = 0; i < m.layers.size(); ++i) {
       const LayerCosts& k = sc.costs[static_cast<size_t>(class_of_[i])];
@@ -473,7 +479,9 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
           point_to_point_s(message_bytes,
                            pipeline_p2p_bandwidth(t, g, order, o.placement_aware && !paper,
                                                   axis_bandwidth(bw, topo::Axis::Pipe), b),
-                           ls.latency_s);
+                           paper ? 0.0
+                                 : t.collective_latency(o.placement_aware &&
+                                                        !pipeline_boundary_crosses_nodes(t, g, order, b)));
   }
 
   // A stage whose layers are those of the one before it (the same classes, the same
@@ -632,7 +640,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
         // the optimizer phase issues its own collectives (chunks, or one reduce-scatter
         // and one all-gather), so each layer's latency term is taken out and each of
         // those collectives pays one.
-        const double per_call = ring_all_reduce_s(g.gdata, 0.0, 1.0, ls.latency_s);
+        const double per_call = ring_all_reduce_s(g.gdata, 0.0, 1.0, axis_latency(ls.latency_s, topo::Axis::Data));
         double local = 0, allreduce = 0, reduced_layers = 0;
         for (size_t i = first; i < last; ++i) {
           local += static_cast<double>(m.layers[i].weight_elements()) / static_cast<double>(g.gx * g.gy * g.gz);

@@ -49,7 +49,7 @@ void add_small_collectives(LayerCollectives& c, const model::Layer& l, const top
   const Axis hidden = layout.rules->hidden_axis;
   const int64_t h = g.size(hidden);
   auto all_reduce = [&](Axis over, double bytes) {
-    return ring_all_reduce_s(g.size(over), bytes, axis_bandwidth(bw, over), s.latency_s);
+    return ring_all_reduce_s(g.size(over), bytes, axis_bandwidth(bw, over), axis_latency(s.latency_s, over));
   };
   // The norm's elements on one GPU (its input's hidden block) and the bias's (the
   // output's columns).
@@ -104,7 +104,7 @@ LayerCollectives layer_collectives(const model::Layer& l, const topo::Grid& g, c
 }
 
 StepCollectives step_small_collectives(double vector_elements, int64_t grad_bytes, const topo::Grid& g,
-                                       const AxisBandwidths& bw, double latency_s,
+                                       const AxisBandwidths& bw, const AxisLatencies& latency,
                                        const plan::OptimizerSettings& optimizer) {
   constexpr double kLossBytes = 8;  // the loss sum, a double
   StepCollectives out;
@@ -117,6 +117,7 @@ StepCollectives step_small_collectives(double vector_elements, int64_t grad_byte
   const int64_t z_data = g.gz * g.gdata;
   const double z_data_beta = std::min(g.gz > 1 ? axis_bandwidth(bw, Axis::Z) : kNone,
                                       g.gdata > 1 ? axis_bandwidth(bw, Axis::Data) : kNone);
+  const double latency_s = axis_latency(latency, g.gdata > 1 ? Axis::Data : Axis::Z);
   if (vector_elements > 0) {
     const double bytes = vector_elements * static_cast<double>(grad_bytes);
     if (optimizer.zero > 0) {  // the optimizer phase: reduce-scatter, update, all-gather
@@ -133,8 +134,9 @@ StepCollectives step_small_collectives(double vector_elements, int64_t grad_byte
   }
   add(z_data, ring_all_reduce_s(z_data, kLossBytes, z_data_beta, latency_s));
   if (plan::layout_rules(g.layout).splits_rows)  // the logits' rows over X
-    add(g.gx, ring_all_reduce_s(g.gx, kLossBytes, axis_bandwidth(bw, Axis::X), latency_s));
-  add(g.ginter, ring_all_reduce_s(g.ginter, kLossBytes, axis_bandwidth(bw, Axis::Pipe), latency_s));
+    add(g.gx, ring_all_reduce_s(g.gx, kLossBytes, axis_bandwidth(bw, Axis::X), axis_latency(latency, Axis::X)));
+  add(g.ginter,
+      ring_all_reduce_s(g.ginter, kLossBytes, axis_bandwidth(bw, Axis::Pipe), axis_latency(latency, Axis::Pipe)));
   return out;
 }
 

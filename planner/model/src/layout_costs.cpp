@@ -12,6 +12,9 @@ namespace {
 
 using topo::Axis;
 
+// The latency per ring step of the group along `a`, seconds.
+double alpha(const LayerCommSettings& s, Axis a) { return axis_latency(s.latency_s, a); }
+
 // What every layout's formulas read: a layer's sizes in bytes and elements.
 struct Sizes {
   double k, n, m, w, gz;
@@ -36,16 +39,16 @@ void axonn3d_collectives(const model::Layer& l, const topo::Grid& g, const AxisB
   const Sizes z(l, g, s);
   const double ga = static_cast<double>(g.size(c.a)), gb = static_cast<double>(g.size(c.b));
   const double weight_block_bytes = z.w * z.k * z.n / (ga * gb);
-  c.all_gather_s = ring_all_gather_s(g.gz, weight_block_bytes, all_gather_bw(bw, s, Axis::Z), s.latency_s);
-  c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, weight_block_bytes, axis_bandwidth(bw, Axis::Z), s.latency_s);
+  c.all_gather_s = ring_all_gather_s(g.gz, weight_block_bytes, all_gather_bw(bw, s, Axis::Z), alpha(s, Axis::Z));
+  c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, weight_block_bytes, axis_bandwidth(bw, Axis::Z), alpha(s, Axis::Z));
   c.forward_all_reduce_s =
-      ring_all_reduce_s(g.size(c.a), z.w * z.m * z.n / (gb * z.gz), axis_bandwidth(bw, c.a), s.latency_s);
+      ring_all_reduce_s(g.size(c.a), z.w * z.m * z.n / (gb * z.gz), axis_bandwidth(bw, c.a), alpha(s, c.a));
   c.input_grad_all_reduce_s =
       s.input_gradient
-          ? ring_all_reduce_s(g.size(c.b), z.w * z.m * z.k / (ga * z.gz), axis_bandwidth(bw, c.b), s.latency_s)
+          ? ring_all_reduce_s(g.size(c.b), z.w * z.m * z.k / (ga * z.gz), axis_bandwidth(bw, c.b), alpha(s, c.b))
           : 0.0;
   c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * z.k * z.n / (ga * gb * z.gz);
-  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), s.latency_s);
+  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), alpha(s, Axis::Data));
 }
 
 // Colossal-AI's 3D (section 16): AxoNN's weights, and the rows AxoNN replicates over b
@@ -57,11 +60,11 @@ void threed_collectives(const model::Layer& l, const topo::Grid& g, const AxisBa
   const double ga = static_cast<double>(g.size(c.a)), gb = static_cast<double>(g.size(c.b));
   c.gathers_input = true;
   const double input_bytes = z.w * z.m * z.k / (ga * z.gz), output_bytes = z.w * z.m * z.n / (gb * z.gz);
-  c.forward_all_reduce_s = ring_reduce_scatter_s(g.size(c.a), output_bytes, axis_bandwidth(bw, c.a), s.latency_s);
-  c.output_grad_gather_s = ring_all_gather_s(g.size(c.a), output_bytes, all_gather_bw(bw, s, c.a), s.latency_s);
+  c.forward_all_reduce_s = ring_reduce_scatter_s(g.size(c.a), output_bytes, axis_bandwidth(bw, c.a), alpha(s, c.a));
+  c.output_grad_gather_s = ring_all_gather_s(g.size(c.a), output_bytes, all_gather_bw(bw, s, c.a), alpha(s, c.a));
   if (l.kind != model::LayerKind::Embedding) {
-    c.input_gather_s = ring_all_gather_s(g.size(c.b), input_bytes, all_gather_bw(bw, s, c.b), s.latency_s);
-    c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.size(c.b), input_bytes, axis_bandwidth(bw, c.b), s.latency_s);
+    c.input_gather_s = ring_all_gather_s(g.size(c.b), input_bytes, all_gather_bw(bw, s, c.b), alpha(s, c.b));
+    c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.size(c.b), input_bytes, axis_bandwidth(bw, c.b), alpha(s, c.b));
   }
 }
 
@@ -73,15 +76,15 @@ void summa_collectives(const model::Layer& l, const topo::Grid& g, const AxisBan
   c.a = c.b = Axis::Y;
   c.gathers_input = true;
   const double q = static_cast<double>(g.gy), block_bytes = z.w * z.k * z.n / q;
-  c.all_gather_s = ring_all_gather_s(g.gz, block_bytes, all_gather_bw(bw, s, Axis::Z), s.latency_s);
-  c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, block_bytes, axis_bandwidth(bw, Axis::Z), s.latency_s);
+  c.all_gather_s = ring_all_gather_s(g.gz, block_bytes, all_gather_bw(bw, s, Axis::Z), alpha(s, Axis::Z));
+  c.reduce_scatter_s = ring_reduce_scatter_s(g.gz, block_bytes, axis_bandwidth(bw, Axis::Z), alpha(s, Axis::Z));
   const double input_bytes = z.w * z.m * z.k / z.gz;
   if (l.kind != model::LayerKind::Embedding) {
-    c.input_gather_s = ring_all_gather_s(g.gy, input_bytes, all_gather_bw(bw, s, Axis::Y), s.latency_s);
-    c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.gy, input_bytes, axis_bandwidth(bw, Axis::Y), s.latency_s);
+    c.input_gather_s = ring_all_gather_s(g.gy, input_bytes, all_gather_bw(bw, s, Axis::Y), alpha(s, Axis::Y));
+    c.input_grad_all_reduce_s = ring_reduce_scatter_s(g.gy, input_bytes, axis_bandwidth(bw, Axis::Y), alpha(s, Axis::Y));
   }
   c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * z.k * z.n / (q * z.gz);
-  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), s.latency_s);
+  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), alpha(s, Axis::Data));
 }
 
 // SUMMA's broadcast form (section 15, "The broadcast form"): no gathers; q steps each
@@ -103,12 +106,12 @@ void summa_broadcast_collectives(const model::Layer& l, const topo::Grid& g, con
   };
   const double y_bw = one_way(Axis::Y), z_bw = one_way(Axis::Z);
   c.summa_steps = g.gy;
-  c.summa_input_broadcast_s = ring_broadcast_s(g.gy, input_block, y_bw, s.latency_s);
-  c.summa_weight_broadcast_s = ring_broadcast_s(g.gz, weight_block, z_bw, s.latency_s);
-  c.summa_input_reduce_s = s.input_gradient ? ring_reduce_s(g.gy, input_block, y_bw, s.latency_s) : 0.0;
-  c.summa_weight_reduce_s = ring_reduce_s(g.gz, weight_block, z_bw, s.latency_s);
+  c.summa_input_broadcast_s = ring_broadcast_s(g.gy, input_block, y_bw, alpha(s, Axis::Y));
+  c.summa_weight_broadcast_s = ring_broadcast_s(g.gz, weight_block, z_bw, alpha(s, Axis::Z));
+  c.summa_input_reduce_s = s.input_gradient ? ring_reduce_s(g.gy, input_block, y_bw, alpha(s, Axis::Y)) : 0.0;
+  c.summa_weight_reduce_s = ring_reduce_s(g.gz, weight_block, z_bw, alpha(s, Axis::Z));
   c.data_bytes = static_cast<double>(s.grad_reduce_bytes) * z.k * z.n / q2;
-  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), s.latency_s);
+  c.data_all_reduce_s = ring_all_reduce_s(g.gdata, c.data_bytes, axis_bandwidth(bw, Axis::Data), alpha(s, Axis::Data));
 }
 
 // The sequence mode's ring self-attention (section 13): one member's chunk of K (its
@@ -117,8 +120,8 @@ void summa_broadcast_collectives(const model::Layer& l, const topo::Grid& g, con
 void ring_attention(const model::Layer& l, const topo::Grid& g, const LayerCommSettings& s, LayerCollectives& c) {
   const double chunk_bytes = static_cast<double>(s.element_bytes) * static_cast<double>(s.tokens) *
                              static_cast<double>(l.heads * l.head_dim) / static_cast<double>(g.gy * g.gz);
-  c.ring_forward_s = ring_self_attention_forward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
-  c.ring_backward_s = ring_self_attention_backward_s(g.sequence, chunk_bytes, s.sequence_bw, s.latency_s);
+  c.ring_forward_s = ring_self_attention_forward_s(g.sequence, chunk_bytes, s.sequence_bw, s.sequence_latency_s);
+  c.ring_backward_s = ring_self_attention_backward_s(g.sequence, chunk_bytes, s.sequence_bw, s.sequence_latency_s);
 }
 
 }  // namespace

@@ -16,7 +16,10 @@
 // `sync_wait_rounds` rounds, half before everything else and half after it (each burst
 // size after a barrier, or with `sync_wait_loop`, many in a row). Last, in
 // `waiting_share_rounds` rounds, half the ranks compute a burst while the other half
-// wait for a message, polling as a pipeline stage does (waiting_shares). Kernels
+// wait for a message, polling as a pipeline stage does (waiting_shares). In
+// `latency_rounds` rounds, pairs of ranks inside a node and across nodes time
+// one-element all-reduces, alone and while the other half of the ranks compute
+// (latencies). Kernels
 // are timed by every rank at once (ranks of a node share its cores, as in training);
 // each shape keeps the median over ranks of each rank's median (a rank descheduled
 // for a long stretch is an outlier, not the rate the ranks get). They are timed in
@@ -56,6 +59,8 @@ struct CalibrationRequest {
   int sync_wait_loop = 0;
   int waiting_share_burst = 512;                     // 128^3 matmuls per burst of the waiting share (128 until 2026-12-01)
   int waiting_share_rounds = 20;                     // its rounds; 0: not measured
+  int latency_rounds = 10;                           // rounds of the small all-reduces (latencies); 0: none
+  int latency_calls = 30;                            // timed all-reduces per pair and round (after 3 warm-ups)
   bool kernels_only = false;  // time the kernels (and count the cores per rank) only: a probe of the machine's rate
 };
 

@@ -56,6 +56,19 @@ struct WaitingShareTiming {
   int64_t round = 0;  // 0-based
 };
 
+// One round of the latency measurement (Topology::collective_latency): pairs of ranks
+// inside a node ({r, r + 1}) or across nodes ({r, r + gpus_per_node}) run one-element
+// all-reduces back to back, every pair at once (loaded false), or half of the pairs
+// while the ranks of the other half compute bursts of matmuls (loaded true: a step's
+// small collectives run beside other ranks' compute). `seconds`: over the timing ranks,
+// the median of each one's median all-reduce (2 ring steps).
+struct LatencyTiming {
+  bool across_nodes = false;
+  bool loaded = false;
+  double seconds = 0;
+  int64_t round = 0;  // 0-based
+};
+
 // The operand of one element-wise measurement: `rows` x `width` elements (softmax:
 // rows/width score matrices of width x width).
 struct ElementwiseShape {
@@ -83,6 +96,7 @@ struct ClusterMeasurements {
   std::vector<KernelRound> kernel_rounds;
   std::vector<SyncWaitTiming> sync_waits;              // may be empty
   std::vector<WaitingShareTiming> waiting_shares;      // may be empty
+  std::vector<LatencyTiming> latencies;                // may be empty
   // The algorithms of the non-blocking collectives that the measured backend runs in
   // training (calibrate times the blocking rings above): a fact of the backend.
   NonblockingCollectives nonblocking;

@@ -148,6 +148,10 @@ struct Topology {
   std::vector<IntraBandwidthEntry> intra_node_table;
   double inter_node_bandwidth_bytes_per_s = 0;  // between one pair of nodes, bidirectional
   double collective_latency_s = 0;              // alpha per ring step; 0 = paper's Assumption 3
+  // Alpha per ring step of a group that stays inside one node, seconds; < 0: not set, and
+  // collective_latency_s holds for every group. Where set, collective_latency_s is the
+  // latency of groups that cross nodes (docs/model.md section 1).
+  double intra_node_collective_latency_s = -1;
   // A fixed cost of each blocking collective of a tensor-parallel group that the model
   // has (the ring model aside), seconds; 0 = none. Collectives on an emulated cluster
   // whose ranks share cores cost more during training than calibrate's lone ones, for a
@@ -170,6 +174,11 @@ struct Topology {
   bool ranks_time_sliced() const { return cores_per_rank > 0 && cores_per_rank < 1; }
 
   int64_t total_gpus() const { return gpus_per_node * num_nodes; }
+
+  // Alpha per ring step of a group inside one node or across nodes, seconds.
+  double collective_latency(bool inside_node) const {
+    return inside_node && intra_node_collective_latency_s >= 0 ? intra_node_collective_latency_s : collective_latency_s;
+  }
 
   // Bandwidth of a ring inside one node (bytes/s): the table's (ip, p) entry, else
   // the scalar fallback.

@@ -43,6 +43,19 @@ AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::G
                                           const topo::PlacementOrder& order, BandwidthRule rule);
 AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo::Grid& g);
 
+// Latency (alpha) per ring step of each axis's group, seconds, indexed by topo::Axis
+// (docs/model.md section 1): the topology's intra-node latency where eq. 10 keeps the
+// group inside a node (group_inside_node), its across-node latency otherwise; the
+// placement-agnostic model puts every group across nodes. One latency for every group
+// where the topology has no intra-node one.
+// Example (2 nodes of 4, intra 2 ms, across 1 ms, grid 2,2,2,1,1, order x,y,z,pipe,data):
+//   X, Y: 2e-3 (ip p = 2, 4);  Z: 1e-3 (ip p = 8)
+using AxisLatencies = std::array<double, topo::kNumAxes>;
+inline double axis_latency(const AxisLatencies& l, topo::Axis a) { return l[static_cast<int>(a)]; }
+AxisLatencies placement_aware_latencies(const topo::Topology& t, const topo::Grid& g,
+                                        const topo::PlacementOrder& order, BandwidthRule rule);
+AxisLatencies placement_agnostic_latencies(const topo::Topology& t);
+
 // The members of each axis's group that share a node (placement-aware): the group's
 // size where `rule` keeps it inside a node, else min(p, gpn / ip) where ip divides the
 // node (and ip p divides it or spans whole nodes), else, for groups that split unevenly

@@ -12,7 +12,7 @@
 //   - waiting share: waiting_share (inside a node, across nodes);
 //   - bandwidths: the intra-node fallback and table, the inter-node bandwidth, the
 //     point-to-point bandwidths;
-//   - latency: collective_latency_s.
+//   - latency: collective_latency_s, intra_node_collective_latency_s.
 // Everything else (name, layout, memory, peak FLOP/s, cores per rank, the per-call cost)
 // stays the base's.
 //

@@ -4,7 +4,11 @@
 //  - every (ip, p) group: latency and bandwidth fitted to its all-gathers,
 //    reduce-scatters and all-reduces (bandwidth_fit.hpp); groups inside a node fill
 //    the intra-node table; the ring over all ranks with ip = 1 gives the inter-node
-//    bandwidth (eq. 10 with ip = 1); the median latency becomes collective_latency_s;
+//    bandwidth (eq. 10 with ip = 1); the median latency becomes collective_latency_s
+//    unless the latency rounds below measured it;
+//  - latency rounds (ClusterMeasurements::latencies): per ring step, half the median
+//    loaded one-element all-reduce of pairs inside a node (intra_node_collective_latency_s)
+//    and across nodes (collective_latency_s), where measured (fit_latency);
 //  - point-to-point pairs inside a node and across nodes: their own fits;
 //  - matmuls: the table of measured shapes plus a fit t = overhead + flops / rate (or,
 //    when the times do not grow with FLOPs, the aggregate rate);
@@ -84,6 +88,20 @@ struct WaitingShareFit {
 };
 WaitingShareFit fit_waiting_share(const std::vector<double>& ratios, bool across_nodes);
 
+// The latency of groups inside a node or across nodes (Topology::collective_latency),
+// per ring step: half of a pair's one-element all-reduce (2 ring steps), the median over
+// the rounds, timed while half of the ranks compute (`loaded`, the value written: a
+// step's collectives run beside other ranks' compute) and with every pair at once
+// (`alone`, printed beside it); and the loaded rounds' range.
+struct LatencyFit {
+  bool across_nodes = false;
+  double loaded_s = 0, alone_s = 0;    // per ring step
+  double lowest_s = 0, highest_s = 0;  // the loaded rounds', per ring step
+  int64_t rounds = 0;
+};
+// Throws InternalError without loaded rounds of that placement.
+LatencyFit fit_latency(const std::vector<topo::LatencyTiming>& rounds, bool across_nodes);
+
 struct CalibratedCluster {
   topo::Topology topology;
   std::vector<GroupFit> groups;  // by (ip, p)
@@ -92,6 +110,7 @@ struct CalibratedCluster {
   std::string matmul_note;             // why there is no matmul fit, when there is none
   std::vector<SyncWaitFit> sync_waits; // by p, ascending
   std::vector<WaitingShareFit> waiting_shares;  // inside a node, then across nodes, where measured
+  std::vector<LatencyFit> latencies;            // inside a node, then across nodes, where measured
   std::vector<KernelRoundSums> kernel_rounds;  // in calibrate's order; empty: one round, not kept apart
   // The spread of the rounds' sums: (max - min) / median (run_spread; 0 for one round).
   double matmul_round_spread = 0, elementwise_round_spread = 0;

@@ -35,8 +35,9 @@ struct LayerCommSettings {
   bool input_gradient = true;       // backward dI all-reduce (false for embeddings)
   int64_t element_bytes = 2;        // w
   int64_t grad_reduce_bytes = 4;    // wg
-  double latency_s = 0;             // alpha per ring step
+  AxisLatencies latency_s{};        // alpha per ring step of each axis's group, seconds
   double sequence_bw = 0;           // bytes/s of the sequence group's ring (Grid::sequence > 1)
+  double sequence_latency_s = 0;    // alpha per shift of the sequence group's ring, seconds
   // A non-ring all-gather (topo::NonblockingCollectives): how many times a ring's time
   // the all-gather of each axis's group takes (collectives.hpp; 1 for a ring).
   std::array<double, topo::kNumAxes> all_gather_slowdown{1, 1, 1, 1, 1};
@@ -144,13 +145,14 @@ inline plan::CommBreakdown comm_per_step(const LayerCollectives& one, int64_t mi
 // one all-reduce (the runtime's reducer), or as the optimizer phase issues them: a
 // reduce-scatter and an all-gather under ZeRO, chunks of allreduce_coarsening x
 // bucket_elements elements offloaded. Over Z x data the bandwidth is the slower of the
-// two groups'; over X and the pipeline, theirs (bw).
+// two groups', the latency the data group's (which spans Z's under the default order)
+// or, without one, Z's; over X and the pipeline, theirs (bw, latency).
 struct StepCollectives {
   double seconds = 0;
   int64_t calls = 0;
 };
 StepCollectives step_small_collectives(double vector_elements, int64_t grad_bytes, const topo::Grid& g,
-                                       const AxisBandwidths& bw, double latency_s,
+                                       const AxisBandwidths& bw, const AxisLatencies& latency,
                                        const plan::OptimizerSettings& optimizer = {});
 
 // Seconds per step, by collective (comm_per_step of layer_collectives). Attention
