@@ -162,8 +162,8 @@ void time_waiting_shares(MpiCommunicator& world, int64_t gpn, int burst, int rou
 // the n / 2 holding ranks (q / stride) 2 stride + q % stride and that + stride. Each
 // round times, after 3 warm-ups, `calls` one-element all-reduces of the runtime's
 // communicator: first every pair at once, then only the even pairs while each rank of an
-// odd pair computes bursts of 4 matmuls (128^3) until the same member of the pair
-// before it says it is done. Needs an even number of pairs.
+// odd pair computes bursts of 4 matmuls (128^3) until the same member of the even pair
+// beside it (q xor 1) says it is done. Needs an even number of pairs.
 void time_latencies(MpiCommunicator& world, int64_t stride, bool across, int calls, int rounds,
                     std::vector<topo::LatencyTiming>& out) {
   const int64_t rank = world.rank();
@@ -241,6 +241,9 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   if (r.waiting_share_rounds < 0)
     throw InputError("calibrate", fmt::format("{} waiting-share rounds", r.waiting_share_rounds),
                      "waiting_share_rounds", "0 or more");
+  if (r.latency_rounds < 0 || r.latency_calls < 1)
+    throw InputError("calibrate", fmt::format("{} latency rounds of {} calls", r.latency_rounds, r.latency_calls),
+                     "latency_rounds, latency_calls", "0 or more rounds of at least 1 call");
   std::vector<std::unique_ptr<Communicator>> sync_groups;
   if (!r.sync_wait_bursts.empty() && !r.kernels_only)
     for (int64_t p = 2; p <= n; ++p)
@@ -292,9 +295,6 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   sync_wait_rounds(r.sync_wait_rounds / 2, r.sync_wait_rounds);
   if (!r.kernels_only && r.waiting_share_rounds > 0)
     time_waiting_shares(world, gpn, r.waiting_share_burst, r.waiting_share_rounds, m.waiting_shares);
-  if (r.latency_rounds < 0 || r.latency_calls < 1)
-    throw InputError("calibrate", fmt::format("{} latency rounds of {} calls", r.latency_rounds, r.latency_calls),
-                     "latency_rounds, latency_calls", "0 or more rounds of at least 1 call");
   if (!r.kernels_only && r.latency_rounds > 0 && n % 4 == 0) {  // an even number of pairs
     if (gpn % 2 == 0) time_latencies(world, 1, false, r.latency_calls, r.latency_rounds, m.latencies);
     if (n > gpn && n % (2 * gpn) == 0)

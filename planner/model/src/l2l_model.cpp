@@ -94,6 +94,8 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
   const double w = static_cast<double>(o.precision.compute_bytes);
   const double link = t.host_link_bytes_per_s;  // 0: not modeled (copies free)
   const double data_bw = placement_aware_bandwidths(t, e.grid, o.order, BandwidthRule::Strict)[static_cast<int>(topo::Axis::Data)];
+  const double data_latency_s =
+      axis_latency(placement_aware_latencies(t, e.grid, o.order, BandwidthRule::Strict), topo::Axis::Data);
   MemorySettings ms;
   ms.microbatch_seqs = mb;
   ms.inflight_microbatches = 1;
@@ -121,7 +123,7 @@ L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topolog
     }
     c.fetch_s = link > 0 ? w * elements / link : 0;
     c.push_s = c.fetch_s;  // the gradient, in the compute type, the other way
-    c.reduce_s = ring_all_reduce_s(o.gpus, 4 * elements, data_bw, t.collective_latency_s);
+    c.reduce_s = ring_all_reduce_s(o.gpus, 4 * elements, data_bw, data_latency_s);
     c.update_s = adam_s;
     r.units.push_back(c);
     unit_weights.push_back(elements);
