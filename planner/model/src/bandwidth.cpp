@@ -170,12 +170,11 @@ AxisBandwidths placement_agnostic_bandwidths(const topo::Topology& t, const topo
 
 AxisLatencies placement_aware_latencies(const topo::Topology& t, const topo::Grid& g,
                                         const topo::PlacementOrder& order, BandwidthRule rule) {
+  const topo::RankLayout layout(g, order);
   AxisLatencies latency{};
-  int64_t ip = 1;
-  for (topo::Axis a : order) {
-    const int64_t p = g.size(a);
-    latency[static_cast<int>(a)] = t.collective_latency(group_inside_node(t, ip, p, rule));
-    ip *= p;
+  for (int i = 0; i < topo::kNumAxes; ++i) {
+    const auto a = static_cast<topo::Axis>(i);
+    latency[i] = t.collective_latency(group_inside_node(t, layout.inner_size(a), g.size(a), rule));
   }
   return latency;
 }
