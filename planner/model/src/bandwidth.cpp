@@ -23,6 +23,10 @@ double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, Bandwidth
   return t.inter_node_bandwidth_bytes_per_s / static_cast<double>(std::min(t.gpus_per_node, ip));
 }
 
+double group_latency(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule) {
+  return t.collective_latency(group_inside_node(t, ip, p, rule));
+}
+
 int64_t stages_sharing_data_link(const topo::Topology& t, const topo::Grid& g, const topo::PlacementOrder& order,
                                  int64_t members) {
   const topo::RankLayout layout(g, order);
@@ -174,7 +178,7 @@ AxisLatencies placement_aware_latencies(const topo::Topology& t, const topo::Gri
   AxisLatencies latency{};
   for (int i = 0; i < topo::kNumAxes; ++i) {
     const auto a = static_cast<topo::Axis>(i);
-    latency[i] = t.collective_latency(group_inside_node(t, layout.inner_size(a), g.size(a), rule));
+    latency[i] = group_latency(t, layout.inner_size(a), g.size(a), rule);
   }
   return latency;
 }

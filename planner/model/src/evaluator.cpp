@@ -246,8 +246,7 @@ Evaluation Evaluator::evaluate(const topo::Grid& g, const topo::PlacementOrder& 
     if (o.placement_aware) {
       ring_stages = stages_sharing_data_link(t, g, order, g.sequence);
       ls.sequence_bw = group_bandwidth(t, ip, g.sequence, BandwidthRule::Straddle) * static_cast<double>(ring_stages);
-      if (!paper)
-        ls.sequence_latency_s = t.collective_latency(group_inside_node(t, ip, g.sequence, BandwidthRule::Straddle));
+      if (!paper) ls.sequence_latency_s = group_latency(t, ip, g.sequence, BandwidthRule::Straddle);
     } else {
       ls.sequence_bw = axis_bandwidth(bw, topo::Axis::Data);
       ls.sequence_latency_s = axis_latency(ls.latency_s, topo::Axis::Data);

@@ -38,6 +38,9 @@ bool group_inside_node(const topo::Topology& t, int64_t ip, int64_t p, Bandwidth
 
 // Eq. 10 for one group: `ip` ranks between members, `p` members.
 double group_bandwidth(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule);
+// Its latency per ring step, seconds: the topology's intra-node latency where the group
+// stays inside a node (group_inside_node), its across-node one otherwise.
+double group_latency(const topo::Topology& t, int64_t ip, int64_t p, BandwidthRule rule);
 
 AxisBandwidths placement_aware_bandwidths(const topo::Topology& t, const topo::Grid& g,
                                           const topo::PlacementOrder& order, BandwidthRule rule);
