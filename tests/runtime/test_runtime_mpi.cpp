@@ -219,6 +219,25 @@ TEST(Launch, DetectsOpenMpiSlurmAndNothing) {
   EXPECT_THROW(runtime::detect_launch(get), Error);
 }
 
+TEST(Check, AFailedMpiCallThrowsACommErrorNamingTheCallTheRankAndTheReason) {
+  int rank = -1;
+  AXONN_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));  // success: nothing thrown
+  char reason[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  MPI_Error_string(MPI_ERR_COUNT, reason, &len);
+  try {
+    AXONN_CHECK(MPI_ERR_COUNT);
+    FAIL() << "a failed call passed the check";
+  } catch (const CommError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.kind(), ErrorKind::Communication);
+    EXPECT_NE(what.find("[comm] MPI_ERR_COUNT failed: " + std::string(reason)), std::string::npos) << what;
+    EXPECT_NE(what.find("rank " + std::to_string(rank) + " on host "), std::string::npos) << what;
+    EXPECT_NE(what.find("test_runtime_mpi.cpp:"), std::string::npos) << what;
+    EXPECT_NE(what.find("expected success"), std::string::npos) << what;
+  }
+}
+
 TEST(Comm, CollectivesAreExact) {
   runtime::Communicator& w = *g_world;
   const int p = w.size(), r = w.rank();

@@ -6,7 +6,10 @@
 //
 // On failure it throws axonn::Error "[comm] <call> failed: <the library's reason>:
 // rank R on host H (file:line); expected success". The result type picks the
-// overload of check_result that knows how to turn the code into words.
+// overload of check_result that knows how to turn the code into words. The MPI part
+// is its own target (axonn_mpi_check: MPI, no LibTorch), so MPI tools use it too; an
+// MPI call's code reaches it only where the communicator returns errors
+// (MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), as MpiEnvironment sets).
 #pragma once
 
 #include <string>

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "axonn/runtime/abort_job.hpp"
 #include "axonn/runtime/check.hpp"
 #include "axonn/runtime/communicator.hpp"
 #include "axonn/topology/topology.hpp"
@@ -43,10 +44,6 @@ class MpiEnvironment {
   int provided_ = 0;
   bool finalize_ = false;
 };
-
-// Prints "axonn: rank R on host H: <message>" to stderr and ends every rank with
-// MPI_Abort(MPI_COMM_WORLD, exit_code). Never returns.
-[[noreturn]] void abort_job(const std::string& message, int exit_code);
 
 // Drives MPI progress from a background thread: Open MPI advances non-blocking
 // collectives only inside MPI calls, so without it a collective issued before a long
