@@ -1,5 +1,5 @@
 """JSON in and out for the scripts in tools/ (gpu_matmul_timings.py, gpu_step_check.py,
-gpu_step_compare.py, data_wait.py, intra_node_step_excess.py): bad input ends the program with its message and exit code 2, as
+gpu_step_compare.py, data_wait.py, intra_node_step_excess.py, exact_part_mape.py): bad input ends the program with its message and exit code 2, as
 axplan does; a document is written atomically (a temporary file renamed over the
 target), so a run cut short leaves the old file or none, never half of one.
 

@@ -348,6 +348,31 @@ for label, (p, s) in rows.items():
 assert sum(l.startswith("| ") for l in out.splitlines()) == 1 + 8, out  # the header and 8 rows
 PY
 then ok "calibration-swap: each row as validate --rescore under the swapped topology"; else bad "calibration-swap (rc $rc)"; fi
+# The report carries each prediction's lent-core speedup: under e's own calibration (time-
+# sliced ranks, a measured waiting share) the pipelines' equal axplan explain's, and
+# the grids without a pipeline have none (1).
+lent_ok=1
+for grid in $(python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(' '.join(','.join(str(c['grid'][k]) for k in ('gx', 'gy', 'gz', 'gdata', 'ginter'))
+               for c in r['configs'] if c['status'] == 'measured' and '-' not in c['name'] and c['grid']['ginter'] > 1))" \
+    "$T/swap-own/report.json"); do
+  x=$("$AXPLAN" explain --model gpt-bench --topology "$E-topology.json" --gpus 8 --batch-seqs 16 --overlap-level 0 --precision fp32 \
+      --grid "$grid" 2>&1 | sed -n 's/.*the stages compute \([0-9.]*\)x faster.*/\1/p')
+  python3 - "$T/swap-own/report.json" "$grid" "$x" <<'PY' || lent_ok=0
+import json, sys
+r = json.load(open(sys.argv[1]))
+name = "x".join(sys.argv[2].split(","))
+c = next(c for c in r["configs"] if c["name"] == name)
+assert sys.argv[3] and "%.2f" % c["predicted"]["placement_aware"]["lent_core_speedup"] == sys.argv[3], (name, sys.argv[3])
+assert float(sys.argv[3]) > 1, name
+assert all(c["predicted"]["placement_aware"]["lent_core_speedup"] == 1 for c in r["configs"]
+           if c["status"] == "measured" and c["grid"]["ginter"] == 1)
+PY
+done
+[ $lent_ok -eq 1 ] && [ -n "${grid:-}" ] && ok "the report's lent-core speedups are axplan explain's (the last: $grid, ${x}x)" \
+  || bad "the report's lent-core speedups"
 "$AXPLAN" calibration-swap "$E-report.json" --topology "$E-topology.json" \
   --donor "$D/emulated-2x4-200mbit-2026-12-01-sleep-d-topology.json" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "\[calibration-swap\] a calibration of 4 nodes x 2 GPUs and one of 2 x 4" "$T/out" \
@@ -403,6 +428,34 @@ rc=$?; [ $rc -eq 2 ] && grep -q "has no prediction" "$T/out" && grep -q "placeme
 "$AXPLAN" validate --rescore "$T/repeats/report.json" --topology "$T/four.json" --out-dir "$T/x" >"$T/out" 2>&1
 rc=$?; [ $rc -eq 2 ] && grep -q "placement orders" "$T/out" && ok "--rescore of a --search-order sweep: exit 2" \
   || bad "--rescore of a --search-order sweep (rc $rc)"
+
+# tools/exact_part_mape.py on a hand-made report: A (no pipeline) measured 1.0 s,
+# predicted 0.8; B (2 stages) measured 2.0, predicted 2.0. As predicted: (20 + 0) / 2 =
+# 10.0%; compute exact: A 0.9, B 1.8 -> 10.0%; ag_z exact (and the tensor group's): A
+# 0.9, B 2.1 -> 7.5%; the compute's rate: A (no speedup in the report) 1 x 0.4 / 0.5 =
+# 0.80, B the model's 1.5, measured 1.5 x 1.2 / 1.0 = 1.80.
+cat >"$T/parts.json" <<JSON
+{"configs": [
+ {"grid": {"ginter": 1}, "measured_batch_s": 1.0, "predicted": {"placement_aware": {"batch_s": 0.8}},
+  "error_parts": {"compute": {"calls": 0, "measured_s": 0.5, "predicted_s": 0.4},
+                  "ag_z": {"calls": 5, "measured_s": 0.5, "predicted_s": 0.4}}},
+ {"grid": {"ginter": 2}, "measured_batch_s": 2.0,
+  "predicted": {"placement_aware": {"batch_s": 2.0, "lent_core_speedup": 1.5}},
+  "error_parts": {"compute": {"calls": 0, "measured_s": 1.0, "predicted_s": 1.2},
+                  "ag_z": {"calls": 5, "measured_s": 1.0, "predicted_s": 0.9}}},
+ {"grid": {"ginter": 1}, "status": "failed", "measured_batch_s": null}]}
+JSON
+EP="$(dirname "$0")/../../tools/exact_part_mape.py"
+python3 "$EP" "$T/parts.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 0 ] && grep -q "MAPE as predicted: 10.0% (2 configurations)" "$T/out" \
+  && grep -q "  ag_z exact: 7.5%" "$T/out" && grep -q "  compute exact: 10.0%" "$T/out" \
+  && grep -q "the tensor group's parts and the sync wait exact: 7.5%" "$T/out" \
+  && grep -q "  1 stage(s): the model's 1.00, measured 0.80 (0.80-0.80, 1 configurations)" "$T/out" \
+  && grep -q "  2 stage(s): the model's 1.50, measured 1.80 (1.80-1.80, 1 configurations)" "$T/out" \
+  && ok "exact_part_mape.py: a hand-made report gives the hand MAPEs" || bad "exact_part_mape.py on a hand-made report (rc $rc)"
+python3 "$EP" "$T/two.json" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "two.json: 'configs'; expected a validate report.json" "$T/out" \
+  && ok "exact_part_mape.py of a topology: exit 2" || bad "exact_part_mape.py of a topology (rc $rc)"
 
 echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -32,7 +32,7 @@ nlohmann::json ceiling_json(const planner::ScatterCeiling& c) {
 
 nlohmann::json prediction_json(const planner::Evaluation& e, int64_t rank) {
   nlohmann::json j = {{"batch_s", e.batch_s}, {"compute_s", e.compute_s}, {"exposed_comm_s", e.exposed_comm_s},
-                      {"comm_s", e.comm_s},   {"rank", rank}};
+                      {"comm_s", e.comm_s},   {"rank", rank}, {"lent_core_speedup", e.lent_core_speedup}};
   if (e.comm.summa > 0) j["summa_s"] = e.comm.summa, j["summa_exposed_s"] = e.summa_exposed_s;
   return j;
 }
