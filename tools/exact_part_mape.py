@@ -11,7 +11,6 @@ the measured), medians over the configurations. The tables of docs/validation.md
 "What the wait inside a node is not".
 
 Usage: exact_part_mape.py REPORT.json"""
-import json
 import statistics
 import sys
 
@@ -26,10 +25,10 @@ def main(argv):
         tool_json.bad_input("exact_part_mape", "usage: exact_part_mape.py REPORT.json")
     path = argv[1]
     try:
-        with open(path) as f:
-            configs = [c for c in json.load(f)["configs"] if c.get("error_parts") and c.get("measured_batch_s")]
+        configs = [c for c in tool_json.read_report("exact_part_mape", path)
+                   if c.get("error_parts") and c.get("measured_batch_s")]
         predicted = [c["predicted"]["placement_aware"]["batch_s"] for c in configs]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (KeyError, TypeError, AttributeError) as e:
         tool_json.bad_input("exact_part_mape", f"{path}: {e}; expected a validate report.json")
     if not configs:
         tool_json.bad_input("exact_part_mape", f"{path}: no measured configuration with error_parts")

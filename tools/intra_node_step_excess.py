@@ -12,7 +12,6 @@ sizes of the mesh axes placed inside it, the mesh listed innermost first, at mos
 GPUS_PER_NODE), the excess per ring step is (measured_s - predicted_s) / calls / steps,
 steps = p - 1 for an all-gather or reduce-scatter and 2 (p - 1) for an all-reduce.
 Prints the median over the configurations, in ms, for each pipeline depth (ginter)."""
-import json
 import statistics
 import sys
 
@@ -27,12 +26,9 @@ def main(argv):
     path = argv[1]
     try:
         gpn = int(argv[2])
-        with open(path) as f:
-            report = json.load(f)
-        configs = report["configs"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        tool_json.bad_input("intra_node_step_excess", f"{path}, {argv[2]}: {e}; expected a validate report.json "
-                            "and a positive GPUs per node")
+    except ValueError as e:
+        tool_json.bad_input("intra_node_step_excess", f"GPUS_PER_NODE {argv[2]}: {e}; expected a positive number")
+    configs = tool_json.read_report("intra_node_step_excess", path)
     if gpn < 1:
         tool_json.bad_input("intra_node_step_excess", f"GPUS_PER_NODE {gpn}: expected a positive number")
     by_depth = {}

@@ -34,6 +34,18 @@ def read_list(program, path, fmt, key, what):
     return items
 
 
+def read_report(program, path):
+    """The configurations (a list) of axplan validate's report.json in `path`."""
+    try:
+        with open(path) as f:
+            configs = json.load(f)["configs"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        bad_input(program, f"{path}: {e}; expected a validate report.json")
+    if not isinstance(configs, list):
+        bad_input(program, f"{path}: /configs: expected an array, in a validate report.json")
+    return configs
+
+
 def write(path, doc):
     """NaN and infinities are refused (they are not JSON, and axplan's reader rejects them)."""
     tmp = path + ".tmp"
