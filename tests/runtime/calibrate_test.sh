@@ -70,25 +70,27 @@ assert re.search(r"^a rank waiting for a message from another node: takes %.2f o
 policy = "sleep" if cores < 1 else "yield"
 assert "(1 per node, waiting ranks %s between polls)" % policy in json.load(open(sys.argv[1]))["description"], policy
 PY
-then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"
+then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds, each burst 8 times in a row, means;" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"
   # the kernels in 3 rounds (the default), each round's sums printed, the spread in the topology's description
   grep -q "^kernels timed in 3 rounds" "$T/out" && [ "$(grep -cE '^  kernel round [0-2]: matmuls [0-9.]+ ms, element-wise [0-9.]+ ns/element$' "$T/out")" -eq 3 ] \
     && grep -q '"description": ".*kernels timed in 3 rounds, each kernel.s median taken; spread of the rounds. sums' "$T/model.json" \
     && ok "calibrate --model: kernels timed in 3 rounds, their sums and spread printed and described" \
     || bad "calibrate: no kernel rounds (3 expected, printed and in the description)"
 else bad "calibrate --model (rc $rc)"; fi
-# --sync-wait-loop: the bursts run back to back; the written fraction is still the mean
-# of the rounds' fits, one printed line per round.
+# --sync-wait-loop 0 (the default until 2026-12-02; the --model run above takes the
+# default loop of 8): the bursts run after a barrier each; the written fraction is still
+# the mean of the rounds' fits, one printed line per round.
 timeout 300 "$MPIRUN_BIN" --oversubscribe --allow-run-as-root --bind-to none -np 2 "$AXPLAN" calibrate --gpus-per-node 1 --repeats 1 \
-  --sync-wait-rounds 2 --sync-wait-loop 4 --waiting-share-rounds 0 -o "$T/loop.json" >"$T/out" 2>&1; rc=$?
+  --sync-wait-rounds 2 --sync-wait-loop 0 --waiting-share-rounds 0 -o "$T/loop.json" >"$T/out" 2>&1; rc=$?
 if [ $rc -eq 0 ] && python3 - "$T/loop.json" "$T/out" <<'PY'
 import json, re, sys
 w = json.load(open(sys.argv[1]))["sync_wait"]
 rounds = [float(x) if x != "no fit" else 0.0 for x in re.findall(r"^  round \d: (no fit|[0-9.]+)", open(sys.argv[2]).read(), re.M)]
 assert [e["ranks"] for e in w] == [2] and len(rounds) == 2, (w, rounds)
 assert abs(w[0]["fraction"] - sum(rounds) / 2) < 1e-3, (w, rounds)
+assert re.search(r"^sync wait over 2 ranks: .* \(mean of 2 rounds, each burst 1 time after a barrier each, medians;", open(sys.argv[2]).read(), re.M)
 PY
-then ok "calibrate --sync-wait-loop 4: the sync wait's rounds fitted and their mean written"; else bad "calibrate --sync-wait-loop (rc $rc)"; fi
+then ok "calibrate --sync-wait-loop 0: the sync wait's rounds fitted and their mean written"; else bad "calibrate --sync-wait-loop 0 (rc $rc)"; fi
 "$AXPLAN" calibrate --gpus-per-node 1 --model gpt-tiny >"$T/out" 2>&1; rc=$?
 [ $rc -eq 2 ] && grep -q "at least 2 ranks" "$T/out" && ok "calibrate --model without mpirun: exit 2" || bad "calibrate --model without mpirun (rc $rc)"
 

@@ -100,14 +100,18 @@ void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Op
   }
   print_collective_fits(out, c);
   print_kernel_fits(out, c, o);
+  const std::string runs = o.sync_wait_loop > 0
+                               ? fmt::format("each burst {} times in a row, means", o.sync_wait_loop)
+                               : fmt::format("each burst {} time{} after a barrier each, medians", o.repeats,
+                                             o.repeats == 1 ? "" : "s");
   for (const auto& w : c.sync_waits) {
     if (w.rounds.size() == 1)
-      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (one round)\n",
-                 w.p, w.fraction);
+      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (one round, {})\n",
+                 w.p, w.fraction, runs);
     else
-      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (mean of {} rounds; "
-                 "first half {:.3f}, second half {:.3f}; rounds {:.3f} to {:.3f})\n",
-                 w.p, w.fraction, w.rounds.size(), w.start_fraction, w.end_fraction, w.lowest, w.highest);
+      fmt::print(out, "sync wait over {} ranks: {:.3f} s per s of compute since the last collective (mean of {} rounds, "
+                 "{}; first half {:.3f}, second half {:.3f}; rounds {:.3f} to {:.3f})\n",
+                 w.p, w.fraction, w.rounds.size(), runs, w.start_fraction, w.end_fraction, w.lowest, w.highest);
     for (const auto& r : w.rounds)
       if (r.fit)
         fmt::print(out, "  round {}: {:.3f}, + {:.1f} us  R^2 {:.3f}  max rel. err {:.1f}%\n", r.round, r.fraction(),
@@ -162,7 +166,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 10000));
   app.add_option("--sync-wait-loop", o.sync_wait_loop,
                  "runs of each sync-wait burst back to back with no barrier between, means taken (0: --repeats runs, "
-                 "each after a barrier, medians taken)")
+                 "each after a barrier, medians taken, the default until 2026-12-02)")
       ->capture_default_str()
       ->check(CLI::Range(0, 10000));
   app.add_option("--waiting-share-rounds", o.waiting_share_rounds,

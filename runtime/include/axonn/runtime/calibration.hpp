@@ -55,8 +55,10 @@ struct CalibrationRequest {
   // 0: each burst size runs `repeats` times after a barrier, each rank's median taken, then the
   // median over ranks. N > 0: each runs N times back to back with no barrier between (after a
   // warm-up), as training's layers follow one another, each rank's mean taken, then the mean
-  // over ranks: the descheduled stretches count as they do in a step.
-  int sync_wait_loop = 0;
+  // over ranks: the descheduled stretches count as they do in a step. 8 by default since
+  // 2026-12-02 (docs/validation.md, "The sync wait's loop as the default"): its calibrations
+  // agree within 15% hours apart; the barrier-separated medians moved 4x.
+  int sync_wait_loop = 8;
   int waiting_share_burst = 512;                     // 128^3 matmuls per burst of the waiting share (128 until 2026-12-01)
   int waiting_share_rounds = 20;                     // its rounds; 0: not measured
   int latency_rounds = 10;                           // rounds of the small all-reduces (latencies); 0: none
