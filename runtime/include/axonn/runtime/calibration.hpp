@@ -57,7 +57,7 @@ struct CalibrationRequest {
   // warm-up), as training's layers follow one another, each rank's mean taken, then the mean
   // over ranks: the descheduled stretches count as they do in a step. 8 by default since
   // 2026-12-02 (docs/validation.md, "The sync wait's loop as the default"): its calibrations
-  // agree within 15% hours apart; the barrier-separated medians moved 4x.
+  // read 0.44-0.55 for groups of 8 in twelve calibrations; the barrier-separated medians 0.07-0.95.
   int sync_wait_loop = 8;
   int waiting_share_burst = 512;                     // 128^3 matmuls per burst of the waiting share (128 until 2026-12-01)
   int waiting_share_rounds = 20;                     // its rounds; 0: not measured
