@@ -6,7 +6,14 @@
 # over the limited links, so placement matters for real.
 #
 #   tools/emulated_cluster.sh --nodes 2 --gpus-per-node 2 --rate 400mbit [--delay 1ms] [--burst BYTES] \
-#       -- PROGRAM [ARGS...]
+#       [--core-share CORES [--core-period-us US]] -- PROGRAM [ARGS...]
+#
+# By default the ranks share the machine's cores as the kernel schedules them: a rank
+# that waits leaves its time to the others. --core-share gives each rank a fixed share
+# instead, as a GPU is its rank's alone: CORES of a core (e.g. 0.22) in every period of
+# --core-period-us microseconds (default 5000), enforced by the kernel's CFS bandwidth
+# control in a cgroup of the rank's own (cgroup v1's cpu controller at
+# /sys/fs/cgroup/cpu); what a waiting rank leaves unused is lost, not lent.
 #
 # The rate is a token bucket (tc's tbf) whose depth, --burst, is what an idle link may
 # send above the rate. A real link has none: its line rate is all it carries. The default
@@ -21,8 +28,8 @@
 # namespaces this script creates; the bridge (host side) is 198.18.77.254.
 set -euo pipefail
 
-nodes=2 gpn=2 rate="" delay="" burst="" mpirun_extra=()
-usage() { echo "usage: $0 --nodes N --gpus-per-node G --rate RATE [--delay D] [--burst BYTES] [--mpirun-arg ARG]... -- PROGRAM [ARGS...]" >&2; exit 2; }
+nodes=2 gpn=2 rate="" delay="" burst="" share="" period_us=5000 mpirun_extra=()
+usage() { echo "usage: $0 --nodes N --gpus-per-node G --rate RATE [--delay D] [--burst BYTES] [--core-share CORES [--core-period-us US]] [--mpirun-arg ARG]... -- PROGRAM [ARGS...]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) nodes=$2; shift 2 ;;
@@ -30,6 +37,8 @@ while [ $# -gt 0 ]; do
     --rate) rate=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
     --burst) burst=$2; shift 2 ;;
+    --core-share) share=$2; shift 2 ;;
+    --core-period-us) period_us=$2; shift 2 ;;
     --mpirun-arg) mpirun_extra+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) usage ;;
@@ -47,6 +56,17 @@ if [ -z "$burst" ]; then
   burst="${burst}b"
 fi
 if [ "$(id -u)" -ne 0 ]; then echo "emulated_cluster: needs root (ip netns, tc)" >&2; exit 2; fi
+cgroups=/sys/fs/cgroup/cpu
+if [ -n "$share" ]; then
+  [[ "$period_us" =~ ^[1-9][0-9]*$ && "$period_us" -ge 1000 && "$period_us" -le 1000000 ]] ||
+    { echo "emulated_cluster: --core-period-us $period_us: expected microseconds, 1000 to 1000000" >&2; exit 2; }
+  # the quota in microseconds per period; the kernel takes at least 1000
+  quota_us=$(awk -v s="$share" -v p="$period_us" 'BEGIN { if (s !~ /^[0-9]*\.?[0-9]+$/ || s <= 0) exit 1; printf "%d", s * p + 0.5 }') &&
+    [ "$quota_us" -ge 1000 ] ||
+    { echo "emulated_cluster: --core-share $share: expected cores per rank above 0, at least 1000 us per --core-period-us ($period_us)" >&2; exit 2; }
+  [ -w "$cgroups/cgroup.procs" ] && [ -e "$cgroups/cpu.cfs_quota_us" ] ||
+    { echo "emulated_cluster: --core-share needs cgroup v1's cpu controller, writable, at $cgroups" >&2; exit 2; }
+fi
 command -v ip >/dev/null && ip netns list >/dev/null 2>&1 || { echo "emulated_cluster: ip netns is unavailable" >&2; exit 2; }
 command -v tc >/dev/null || { echo "emulated_cluster: tc is unavailable" >&2; exit 2; }
 MPIRUN=$(command -v mpirun) || { echo "emulated_cluster: mpirun not found" >&2; exit 2; }
@@ -56,6 +76,7 @@ tag="ax${id}"
 work=$(mktemp -d "/tmp/axonn_cluster_${id}_XXXX")
 bridge="${tag}br"
 mpirun_pid=""
+ranks_cgroup="$cgroups/axonn_cluster_${id}"  # with --core-share: a cgroup per rank inside it
 cleanup() {
   [ -z "$mpirun_pid" ] || kill "$mpirun_pid" 2>/dev/null || true
   for ((i = 0; i < nodes; i++)); do
@@ -66,6 +87,14 @@ cleanup() {
     ip netns del "${tag}n$i" 2>/dev/null || true
   done
   ip link del "$bridge" 2>/dev/null || true
+  if [ -n "$share" ] && [ -d "$ranks_cgroup" ]; then
+    for d in "$ranks_cgroup"/rank*; do
+      [ -d "$d" ] || continue
+      for pid in $(cat "$d/cgroup.procs" 2>/dev/null); do kill -9 "$pid" 2>/dev/null || true; done
+      for _ in $(seq 20); do rmdir "$d" 2>/dev/null && break; sleep 0.1; done
+    done
+    rmdir "$ranks_cgroup" 2>/dev/null || true
+  fi
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
@@ -107,6 +136,26 @@ for ((i = 0; i < nodes; i++)); do
   done
 done
 
+# --core-share: every rank starts in a cgroup of its own, with its quota. `ip netns exec`
+# gives a node's processes a /sys without the cgroups, so the agent mounts the cpu
+# controller's hierarchy there (in the node's own mount namespace) before its daemon
+# starts: the ranks join their cgroups, and read their quota (axrun, calibrate), as on a
+# machine of their own.
+node_setup=""
+if [ -n "$share" ]; then
+  mkdir "$ranks_cgroup"
+  node_setup="mount -t tmpfs axonn_cgroups /sys/fs/cgroup && mkdir /sys/fs/cgroup/cpu && mount -t cgroup -o cpu cpu /sys/fs/cgroup/cpu && "
+  cat >"$work/rank" <<RANK
+#!/usr/bin/env bash
+d="$ranks_cgroup/rank\${OMPI_COMM_WORLD_RANK:?emulated_cluster: not started by mpirun}"
+mkdir -p "\$d" && echo $period_us >"\$d/cpu.cfs_period_us" && echo $quota_us >"\$d/cpu.cfs_quota_us" &&
+  echo \$\$ >"\$d/cgroup.procs" || { echo "emulated_cluster: cannot give rank \$OMPI_COMM_WORLD_RANK its core share in \$d" >&2; exit 2; }
+exec "\$@"
+RANK
+  chmod +x "$work/rank"
+  set -- "$work/rank" "$@"
+fi
+
 # Open MPI's launch agent: "agent HOST COMMAND..." runs COMMAND inside HOST's namespace,
 # with its own shared-memory backing directory and session directory: the nodes share
 # this machine's hostname and file system, so ranks of different nodes would meet in
@@ -118,7 +167,7 @@ host=\$1; shift
 while read -r addr ns shm; do
   if [ "\$addr" = "\$host" ]; then
     exec ip netns exec "\$ns" env OMPI_MCA_btl_vader_backing_directory="\$shm" OMPI_MCA_orte_tmpdir_base="\$shm" \
-      sh -c "\$*"
+      sh -c "$node_setup\$*"
   fi
 done <"$work/nodes"
 echo "emulated_cluster agent: unknown host \$host" >&2; exit 1

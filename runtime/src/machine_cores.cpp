@@ -14,6 +14,37 @@
 
 namespace axonn::runtime {
 
+double cgroup_core_quota() {
+  std::ifstream groups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(groups, line)) {  // "ID:CONTROLLERS:PATH"; v2: "0::PATH"
+    const auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1), path = line.substr(second + 1);
+    double quota = 0, period = 0;
+    if (controllers.empty()) {  // v2: cpu.max holds "QUOTA PERIOD" or "max PERIOD"
+      std::ifstream max("/sys/fs/cgroup" + path + "/cpu.max");
+      std::string q;
+      if (max >> q >> period && q != "max") quota = std::stod(q);
+    } else {
+      bool cpu = false;  // "cpu", or "cpu,cpuacct" mounted as such
+      for (size_t at = 0; at != std::string::npos;) {
+        const auto comma = controllers.find(',', at);
+        cpu = cpu || controllers.substr(at, comma == std::string::npos ? comma : comma - at) == "cpu";
+        at = comma == std::string::npos ? comma : comma + 1;
+      }
+      if (!cpu) continue;
+      for (const std::string& mount : {"/sys/fs/cgroup/" + controllers, std::string("/sys/fs/cgroup/cpu")}) {
+        std::ifstream q(mount + path + "/cpu.cfs_quota_us"), p(mount + path + "/cpu.cfs_period_us");
+        if (q >> quota && p >> period) break;
+        quota = period = 0;
+      }
+    }
+    if (quota > 0 && period > 0) return quota / period;
+  }
+  return 0;
+}
+
 double measure_cores_per_rank(MpiCommunicator& world) {
   std::string machine;
   std::ifstream boot("/proc/sys/kernel/random/boot_id");
@@ -42,8 +73,10 @@ double measure_cores_per_rank(MpiCommunicator& world) {
     cores.narrow(0, 0, std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN), 1, CPU_SETSIZE)).fill_(1.0);
   }
   all_reduce_now(*same_machine, cores, ReduceOp::Max);  // the union over the machine's ranks
-  // The fewest over the machines: the largest negated share.
-  at::Tensor negated = at::full({1}, -cores.sum().item<double>() / same_machine->size(), at::kDouble);
+  double share = cores.sum().item<double>() / same_machine->size();
+  if (const double quota = cgroup_core_quota(); quota > 0) share = std::min(share, quota);
+  // The fewest over the ranks: the largest negated share.
+  at::Tensor negated = at::full({1}, -share, at::kDouble);
   all_reduce_now(world, negated, ReduceOp::Max);
   return -negated.item<double>();
 }

@@ -23,6 +23,7 @@
 #include "axonn/runtime/device_memory.hpp"
 #include "axonn/runtime/host_malloc.hpp"
 #include "axonn/runtime/launch.hpp"
+#include "axonn/runtime/machine_cores.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/split_layer_norm.hpp"
@@ -417,6 +418,18 @@ TEST(Comm, AnIdleLinkCarriesNoMoreThanItsRate) {
                                        << line_s * 1e3 << " ms (a token bucket deeper than the rate allows?)";
   }
   w.barrier();
+}
+
+// A rank's CPU quota caps the cores it counts as its own: under
+// `tools/emulated_cluster.sh --core-share S` (run by emulated_cluster_smoke.sh, which
+// says S) every rank reads S from its cgroup, and measure_cores_per_rank returns S,
+// not the machine's cores over its ranks. Skipped elsewhere.
+TEST(MachineCores, ARankCountsItsCpuQuota) {
+  const char* share_env = std::getenv("AXONN_TEST_CORE_SHARE");
+  if (!share_env) GTEST_SKIP() << "only on the emulated cluster with --core-share (emulated_cluster_smoke.sh)";
+  const double share = std::stod(share_env);
+  EXPECT_NEAR(runtime::cgroup_core_quota(), share, 1e-3) << "rank " << g_world->rank();
+  EXPECT_NEAR(runtime::measure_cores_per_rank(*g_world), share, 1e-3);
 }
 
 // The thread's CPU time (clock_gettime's per-thread clock), seconds.

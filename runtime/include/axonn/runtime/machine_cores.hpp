@@ -2,8 +2,11 @@
 // by machine (one running kernel: its boot id, which network namespaces share, else the
 // host name; two machines whose ids had the same 64-bit hash would count as one), and a
 // machine's cores are the logical CPUs any of its ranks may run on (the union of their
-// affinity masks; a CPU quota does not show). Below 1, the ranks time-share the cores:
-// the emulated clusters' 8 ranks on the development machine's 2 have 0.25 each.
+// affinity masks), shared evenly; a rank whose cgroup has a CPU quota (the kernel's CFS
+// bandwidth control: cgroup v1's cpu.cfs_quota_us over cpu.cfs_period_us, or v2's
+// cpu.max) has at most that. Below 1, the ranks time-share the cores: the emulated
+// clusters' 8 ranks on the development machine's 2 have 0.25 each, or their quota under
+// `tools/emulated_cluster.sh --core-share`.
 // calibrate writes it to the topology (ClusterMeasurements::cores_per_rank); axrun and
 // calibrate choose how a waiting rank passes the time by it (--wait auto).
 //
@@ -18,5 +21,9 @@ namespace axonn::runtime {
 // The fewest cores a rank of `world` has to itself, over the machines. Collective over
 // `world`; every rank returns the same value.
 double measure_cores_per_rank(MpiCommunicator& world);
+
+// This process's CPU quota in cores (its cgroup's, as read from /proc/self/cgroup and
+// the cgroup file systems under /sys/fs/cgroup); 0 where it has none or none is readable.
+double cgroup_core_quota();
 
 }  // namespace axonn::runtime
