@@ -46,14 +46,12 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] && [ -n "$rate" ] || usage
 [[ "$nodes" =~ ^[1-9][0-9]*$ && "$nodes" -le 32 && "$gpn" =~ ^[1-9][0-9]*$ ]] || { echo "emulated_cluster: --nodes 1..32 and --gpus-per-node >= 1" >&2; exit 2; }
-# The bucket's depth: --burst as given, else 0.25 ms of the rate (kbit, mbit or gbit), at least 8 KiB.
+# The bucket's depth: --burst as given, else 0.25 ms of the rate (tools/tbf_burst.sh).
 if [ -z "$burst" ]; then
-  [[ "$rate" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]] ||
+  . "$(dirname "${BASH_SOURCE[0]}")/tbf_burst.sh"
+  # 1500: the veth's MTU, the largest packet the bucket must hold
+  burst=$(tbf_burst "$rate" 1500 2>/dev/null) ||
     { echo "emulated_cluster: --rate $rate: expected a number with kbit, mbit or gbit (or give --burst)" >&2; exit 2; }
-  case "${BASH_REMATCH[2]}" in kbit) scale=1000 ;; mbit) scale=1000000 ;; gbit) scale=1000000000 ;; esac
-  burst=$((BASH_REMATCH[1] * scale / 32000))  # bits/s / 8 bits per byte * 0.25 ms
-  [ "$burst" -ge 8192 ] || burst=8192
-  burst="${burst}b"
 fi
 if [ "$(id -u)" -ne 0 ]; then echo "emulated_cluster: needs root (ip netns, tc)" >&2; exit 2; fi
 cgroups=/sys/fs/cgroup/cpu
