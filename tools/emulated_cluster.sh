@@ -55,6 +55,7 @@ if [ -z "$burst" ]; then
 fi
 if [ "$(id -u)" -ne 0 ]; then echo "emulated_cluster: needs root (ip netns, tc)" >&2; exit 2; fi
 cgroups=/sys/fs/cgroup/cpu
+[ -n "$share" ] || [ "$period_us" = 5000 ] || { echo "emulated_cluster: --core-period-us needs --core-share" >&2; exit 2; }
 if [ -n "$share" ]; then
   [[ "$period_us" =~ ^[1-9][0-9]*$ && "$period_us" -ge 1000 && "$period_us" -le 1000000 ]] ||
     { echo "emulated_cluster: --core-period-us $period_us: expected microseconds, 1000 to 1000000" >&2; exit 2; }
@@ -93,7 +94,9 @@ cleanup() {
     done
     rmdir "$ranks_cgroup" 2>/dev/null || true
   fi
-  rm -rf "$work"
+  # the cgroup hierarchy's bind (--core-share) first; --one-file-system: never into it
+  ! mountpoint -q "$work/cgcpu" 2>/dev/null || umount "$work/cgcpu" 2>/dev/null || umount -l "$work/cgcpu" 2>/dev/null || true
+  rm -rf --one-file-system "$work"
 }
 trap cleanup EXIT INT TERM
 
@@ -135,18 +138,20 @@ for ((i = 0; i < nodes; i++)); do
 done
 
 # --core-share: every rank starts in a cgroup of its own, with its quota. `ip netns exec`
-# gives a node's processes a /sys without the cgroups, so the agent mounts the cpu
-# controller's hierarchy there (in the node's own mount namespace) before its daemon
-# starts: the ranks join their cgroups, and read their quota (axrun, calibrate), as on a
-# machine of their own.
+# gives a node's processes a /sys without the cgroups, so the agent binds this view of
+# the cpu controller's hierarchy there (in the node's own mount namespace; a bind, not a
+# new mount, which cgroup v1 refuses where cpu shares a hierarchy with cpuacct) before
+# its daemon starts: the ranks join their cgroups, and read their quota (axrun,
+# calibrate), as on a machine of their own, at the paths this script cleans up.
 node_setup=""
 if [ -n "$share" ]; then
-  mkdir "$ranks_cgroup"
-  node_setup="mount -t tmpfs axonn_cgroups /sys/fs/cgroup && mkdir /sys/fs/cgroup/cpu && mount -t cgroup -o cpu cpu /sys/fs/cgroup/cpu && "
+  mkdir "$ranks_cgroup" "$work/cgcpu"
+  mount --bind "$cgroups" "$work/cgcpu"
+  node_setup="mount -t tmpfs axonn_cgroups /sys/fs/cgroup && mkdir /sys/fs/cgroup/cpu && mount --bind $work/cgcpu /sys/fs/cgroup/cpu && "
   cat >"$work/rank" <<RANK
 #!/usr/bin/env bash
 d="$ranks_cgroup/rank\${OMPI_COMM_WORLD_RANK:?emulated_cluster: not started by mpirun}"
-mkdir -p "\$d" && echo $period_us >"\$d/cpu.cfs_period_us" && echo $quota_us >"\$d/cpu.cfs_quota_us" &&
+mkdir "\$d" && echo $period_us >"\$d/cpu.cfs_period_us" && echo $quota_us >"\$d/cpu.cfs_quota_us" &&
   echo \$\$ >"\$d/cgroup.procs" || { echo "emulated_cluster: cannot give rank \$OMPI_COMM_WORLD_RANK its core share in \$d" >&2; exit 2; }
 exec "\$@"
 RANK

@@ -1,5 +1,5 @@
 # The depth of a tc token bucket (tbf's burst) that keeps a link to its rate: the bytes
-# the rate carries in 0.25 ms, at least 8 KiB (8 KiB at 200 Mbit/s, 32 KiB at 1 Gbit/s),
+# the rate carries in 0.25 ms, at least 8 KiB (8 KiB at 200 Mbit/s, 31 KB at 1 Gbit/s),
 # and at least the device's largest packet (MTU_BYTES and 1 KiB for headers): tbf drops
 # a packet its bucket cannot hold, and TCP then stalls until it times out (a loopback's
 # 64 KiB packets did at 1 Gbit/s).
@@ -11,12 +11,12 @@
 #   burst=$(tbf_burst 1gbit 65536) || exit 2      # "66560b": a loopback's packets
 tbf_burst() {
   local rate=$1 mtu=${2:-0} scale bytes
-  if [[ ! "$rate" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]]; then
-    echo "tbf_burst: rate $rate: expected a number with kbit, mbit or gbit" >&2
+  if [[ ! "${rate,,}" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]]; then  # tc's units, in any case
+    echo "tbf_burst: rate $rate: expected a whole number with kbit, mbit or gbit" >&2
     return 2
   fi
   case "${BASH_REMATCH[2]}" in kbit) scale=1000 ;; mbit) scale=1000000 ;; gbit) scale=1000000000 ;; esac
-  bytes=$((BASH_REMATCH[1] * scale / 32000))  # bits/s / 8 bits per byte * 0.25 ms
+  bytes=$((10#${BASH_REMATCH[1]} * scale / 32000))  # bits/s / 8 bits per byte * 0.25 ms
   [ "$bytes" -ge 8192 ] || bytes=8192
   [ "$bytes" -ge $((mtu + 1024)) ] || bytes=$((mtu + 1024))
   echo "${bytes}b"

@@ -3,8 +3,8 @@
 # the MPI tests of collectives, process groups and a tensor-parallel layer pass across
 # the emulated nodes (among them Comm.AnIdleLinkCarriesNoMoreThanItsRate: told the rate
 # and the ranks per node, it checks an idle link bursts no faster than its rate); with
-# --core-share 0.3 every rank reads its 0.3 of a core (MachineCores.*); nothing (links,
-# cgroups) is left behind. Exit 77 (skipped) without root/netns.
+# --core-share 0.3 every rank counts its 0.3 of a core, and so does each of 4 ranks in one
+# cgroup of 1.2 cores (MachineCores.*); nothing (links, cgroups) is left behind. Exit 77 (skipped) without root/netns.
 set -uo pipefail
 CLUSTER=$1 TESTS=$2
 if [ "$(id -u)" -ne 0 ] || ! ip netns list >/dev/null 2>&1; then
@@ -21,17 +21,35 @@ for attempt in 1 2; do  # a bounded retry of an occasional launch hang (see cali
   [ $rc -ne 124 ] && break
   echo "emulated cluster run timed out (attempt $attempt)"
 done
-if [ $rc -eq 0 ]; then
-  if [ -w /sys/fs/cgroup/cpu/cgroup.procs ]; then
-    AXONN_TEST_CORE_SHARE=0.3 timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 --rate 400mbit --core-share 0.3 \
-      --mpirun-arg -x --mpirun-arg AXONN_TEST_CORE_SHARE -- "$TESTS" --gtest_filter='MachineCores.*'
+# A CPU quota: a cgroup per rank (--core-share 0.3), then 4 ranks of plain mpirun in one
+# cgroup of 1.2 cores (0.3 each); MachineCores.* checks what each rank counts.
+cg=/sys/fs/cgroup/cpu
+cgroups_before=$(ls -d $cg/axonn_cluster_* 2>/dev/null | wc -l)
+if [ $rc -eq 0 ] && [ -w $cg/cgroup.procs ] && [ -e $cg/cpu.cfs_quota_us ]; then
+  for attempt in 1 2; do
+    AXONN_TEST_CGROUP_CORES=0.3 AXONN_TEST_CORE_SHARE=0.3 timeout 90 bash "$CLUSTER" --nodes 2 --gpus-per-node 2 \
+      --rate 400mbit --core-share 0.3 --mpirun-arg -x --mpirun-arg AXONN_TEST_CGROUP_CORES --mpirun-arg -x \
+      --mpirun-arg AXONN_TEST_CORE_SHARE -- "$TESTS" --gtest_filter='MachineCores.*'
     rc=$?
-    [ $rc -eq 0 ] || echo "FAIL: the ranks' core share (rc $rc)"
-    left=$(ls -d /sys/fs/cgroup/cpu/axonn_cluster_* 2>/dev/null | wc -l)
-    [ "$left" -eq 0 ] || { echo "FAIL: $left cgroups left behind"; rc=1; }
-  else
-    echo "not run: --core-share (no writable cgroup v1 cpu controller)"
+    [ $rc -ne 124 ] && break
+    echo "emulated cluster run timed out (attempt $attempt)"
+  done
+  [ $rc -eq 0 ] || echo "FAIL: a cgroup per rank (rc $rc)"
+  left=$(( $(ls -d $cg/axonn_cluster_* 2>/dev/null | wc -l) - cgroups_before ))
+  [ "$left" -eq 0 ] || { echo "FAIL: $left cgroups left behind"; rc=1; }
+  if [ $rc -eq 0 ]; then
+    shared="$cg/axonn_smoke_$$"
+    mkdir "$shared" && echo 100000 >"$shared/cpu.cfs_period_us" && echo 120000 >"$shared/cpu.cfs_quota_us"
+    AXONN_TEST_CGROUP_CORES=1.2 AXONN_TEST_CORE_SHARE=0.3 timeout 90 bash -c 'echo $$ >"$1/cgroup.procs" &&
+      exec mpirun --oversubscribe --allow-run-as-root -np 4 -x AXONN_TEST_CGROUP_CORES -x AXONN_TEST_CORE_SHARE \
+        "$2" --gtest_filter="MachineCores.*"' _ "$shared" "$TESTS"
+    rc=$?
+    [ $rc -eq 0 ] || echo "FAIL: 4 ranks in one cgroup (rc $rc)"
+    for _ in $(seq 20); do rmdir "$shared" 2>/dev/null && break; sleep 0.1; done
+    [ ! -d "$shared" ] || { echo "FAIL: $shared left behind"; rc=1; }
   fi
+elif [ $rc -eq 0 ]; then
+  echo "not run: the CPU quotas (no writable cgroup v1 cpu controller with CFS bandwidth control)"
 fi
 after=$(ip -o link | grep -c ' ax[0-9]' || true)
 if [ $rc -ne 0 ]; then echo "FAIL: tests across emulated nodes (rc $rc)"; exit 1; fi

@@ -2,11 +2,13 @@
 // by machine (one running kernel: its boot id, which network namespaces share, else the
 // host name; two machines whose ids had the same 64-bit hash would count as one), and a
 // machine's cores are the logical CPUs any of its ranks may run on (the union of their
-// affinity masks), shared evenly; a rank whose cgroup has a CPU quota (the kernel's CFS
-// bandwidth control: cgroup v1's cpu.cfs_quota_us over cpu.cfs_period_us, or v2's
-// cpu.max) has at most that. Below 1, the ranks time-share the cores: the emulated
-// clusters' 8 ranks on the development machine's 2 have 0.25 each, or their quota under
-// `tools/emulated_cluster.sh --core-share`.
+// affinity masks), shared evenly; where a rank's cgroup has a CPU quota (the kernel's
+// CFS bandwidth control: cgroup v1's cpu.cfs_quota_us over cpu.cfs_period_us, or v2's
+// cpu.max, read at /sys/fs/cgroup + the path in /proc/self/cgroup), the machine's ranks
+// in that cgroup share the quota, and a rank has at most its part. Only the rank's own
+// cgroup is read, not its ancestors'. Below 1, the ranks time-share the cores: the
+// emulated clusters' 8 ranks on the development machine's 2 have 0.25 each, or their
+// quota under `tools/emulated_cluster.sh --core-share` (a cgroup per rank).
 // calibrate writes it to the topology (ClusterMeasurements::cores_per_rank); axrun and
 // calibrate choose how a waiting rank passes the time by it (--wait auto).
 //
@@ -14,16 +16,22 @@
 //   const double cores = axonn::runtime::measure_cores_per_rank(*world);  // collective
 #pragma once
 
+#include <string>
+
 #include "axonn/runtime/mpi_communicator.hpp"
 
 namespace axonn::runtime {
 
-// The fewest cores a rank of `world` has to itself, over the machines. Collective over
+// The fewest cores a rank of `world` has to itself, over the ranks. Collective over
 // `world`; every rank returns the same value.
 double measure_cores_per_rank(MpiCommunicator& world);
 
-// This process's CPU quota in cores (its cgroup's, as read from /proc/self/cgroup and
-// the cgroup file systems under /sys/fs/cgroup); 0 where it has none or none is readable.
-double cgroup_core_quota();
+// This process's CPU quota: its cgroup's, in cores, and the cgroup ("v1:PATH" or
+// "v2:PATH"); cores 0 where it has none or none is readable.
+struct CpuQuota {
+  double cores = 0;
+  std::string cgroup;
+};
+CpuQuota cgroup_cpu_quota();
 
 }  // namespace axonn::runtime
