@@ -28,7 +28,7 @@
 # namespaces this script creates; the bridge (host side) is 198.18.77.254.
 set -euo pipefail
 
-nodes=2 gpn=2 rate="" delay="" burst="" share="" period_us=5000 mpirun_extra=()
+nodes=2 gpn=2 rate="" delay="" burst="" share="" period_us="" mpirun_extra=()
 usage() { echo "usage: $0 --nodes N --gpus-per-node G --rate RATE [--delay D] [--burst BYTES] [--core-share CORES [--core-period-us US]] [--mpirun-arg ARG]... -- PROGRAM [ARGS...]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -50,13 +50,13 @@ done
 if [ -z "$burst" ]; then
   . "$(dirname "${BASH_SOURCE[0]}")/tbf_burst.sh"
   # 1500: the veth's MTU, the largest packet the bucket must hold
-  burst=$(tbf_burst "$rate" 1500 2>/dev/null) ||
-    { echo "emulated_cluster: --rate $rate: expected a number with kbit, mbit or gbit (or give --burst)" >&2; exit 2; }
+  burst=$(tbf_burst "$rate" 1500) || exit 2
 fi
 if [ "$(id -u)" -ne 0 ]; then echo "emulated_cluster: needs root (ip netns, tc)" >&2; exit 2; fi
 cgroups=/sys/fs/cgroup/cpu
-[ -n "$share" ] || [ "$period_us" = 5000 ] || { echo "emulated_cluster: --core-period-us needs --core-share" >&2; exit 2; }
+[ -n "$share" ] || [ -z "$period_us" ] || { echo "emulated_cluster: --core-period-us needs --core-share" >&2; exit 2; }
 if [ -n "$share" ]; then
+  period_us=${period_us:-5000}
   [[ "$period_us" =~ ^[1-9][0-9]*$ && "$period_us" -ge 1000 && "$period_us" -le 1000000 ]] ||
     { echo "emulated_cluster: --core-period-us $period_us: expected microseconds, 1000 to 1000000" >&2; exit 2; }
   # the quota in microseconds per period; the kernel takes at least 1000

@@ -23,20 +23,15 @@ if [ "${1:-}" = --burst ]; then
 fi
 [ $# -ge 2 ] || usage
 rate=$1; shift
-rate_burst=""  # set: the default depth, sized once the namespace's loopback exists
-if [ -z "$burst" ]; then
-  rate_burst=1
-  . "$(dirname "${BASH_SOURCE[0]}")/tbf_burst.sh"
-  burst=$(tbf_burst "$rate" 2>/dev/null) || { echo "limited_network.sh: RATE $rate: expected a whole number with kbit, mbit or gbit (or give --burst)" >&2; exit 2; }
-fi
 if [ "$(id -u)" -ne 0 ]; then echo "limited_network.sh: needs root (ip netns, tc)" >&2; exit 2; fi
 command -v ip >/dev/null || { echo "limited_network.sh: ip (iproute2) not found" >&2; exit 2; }
 ns="axonn_lim_$$"
 ip netns add "$ns" || { echo "limited_network.sh: cannot create a network namespace" >&2; exit 2; }
 trap 'ip netns del "$ns" 2>/dev/null || true' EXIT INT TERM
 ip netns exec "$ns" ip link set lo up
-if [ -n "$rate_burst" ]; then  # the default: at least the namespace's loopback packets
-  burst=$(tbf_burst "$rate" "$(ip netns exec "$ns" cat /sys/class/net/lo/mtu)")
+if [ -z "$burst" ]; then  # the default: at least the namespace's loopback packets
+  . "$(dirname "${BASH_SOURCE[0]}")/tbf_burst.sh"
+  burst=$(tbf_burst "$rate" "$(ip netns exec "$ns" cat /sys/class/net/lo/mtu)") || exit 2
 fi
 ip netns exec "$ns" tc qdisc add dev lo root tbf rate "$rate" burst "$burst" latency 100ms
 ip netns exec "$ns" "$@"

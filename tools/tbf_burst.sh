@@ -7,12 +7,14 @@
 # "The emulator's token bucket"). Sourced by tools/emulated_cluster.sh and
 # tools/limited_network.sh.
 #
+# A rate it cannot read: a message naming the calling script, and status 2.
+#
 #   burst=$(tbf_burst 200mbit 1500) || exit 2     # "8192b"
 #   burst=$(tbf_burst 1gbit 65536) || exit 2      # "66560b": a loopback's packets
 tbf_burst() {
   local rate=$1 mtu=${2:-0} scale bytes
   if [[ ! "${rate,,}" =~ ^([0-9]+)(kbit|mbit|gbit)$ ]]; then  # tc's units, in any case
-    echo "tbf_burst: rate $rate: expected a whole number with kbit, mbit or gbit" >&2
+    echo "$(basename "$0"): rate $rate: expected a whole number with kbit, mbit or gbit (or give --burst)" >&2
     return 2
   fi
   case "${BASH_REMATCH[2]}" in kbit) scale=1000 ;; mbit) scale=1000000 ;; gbit) scale=1000000000 ;; esac
