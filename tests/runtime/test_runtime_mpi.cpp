@@ -12,6 +12,10 @@
 #include <cstdlib>
 #include <ctime>
 #include <thread>
+#include <unistd.h>
+#include <sstream>
+#include <fstream>
+#include <filesystem>
 #include <torch/torch.h>
 
 #include "axonn/common/clock.hpp"
@@ -421,25 +425,77 @@ TEST(Comm, AnIdleLinkCarriesNoMoreThanItsRate) {
   w.barrier();
 }
 
-// A rank's CPU quota caps the cores it counts as its own, shared with the machine's
-// other ranks in its cgroup. Run by emulated_cluster_smoke.sh, which says the quota its
-// cgroup has (AXONN_TEST_CGROUP_CORES) and each rank's part (AXONN_TEST_CORE_SHARE):
-// under `tools/emulated_cluster.sh --core-share 0.3` a cgroup per rank, 0.3 and 0.3;
-// under plain mpirun in one cgroup of 1.2 cores, 1.2 and 0.3 for 4 ranks.
-// measure_cores_per_rank returns that part where the machine's cores over its ranks are
-// more (an emulated cluster's nodes are one machine), else those. Skipped elsewhere.
-TEST(MachineCores, ARankCountsItsPartOfItsCgroupsCpuQuota) {
+// A rank's CPU quotas cap the cores it counts as its own, each shared with the machine's
+// other ranks held to it. Run by emulated_cluster_smoke.sh, which says the quotas that
+// hold each rank, its own cgroup's first (AXONN_TEST_CGROUP_CORES, comma-separated), and
+// each rank's part (AXONN_TEST_CORE_SHARE): under `tools/emulated_cluster.sh --core-share
+// 0.3` a cgroup per rank, 0.3 and 0.3; under plain mpirun in one cgroup of 1.2 cores,
+// 1.2 and 0.3 for 4 ranks; each of 4 ranks in a cgroup of its own below one of 1.2,
+// 1.2 and 0.3. measure_cores_per_rank returns that part where the machine's cores over
+// its ranks are more (an emulated cluster's nodes are one machine), else those. Skipped
+// elsewhere.
+TEST(MachineCores, ARankCountsItsPartOfEachCpuQuotaThatHoldsIt) {
   const char* cgroup_env = std::getenv("AXONN_TEST_CGROUP_CORES");
   const char* share_env = std::getenv("AXONN_TEST_CORE_SHARE");
   if (!cgroup_env || !share_env) GTEST_SKIP() << "only under a CPU quota (emulated_cluster_smoke.sh)";
-  const double cgroup_cores = std::stod(cgroup_env), share = std::stod(share_env);
-  const runtime::CpuQuota quota = runtime::cgroup_cpu_quota();
-  EXPECT_NEAR(quota.cores, cgroup_cores, 1e-3) << "rank " << g_world->rank() << ", cgroup " << quota.cgroup;
+  std::vector<double> expected;
+  std::istringstream list(cgroup_env);
+  for (std::string each; std::getline(list, each, ',');) expected.push_back(std::stod(each));
+  const double share = std::stod(share_env);
+  const std::vector<runtime::CpuQuota> quotas = runtime::cgroup_cpu_quotas();
+  ASSERT_EQ(quotas.size(), expected.size()) << "rank " << g_world->rank();
+  for (size_t i = 0; i < quotas.size(); ++i)
+    EXPECT_NEAR(quotas[i].cores, expected[i], 1e-3) << "rank " << g_world->rank() << ", cgroup " << quotas[i].cgroup;
   cpu_set_t mask;
   CPU_ZERO(&mask);
   ASSERT_EQ(sched_getaffinity(0, sizeof mask, &mask), 0);
   const double machine = static_cast<double>(CPU_COUNT(&mask)) / g_world->size();
   EXPECT_NEAR(runtime::measure_cores_per_rank(*g_world), std::min(share, machine), 1e-3);
+}
+
+// The quotas are found through the mounts, on the cgroup and its ancestors: a made-up
+// /proc/self (its cgroup and mountinfo files) and cgroup trees in a directory of this
+// rank's. Not collective.
+TEST(MachineCores, QuotasAreFoundThroughTheMountsOnTheCgroupAndItsAncestors) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("axonn_cgroups_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  auto write = [&](const fs::path& file, const std::string& text) {
+    fs::create_directories(file.parent_path());
+    std::ofstream(file) << text;
+  };
+  auto mountinfo = [&](const std::string& lines) { write(dir / "proc/mountinfo", lines); };
+  const std::string v1 = (dir / "v1").string(), v2 = (dir / "v2 tree").string();
+  // cgroup v2: "max" is no quota; /job's 2 cores hold /job/step/task0 with its own 0.5.
+  write(dir / "v2 tree/job/cpu.max", "200000 100000\n");
+  write(dir / "v2 tree/job/step/cpu.max", "max 100000\n");
+  write(dir / "v2 tree/job/step/task0/cpu.max", "50000 100000\n");
+  write(dir / "v2 tree/job/step/task0/cgroup.procs", "");
+  write(dir / "proc/cgroup", "0::/job/step/task0\n");
+  mountinfo("31 23 0:28 / " + std::string(dir / "v2\\040tree") + " rw,relatime shared:9 - cgroup2 cgroup2 rw\n");
+  std::vector<runtime::CpuQuota> q = runtime::cgroup_cpu_quotas((dir / "proc").string());
+  ASSERT_EQ(q.size(), 2u);
+  EXPECT_DOUBLE_EQ(q[0].cores, 0.5);
+  EXPECT_EQ(q[0].cgroup, "v2:/job/step/task0");
+  EXPECT_DOUBLE_EQ(q[1].cores, 2.0);
+  EXPECT_EQ(q[1].cgroup, "v2:/job");
+  // cgroup v1 in a container without a cgroup namespace: its cgroup, named in full, is
+  // the mount's root; cpu shares its hierarchy with cpuacct. The memory hierarchy's
+  // mount and a v1 mount without cpu hold nothing of the CPU.
+  write(dir / "v1/cpu.cfs_quota_us", "150000\n");
+  write(dir / "v1/cpu.cfs_period_us", "100000\n");
+  write(dir / "proc/cgroup", "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n");
+  mountinfo("40 31 0:35 /docker/abc " + v1 + "-memory rw - cgroup cgroup rw,memory\n" +
+            "41 31 0:36 /docker/abc " + v1 + " rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n");
+  q = runtime::cgroup_cpu_quotas((dir / "proc").string());
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_DOUBLE_EQ(q[0].cores, 1.5);
+  EXPECT_EQ(q[0].cgroup, "v1:/docker/abc");
+  // No quota anywhere (-1 is v1's none), or nothing readable: none.
+  write(dir / "v1/cpu.cfs_quota_us", "-1\n");
+  EXPECT_TRUE(runtime::cgroup_cpu_quotas((dir / "proc").string()).empty());
+  EXPECT_TRUE(runtime::cgroup_cpu_quotas((dir / "absent").string()).empty());
+  fs::remove_all(dir);
 }
 
 // The thread's CPU time (clock_gettime's per-thread clock), seconds.
