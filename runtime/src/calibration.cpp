@@ -203,18 +203,19 @@ void time_latencies(MpiCommunicator& world, int64_t stride, bool across, int cal
     }
 }
 
-// One round of every kernel of `r`, timed by every rank at once (a barrier before each
-// kernel); each value is the median over ranks of each rank's median.
-topo::KernelRound time_kernel_round(MpiCommunicator& world, const CalibrationRequest& r, int64_t round) {
+// One round of every kernel of `r` in `dtype`, timed by every rank at once (a barrier
+// before each kernel); each value is the median over ranks of each rank's median.
+topo::KernelRound time_kernel_round(MpiCommunicator& world, const CalibrationRequest& r, int64_t round,
+                                   at::ScalarType dtype) {
   topo::KernelRound k;
   k.round = round;
   for (const topo::MatmulTiming& s : r.matmuls) {
     world.barrier();
-    k.matmul_s.push_back(median_over_ranks(world, time_matmul(s, r.kernel_repeats)));
+    k.matmul_s.push_back(median_over_ranks(world, time_matmul(s, r.kernel_repeats, dtype)));
   }
   for (const auto& [op, shape] : r.elementwise) {
     world.barrier();
-    const topo::ElementwiseCost mine = time_elementwise(op, shape.rows, shape.width, r.kernel_repeats);
+    const topo::ElementwiseCost mine = time_elementwise(op, shape.rows, shape.width, r.kernel_repeats, dtype);
     k.elementwise[op] = {median_over_ranks(world, mine.forward_s_per_element),
                          median_over_ranks(world, mine.backward_s_per_element)};
   }
@@ -270,8 +271,10 @@ topo::ClusterMeasurements measure_cluster(MpiCommunicator& world, const Calibrat
   const int64_t slots = static_cast<int64_t>(groups.size());
   auto kernel_rounds_at = [&](int64_t slot) {
     for (int i = 0; kernels && i < r.kernel_rounds; ++i)
-      if ((r.kernel_rounds == 1 ? 0 : i * slots / (r.kernel_rounds - 1)) == slot)
-        m.kernel_rounds.push_back(time_kernel_round(world, r, i));
+      if ((r.kernel_rounds == 1 ? 0 : i * slots / (r.kernel_rounds - 1)) == slot) {
+        m.kernel_rounds.push_back(time_kernel_round(world, r, i, at::kFloat));
+        if (r.bf16_kernels) m.bf16_kernel_rounds.push_back(time_kernel_round(world, r, i, at::kBFloat16));
+      }
   };
   for (int64_t g = 0; g < slots; ++g) {
     kernel_rounds_at(g);

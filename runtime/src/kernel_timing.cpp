@@ -69,35 +69,40 @@ double time_backward(const std::function<at::Tensor()>& forward, std::vector<at:
   return median(times);
 }
 
-at::Tensor leaf(at::IntArrayRef shape) { return at::randn(shape).requires_grad_(true); }
+at::Tensor leaf(at::IntArrayRef shape, at::ScalarType dtype) {
+  return at::randn(shape, at::TensorOptions().dtype(dtype)).requires_grad_(true);
+}
 
 }  // namespace
 
-double time_matmul(const topo::MatmulTiming& s, int repeats) {
+double time_matmul(const topo::MatmulTiming& s, int repeats, at::ScalarType dtype) {
   runtime::set_compute_threads(1);
   const bool batched = s.batch > 1;
-  at::Tensor a = batched ? at::randn({s.batch, s.m, s.k}) : at::randn({s.m, s.k});
-  at::Tensor b = batched ? at::randn({s.batch, s.k, s.n}) : at::randn({s.k, s.n});
+  const auto as = at::TensorOptions().dtype(dtype);
+  at::Tensor a = batched ? at::randn({s.batch, s.m, s.k}, as) : at::randn({s.m, s.k}, as);
+  at::Tensor b = batched ? at::randn({s.batch, s.k, s.n}, as) : at::randn({s.k, s.n}, as);
   at::Tensor c;
   return time_calls([&] { c = at::matmul(a, b); }, repeats);
 }
 
-topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int64_t width, int repeats) {
+topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int64_t width, int repeats,
+                                       at::ScalarType dtype) {
   runtime::set_compute_threads(1);
+  const auto as = at::TensorOptions().dtype(dtype);
   const double elements = static_cast<double>(rows * width);
   std::function<at::Tensor()> forward;
   std::vector<at::Tensor> leaves;
   if (op == "bias" || op == "residual") {
-    at::Tensor x = leaf({rows, width}), b = op == "bias" ? leaf({width}) : leaf({rows, width});
+    at::Tensor x = leaf({rows, width}, dtype), b = op == "bias" ? leaf({width}, dtype) : leaf({rows, width}, dtype);
     leaves = {x, b};
     forward = [x, b] { return x + b; };
   } else if (op == "layer_norm") {
-    at::Tensor x = leaf({rows, width}), gamma = leaf({width}), beta = leaf({width});
+    at::Tensor x = leaf({rows, width}, dtype), gamma = leaf({width}, dtype), beta = leaf({width}, dtype);
     leaves = {x, gamma, beta};
     forward = [x, gamma, beta, width] { return at::layer_norm(x, {width}, gamma, beta, 1e-5); };
   } else if (op == "layer_norm_split") {  // LayerNormFn's arithmetic, its all-reduces left out
-    const at::Tensor x = at::randn({rows, width}), gamma = at::randn({width}), beta = at::randn({width}),
-                     dy = at::randn({rows, width});
+    const at::Tensor x = at::randn({rows, width}, as), gamma = at::randn({width}, as), beta = at::randn({width}, as),
+                     dy = at::randn({rows, width}, as);
     const SumOverGroup alone = [](at::Tensor&) {};
     SplitNormSaved saved;
     const double f =
@@ -105,12 +110,12 @@ topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int6
     const double b = time_calls([&] { split_layer_norm_backward(dy, gamma, saved, width, alone); }, repeats);
     return {f / elements, b / elements};
   } else if (op == "gelu") {
-    at::Tensor x = leaf({rows, width});
+    at::Tensor x = leaf({rows, width}, dtype);
     leaves = {x};
     forward = [x] { return at::gelu(x); };
   } else if (op == "softmax") {  // as causal_attention (runtime/src/attention.cpp) runs it
     const int64_t n = std::max<int64_t>(1, rows / width);
-    at::Tensor x = leaf({n, width, width});
+    at::Tensor x = leaf({n, width, width}, dtype);
     leaves = {x};
     forward = [x, width] {
       at::Tensor mask = at::ones({width, width}, at::kBool).triu(1);
@@ -119,10 +124,10 @@ topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int6
     const double per = static_cast<double>(n * width * width);
     return {time_calls([&] { forward(); }, repeats) / per, time_backward(forward, leaves, repeats) / per};
   } else if (op == "cross_entropy") {
-    at::Tensor logits = leaf({rows, width}), targets = at::randint(width, {rows}, at::kLong);
+    at::Tensor logits = leaf({rows, width}, dtype), targets = at::randint(width, {rows}, at::kLong);
     leaves = {logits};
     forward = [logits, targets] { return at::cross_entropy_loss(logits, targets, {}, at::Reduction::None); };
-  } else if (op == "adam") {  // torch::optim::Adam's update, in place
+  } else if (op == "adam") {  // torch::optim::Adam's update, in place, on fp32 (the master weights)
     at::Tensor p = at::randn({rows * width}), g = at::randn({rows * width}), m = at::zeros({rows * width}),
                v = at::zeros({rows * width});
     const double t = time_calls(
@@ -135,7 +140,7 @@ topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int6
         repeats);
     return {t / elements, 0.0};
   } else if (op == "grad_accumulate") {  // BucketedReducer::accumulate: the shard's .grad += dW
-    at::Tensor acc = at::randn({rows * width}), dw = at::randn({rows * width});
+    at::Tensor acc = at::randn({rows * width}), dw = at::randn({rows * width}, as);  // fp32 += the pass's dW
     return {time_calls([&] { acc.add_(dw); }, repeats) / elements, 0.0};
   } else {
     throw InputError("calibrate", "unknown element-wise operation '" + op + "'", "kernel timer",

@@ -318,6 +318,33 @@ TEST(BatchTime, OneGpuBatchIsTheModelsFlopsAtPeak) {
   EXPECT_DOUBLE_EQ(e.exposed_comm_s, 0.0);
 }
 
+// A plan computes at its own precision's rate: where the topology has compute_bf16 (a
+// CPU cluster calibrated in both dtypes), a mixed-precision plan's matmuls take its
+// rate and an fp32 plan's take compute's; with none, both take compute's. The same
+// one-GPU step as above, at 1 GFLOP/s in fp32 and 4 in bf16.
+TEST(BatchTime, APlanComputesAtItsPrecisionsRate) {
+  const auto m = model::load_model("gpt-tiny");
+  topo::Topology t = topo::load_topology("perlmutter");
+  t.peak_flops_per_s = 1e9;
+  t.compute.matmul_flops_per_s = 1e9;
+  PlannerOptions o;
+  o.gpus = 1;
+  o.batch_seqs = 1;
+  auto compute_s = [&](const topo::Topology& at, plan::Precision p) {
+    o.precision = p;
+    const Evaluation e = evaluate(m, at, topo::Grid{1, 1, 1, 1, 1}, o);
+    EXPECT_TRUE(e.feasible);
+    return e.compute_s;
+  };
+  const double flops = 14680064;
+  EXPECT_NEAR(compute_s(t, plan::Precision::bf16()), flops / 1e9, 1e-15);
+  t.compute_bf16 = t.compute;
+  t.compute_bf16->matmul_flops_per_s = 4e9;
+  EXPECT_NEAR(compute_s(t, plan::Precision::bf16()), flops / 4e9, 1e-15);
+  EXPECT_NEAR(compute_s(t, plan::Precision::bf16_gradients()), flops / 4e9, 1e-15);
+  EXPECT_NEAR(compute_s(t, plan::Precision::fp32()), flops / 1e9, 1e-15);
+}
+
 TEST(BatchTime, FullModelRanksByBatchTime) {
   const auto m = model::load_model("gpt-bench");
   PlannerOptions o;

@@ -27,6 +27,9 @@ topo::Topology calibration(double scale) {
   t.compute.matmul_table = {{64, 64, 64, 1, 1e-4 * scale}, {128, 64, 64, 2, 3e-4 * scale}};
   t.compute.elementwise["gelu"] = {2e-9 * scale, 3e-9 * scale};
   t.sync_wait = {{2, 0.01 * scale}, {4, 0.1 * scale}};
+  t.compute_bf16 = t.compute;  // bf16 kernels 3 times as fast
+  t.compute_bf16->matmul_flops_per_s *= 3;
+  for (auto& m : t.compute_bf16->matmul_table) m.seconds /= 3;
   return t;
 }
 
@@ -56,6 +59,10 @@ TEST(CalibrationPool, EachMeasuredQuantityIsTheMedianOfTheCalibrationsThatHaveIt
   EXPECT_DOUBLE_EQ(p.compute.elementwise.at("gelu").forward_s_per_element, 4e-9);
   EXPECT_DOUBLE_EQ(p.compute.elementwise.at("gelu").backward_s_per_element, 6e-9);
   EXPECT_DOUBLE_EQ(p.sync_wait_fraction(4), 0.2);
+  ASSERT_TRUE(p.compute_bf16.has_value());  // pooled alike, apart from compute
+  EXPECT_DOUBLE_EQ(p.compute_bf16->matmul_flops_per_s, 3 * two.compute.matmul_flops_per_s);
+  EXPECT_DOUBLE_EQ(p.compute_bf16->matmul_table[1].seconds, 2e-4);
+  EXPECT_DOUBLE_EQ(p.compute_bf16->elementwise.at("gelu").forward_s_per_element, 4e-9);
   EXPECT_DOUBLE_EQ(p.host_link_bytes_per_s, 5e9);  // the first's
   EXPECT_DOUBLE_EQ(p.cores_per_rank, 0.25);
 
@@ -75,6 +82,9 @@ TEST(CalibrationPool, EachMeasuredQuantityIsTheMedianOfTheCalibrationsThatHaveIt
   ASSERT_EQ(q.sync_wait.size(), 3u);  // by ranks, ascending
   EXPECT_EQ(q.sync_wait[2].ranks, 8);
   EXPECT_DOUBLE_EQ(q.sync_wait_fraction(4), 0.2);  // a, b, c
+  topo::Topology fp32_only = calibration(2);
+  fp32_only.compute_bf16.reset();  // one calibration without bf16 kernels: the pool has none
+  EXPECT_FALSE(pooled_calibration({a, b, fp32_only}, {"a", "b", "f"}, "f").compute_bf16.has_value());
 }
 
 TEST(CalibrationPool, RefusesOneCalibrationAndCalibrationsOfDifferentClusters) {

@@ -314,14 +314,24 @@ TEST(Topology, EveryFieldTheWriterEmitsIsInTheSchema) {
   t.compute.matmul_table.push_back({128, 256, 512, 2, 1e-3});
   for (const auto& op : topo::elementwise_op_names())
     t.compute.elementwise[op] = {1e-9, topo::elementwise_forward_only(op) ? 0.0 : 2e-9};
+  t.compute_bf16 = t.compute;
+  t.compute_bf16->matmul_table.back().seconds = 4e-4;
   t.point_to_point = {1e10, 1e9};
   t.sync_wait = {{2, 0.01}, {8, 0.1}};
   t.waiting_share = {0.4, 1.0};
   t.nonblocking.all_gather = topo::AllGatherAlgorithm::Linear;
   const nlohmann::json written = topo::topology_to_json(t);
   for (const char* key : {"collective_call_s", "intra_node_collective_latency_s", "host_link_bytes_per_s", "cores_per_rank", "sync_wait",
-                          "waiting_rank_share", "point_to_point_bytes_per_s", "nonblocking_collectives"})
+                          "waiting_rank_share", "point_to_point_bytes_per_s", "nonblocking_collectives", "compute_bf16"})
     ASSERT_TRUE(written.contains(key)) << key;
+  // compute_bf16 reads back as written, beside compute; a plan of 2-byte elements takes it
+  const topo::Topology back = topo::topology_from_json(written, "written");
+  ASSERT_TRUE(back.compute_bf16.has_value());
+  EXPECT_EQ(back.compute_bf16->matmul_table.back().seconds, 4e-4);
+  EXPECT_EQ(back.compute.matmul_table.back().seconds, 1e-3);
+  EXPECT_EQ(back.compute_bf16->elementwise.size(), topo::elementwise_op_names().size());
+  EXPECT_EQ(&back.compute_for(2), &*back.compute_bf16);
+  EXPECT_EQ(&back.compute_for(4), &back.compute);
   ASSERT_EQ(written["compute"]["elementwise_s_per_element"].size(), topo::elementwise_op_names().size());
   std::ifstream f(resolve_data_file("test", "topology/schema", "topology.schema"));
   const nlohmann::json schema = nlohmann::json::parse(f);

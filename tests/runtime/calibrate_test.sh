@@ -48,6 +48,11 @@ assert set(ops) == {"bias", "layer_norm", "layer_norm_split", "gelu", "residual"
 assert ops["grad_accumulate"]["backward"] == 0 and ops["adam"]["backward"] == 0, ops
 assert all(v["forward"] > 0 for v in ops.values())
 assert ops["layer_norm_split"]["backward"] > 0, ops  # timed through its own backward, not autograd
+# the same kernels timed in bf16 (mixed-precision plans' dtype): every shape and operation
+h = json.load(open(sys.argv[1]))["compute_bf16"]
+assert {(e["m"], e["k"], e["n"], e["batch"]) for e in h["matmul_table"]} == shapes, h["matmul_table"]
+assert all(e["seconds"] > 0 for e in h["matmul_table"]) and h["matmul_flops_per_s"] > 0
+assert set(h["elementwise_s_per_element"]) == set(ops) and all(v["forward"] > 0 for v in h["elementwise_s_per_element"].values())
 # the sync wait of the one group of 2 (docs/model.md section 8): the mean of the 3 rounds printed
 import re
 w = json.load(open(sys.argv[1]))["sync_wait"]
@@ -73,11 +78,12 @@ policy = "sleep" if cores < 1 else "yield"
 assert "(1 per node, waiting ranks %s between polls)" % policy in json.load(open(sys.argv[1]))["description"], policy
 PY
 then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds, each burst 8 times in a row, means;" "$T/out" && [ "$(grep -cE '^  round [0-2]: ' "$T/out")" -eq 3 ] && ok "calibrate --model: matmul table, element-wise costs, sync wait" || bad "calibrate: no sync-wait lines (mean of 3 rounds, one line per round)"
-  # the kernels in 3 rounds (the default), each round's sums printed, the spread in the topology's description
-  grep -q "^kernels timed in 3 rounds" "$T/out" && [ "$(grep -cE '^  kernel round [0-2]: matmuls [0-9.]+ ms, element-wise [0-9.]+ ns/element$' "$T/out")" -eq 3 ] \
+  # the kernels in 3 rounds (the default) in each dtype, each round's sums printed, fp32's spread in the topology's description
+  grep -q "^fp32 kernels timed in 3 rounds" "$T/out" && grep -q "^bf16 kernels timed in 3 rounds" "$T/out" \
+    && [ "$(grep -cE '^  kernel round [0-2]: matmuls [0-9.]+ ms, element-wise [0-9.]+ ns/element$' "$T/out")" -eq 6 ] \
     && grep -q '"description": ".*kernels timed in 3 rounds, each kernel.s median taken; spread of the rounds. sums' "$T/model.json" \
-    && ok "calibrate --model: kernels timed in 3 rounds, their sums and spread printed and described" \
-    || bad "calibrate: no kernel rounds (3 expected, printed and in the description)"
+    && ok "calibrate --model: kernels timed in 3 rounds of each dtype, their sums and spread printed and described" \
+    || bad "calibrate: no kernel rounds (3 of fp32 and 3 of bf16 expected, printed and in the description)"
 else bad "calibrate --model (rc $rc)"; fi
 # --sync-wait-loop 0 (the default until 2026-12-02; the --model run above takes the
 # default loop of 8): the bursts run after a barrier each; the written fraction is still

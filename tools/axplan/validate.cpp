@@ -143,7 +143,7 @@ KernelProbe probe_kernels(const ValidateOptions& o, const topo::Topology& t, con
   fs::remove(file);
   const int code = run_launched(
       o,
-      fmt::format("{} calibrate --kernels-only --gpus-per-node {} --model {} --batch-seqs {} --kernel-rounds 1 --base {} "
+      fmt::format("{} calibrate --kernels-only --kernel-dtypes fp32 --gpus-per-node {} --model {} --batch-seqs {} --kernel-rounds 1 --base {} "
                   "-o {}",
                   quote(axplan), t.gpus_per_node, quote(o.model), o.batch_seqs, quote(o.topology), quote(file)),
       log);

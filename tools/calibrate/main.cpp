@@ -42,6 +42,7 @@ struct Options {
   int64_t batch_seqs = 0;
   int matmul_repeats = 3;
   int kernel_rounds = runtime::CalibrationRequest{}.kernel_rounds;
+  std::string kernel_dtypes = "fp32,bf16";
   bool kernels_only = false;
   int sync_wait_rounds = runtime::CalibrationRequest{}.sync_wait_rounds;
   int sync_wait_loop = runtime::CalibrationRequest{}.sync_wait_loop;
@@ -69,26 +70,33 @@ void print_collective_fits(std::ostream& out, const planner::CalibratedCluster& 
   if (c.point_to_point_inter) out << fit_row("point-to-point across nodes", *c.point_to_point_inter, 1e9, "GB/s");
 }
 
-// The element-wise costs, the matmul fit and the kernel rounds.
-void print_kernel_fits(std::ostream& out, const planner::CalibratedCluster& c, const Options& o) {
-  for (const auto& [op, cost] : c.topology.compute.elementwise)
-    fmt::print(out, "element-wise {:<16} forward {:>7.2f} ns/element  backward {:>7.2f} ns/element\n", op,
+// One dtype's element-wise costs, matmul fit and kernel rounds.
+void print_kernel_fits(std::ostream& out, const planner::KernelFits& c, const topo::ComputeThroughput& compute,
+                       const Options& o, const std::string& dtype) {
+  for (const auto& [op, cost] : compute.elementwise)
+    fmt::print(out, "{} element-wise {:<16} forward {:>7.2f} ns/element  backward {:>7.2f} ns/element\n", dtype, op,
                cost.forward_s_per_element * 1e9, cost.backward_s_per_element * 1e9);
-  const size_t shapes = c.topology.compute.matmul_table.size();
+  const size_t shapes = compute.matmul_table.size();
   if (c.matmul)
-    out << fit_row(fmt::format("matmul ({} shapes of {})", shapes, o.model), *c.matmul, 1e9, "GFLOP/s");
+    out << fit_row(fmt::format("{} matmul ({} shapes of {})", dtype, shapes, o.model), *c.matmul, 1e9, "GFLOP/s");
   else if (shapes > 0)
-    fmt::print(out, "matmul ({} shapes of {}): no fit ({}); aggregate {:.3f} GFLOP/s\n", shapes, o.model,
-               c.matmul_note, c.topology.compute.matmul_flops_per_s / 1e9);
+    fmt::print(out, "{} matmul ({} shapes of {}): no fit ({}); aggregate {:.3f} GFLOP/s\n", dtype, shapes, o.model,
+               c.matmul_note, compute.matmul_flops_per_s / 1e9);
   if (c.kernel_rounds.size() > 1) {
     fmt::print(out,
-               "kernels timed in {} rounds, each kernel's median written; the rounds' sums (matmuls: every shape once; "
+               "{} kernels timed in {} rounds, each kernel's median written; the rounds' sums (matmuls: every shape once; "
                "element-wise: forward + backward of every operation) spread by {:.1f}% and {:.1f}% ((max - min) / median)\n",
-               c.kernel_rounds.size(), 100 * c.matmul_round_spread, 100 * c.elementwise_round_spread);
+               dtype, c.kernel_rounds.size(), 100 * c.matmul_round_spread, 100 * c.elementwise_round_spread);
     for (const auto& r : c.kernel_rounds)
       fmt::print(out, "  kernel round {}: matmuls {:.3f} ms, element-wise {:.2f} ns/element\n", r.round, 1e3 * r.matmul_s,
                  r.elementwise_s_per_element * 1e9);
   }
+}
+
+// Every dtype's kernels: fp32's (the topology's compute), then bf16's where timed.
+void print_kernel_fits(std::ostream& out, const planner::CalibratedCluster& c, const Options& o) {
+  print_kernel_fits(out, c, c.topology.compute, o, "fp32");
+  if (c.bf16 && c.topology.compute_bf16) print_kernel_fits(out, *c.bf16, *c.topology.compute_bf16, o, "bf16");
 }
 
 void print_fits(std::ostream& out, const planner::CalibratedCluster& c, const Options& o, int64_t world) {
@@ -199,6 +207,11 @@ int main(int argc, char** argv) {
                  "rounds of the kernel timings, spread over the collectives; each kernel's median is written")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
+  app.add_option("--kernel-dtypes", o.kernel_dtypes,
+                 "the dtypes the kernels are timed in: fp32 (validate's plans on CPU), and bf16 (mixed precision, "
+                 "axplan plan's default: the topology's compute_bf16)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fp32", "fp32,bf16"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -222,6 +235,7 @@ int main(int argc, char** argv) {
     request.kernel_repeats = o.matmul_repeats;
     request.kernel_rounds = o.kernel_rounds;
     request.kernels_only = o.kernels_only;
+    request.bf16_kernels = o.kernel_dtypes == "fp32,bf16";
     request.sync_wait_rounds = o.sync_wait_rounds;
     request.sync_wait_loop = o.sync_wait_loop;
     request.waiting_share_rounds = o.waiting_share_rounds;

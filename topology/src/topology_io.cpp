@@ -7,6 +7,56 @@
 
 namespace axonn::topo {
 
+namespace {
+
+// A "compute" object (or "compute_bf16", the same fields).
+ComputeThroughput read_compute(ObjectReader cr) {
+  ComputeThroughput c;
+  c.matmul_flops_per_s = cr.positive_number("matmul_flops_per_s");
+  c.matmul_overhead_s = cr.non_negative_number_or("matmul_overhead_s", 0.0);
+  c.memory_bytes_per_s = cr.non_negative_number_or("memory_bytes_per_s", 0.0);
+  if (cr.has("matmul_table"))
+    for (auto& e : cr.object_array("matmul_table")) {
+      c.matmul_table.push_back(MatmulTiming{e.positive_int("m"), e.positive_int("k"), e.positive_int("n"),
+                                            e.positive_int_or("batch", 1), e.positive_number("seconds")});
+      e.finish();
+    }
+  if (cr.has("elementwise_s_per_element")) {
+    ObjectReader er = cr.object("elementwise_s_per_element");
+    for (const auto& name : elementwise_op_names()) {
+      if (!er.has(name)) continue;
+      ObjectReader op = er.object(name);
+      const double backward = op.non_negative_number_or("backward", 0.0);
+      if (elementwise_forward_only(name) && backward != 0)
+        op.fail("backward", std::to_string(backward), "0 or absent: " + name + " has no backward");
+      c.elementwise[name] = {op.non_negative_number("forward"), backward};
+      op.finish();
+    }
+    er.finish();
+  }
+  cr.finish();
+  return c;
+}
+
+nlohmann::json compute_json(const ComputeThroughput& c) {
+  nlohmann::json table = nlohmann::json::array();
+  for (const auto& e : c.matmul_table)
+    table.push_back({{"m", e.m}, {"k", e.k}, {"n", e.n}, {"batch", e.batch}, {"seconds", e.seconds}});
+  nlohmann::json j = {{"matmul_flops_per_s", c.matmul_flops_per_s},
+                      {"matmul_overhead_s", c.matmul_overhead_s},
+                      {"matmul_table", table}};
+  if (c.memory_bytes_per_s > 0) j["memory_bytes_per_s"] = c.memory_bytes_per_s;
+  if (!c.elementwise.empty()) {
+    nlohmann::json ew = nlohmann::json::object();
+    for (const auto& [name, cost] : c.elementwise)
+      ew[name] = {{"forward", cost.forward_s_per_element}, {"backward", cost.backward_s_per_element}};
+    j["elementwise_s_per_element"] = ew;
+  }
+  return j;
+}
+
+}  // namespace
+
 Topology topology_from_json(const nlohmann::json& j, const std::string& origin) {
   ObjectReader r(j, origin, "topology");
   Topology t;
@@ -49,32 +99,8 @@ Topology topology_from_json(const nlohmann::json& j, const std::string& origin) 
     r.fail(key, "wrong type (found " + intra.dump() + ")",
            "a number (bytes/s) or an object {\"fallback\": ..., \"table\": [...]}");
   }
-  if (r.has("compute")) {
-    ObjectReader cr = r.object("compute");
-    t.compute.matmul_flops_per_s = cr.positive_number("matmul_flops_per_s");
-    t.compute.matmul_overhead_s = cr.non_negative_number_or("matmul_overhead_s", 0.0);
-    t.compute.memory_bytes_per_s = cr.non_negative_number_or("memory_bytes_per_s", 0.0);
-    if (cr.has("matmul_table"))
-      for (auto& e : cr.object_array("matmul_table")) {
-        t.compute.matmul_table.push_back(MatmulTiming{e.positive_int("m"), e.positive_int("k"), e.positive_int("n"),
-                                                      e.positive_int_or("batch", 1), e.positive_number("seconds")});
-        e.finish();
-      }
-    if (cr.has("elementwise_s_per_element")) {
-      ObjectReader er = cr.object("elementwise_s_per_element");
-      for (const auto& name : elementwise_op_names()) {
-        if (!er.has(name)) continue;
-        ObjectReader op = er.object(name);
-        const double backward = op.non_negative_number_or("backward", 0.0);
-        if (elementwise_forward_only(name) && backward != 0)
-          op.fail("backward", std::to_string(backward), "0 or absent: " + name + " has no backward");
-        t.compute.elementwise[name] = {op.non_negative_number("forward"), backward};
-        op.finish();
-      }
-      er.finish();
-    }
-    cr.finish();
-  }
+  if (r.has("compute")) t.compute = read_compute(r.object("compute"));
+  if (r.has("compute_bf16")) t.compute_bf16 = read_compute(r.object("compute_bf16"));
   if (r.has("point_to_point_bytes_per_s")) {
     ObjectReader pr = r.object("point_to_point_bytes_per_s");
     t.point_to_point.intra_node_bytes_per_s = pr.positive_number("intra_node");
@@ -136,21 +162,8 @@ nlohmann::json topology_to_json(const Topology& t) {
   if (t.collective_call_s > 0) j["collective_call_s"] = t.collective_call_s;
   if (t.host_link_bytes_per_s > 0) j["host_link_bytes_per_s"] = t.host_link_bytes_per_s;
   if (t.cores_per_rank > 0) j["cores_per_rank"] = t.cores_per_rank;
-  if (t.compute.matmul_flops_per_s > 0) {
-    nlohmann::json table = nlohmann::json::array();
-    for (const auto& e : t.compute.matmul_table)
-      table.push_back({{"m", e.m}, {"k", e.k}, {"n", e.n}, {"batch", e.batch}, {"seconds", e.seconds}});
-    j["compute"] = {{"matmul_flops_per_s", t.compute.matmul_flops_per_s},
-                    {"matmul_overhead_s", t.compute.matmul_overhead_s},
-                    {"matmul_table", table}};
-    if (t.compute.memory_bytes_per_s > 0) j["compute"]["memory_bytes_per_s"] = t.compute.memory_bytes_per_s;
-    if (!t.compute.elementwise.empty()) {
-      nlohmann::json ew = nlohmann::json::object();
-      for (const auto& [name, c] : t.compute.elementwise)
-        ew[name] = {{"forward", c.forward_s_per_element}, {"backward", c.backward_s_per_element}};
-      j["compute"]["elementwise_s_per_element"] = ew;
-    }
-  }
+  if (t.compute.matmul_flops_per_s > 0) j["compute"] = compute_json(t.compute);
+  if (t.compute_bf16) j["compute_bf16"] = compute_json(*t.compute_bf16);
   if (t.point_to_point.intra_node_bytes_per_s > 0 && t.point_to_point.inter_node_bytes_per_s > 0)
     j["point_to_point_bytes_per_s"] = {{"intra_node", t.point_to_point.intra_node_bytes_per_s},
                                        {"inter_node", t.point_to_point.inter_node_bytes_per_s}};

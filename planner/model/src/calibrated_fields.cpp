@@ -29,6 +29,16 @@ const char* field_name(CalibratedField f) {
   throw InternalError("calibration-swap", "an unknown field group", "field_name", "a CalibratedField");
 }
 
+namespace {
+
+void copy_matmuls(const topo::ComputeThroughput& from, topo::ComputeThroughput& to) {
+  to.matmul_table = from.matmul_table;
+  to.matmul_flops_per_s = from.matmul_flops_per_s;
+  to.matmul_overhead_s = from.matmul_overhead_s;
+}
+
+}  // namespace
+
 topo::Topology with_field_from(const topo::Topology& base, const topo::Topology& donor, CalibratedField f) {
   if (base.gpus_per_node != donor.gpus_per_node || base.num_nodes != donor.num_nodes)
     throw InputError("calibration-swap",
@@ -37,12 +47,14 @@ topo::Topology with_field_from(const topo::Topology& base, const topo::Topology&
                      "gpus_per_node, num_nodes", "two calibrations of the same cluster");
   topo::Topology t = base;
   switch (f) {
-    case CalibratedField::Matmuls:
-      t.compute.matmul_table = donor.compute.matmul_table;
-      t.compute.matmul_flops_per_s = donor.compute.matmul_flops_per_s;
-      t.compute.matmul_overhead_s = donor.compute.matmul_overhead_s;
+    case CalibratedField::Matmuls:  // in each dtype the donor timed
+      copy_matmuls(donor.compute, t.compute);
+      if (donor.compute_bf16 && t.compute_bf16) copy_matmuls(*donor.compute_bf16, *t.compute_bf16);
       break;
-    case CalibratedField::Elementwise: t.compute.elementwise = donor.compute.elementwise; break;
+    case CalibratedField::Elementwise:
+      t.compute.elementwise = donor.compute.elementwise;
+      if (donor.compute_bf16 && t.compute_bf16) t.compute_bf16->elementwise = donor.compute_bf16->elementwise;
+      break;
     case CalibratedField::SyncWait: t.sync_wait = donor.sync_wait; break;
     case CalibratedField::WaitingShare: t.waiting_share = donor.waiting_share; break;
     case CalibratedField::Bandwidths:

@@ -17,11 +17,11 @@
 namespace axonn::planner {
 namespace {
 
-// Each kernel's median over the rounds of `m` into `matmuls` and `elementwise`, and the
-// rounds' sums and spread into `out`.
-void combine_kernel_rounds(const topo::ClusterMeasurements& m, std::vector<topo::MatmulTiming>& matmuls,
-                           std::map<std::string, topo::ElementwiseCost>& elementwise, CalibratedCluster& out) {
-  const auto& rounds = m.kernel_rounds;
+// Each kernel's median over `rounds` (of `m`'s shapes) into `matmuls` and `elementwise`,
+// and the rounds' sums and spread into `out`.
+void combine_kernel_rounds(const topo::ClusterMeasurements& m, const std::vector<topo::KernelRound>& rounds,
+                           std::vector<topo::MatmulTiming>& matmuls,
+                           std::map<std::string, topo::ElementwiseCost>& elementwise, KernelFits& out) {
   for (const auto& r : rounds) {
     if (r.matmul_s.size() != m.matmuls.size() || r.elementwise.size() != rounds.front().elementwise.size())
       throw InternalError("calibrate",
@@ -60,32 +60,45 @@ void combine_kernel_rounds(const topo::ClusterMeasurements& m, std::vector<topo:
   out.elementwise_round_spread = run_spread(ew);
 }
 
-// The compute part of out.topology from the kernels of `m` (the table, the fit or the
-// aggregate rate, the element-wise costs; kernel rounds combined).
-void calibrate_compute(const topo::ClusterMeasurements& m, CalibratedCluster& out) {
-  topo::Topology& c = out.topology;
-  c.compute = {};
+// A compute part from the kernels of `m` timed in `rounds` (the table, the fit or the
+// aggregate rate, the element-wise costs; rounds combined; none: m's own kernel times).
+topo::ComputeThroughput compute_from(const topo::ClusterMeasurements& m, const std::vector<topo::KernelRound>& rounds,
+                                     KernelFits& out) {
+  topo::ComputeThroughput c;
   std::vector<topo::MatmulTiming> matmuls = m.matmuls;
-  c.compute.elementwise = m.elementwise;
-  if (!m.kernel_rounds.empty()) combine_kernel_rounds(m, matmuls, c.compute.elementwise, out);
+  c.elementwise = m.elementwise;
+  if (!rounds.empty()) combine_kernel_rounds(m, rounds, matmuls, c.elementwise, out);
   if (!matmuls.empty()) {
     std::vector<CollectiveSample> flops_samples;
     for (const auto& t : matmuls) {
       flops_samples.push_back({1, MatmulShape{t.m, t.k, t.n, t.batch}.flops(), t.seconds});
-      c.compute.matmul_table.push_back(t);
+      c.matmul_table.push_back(t);
     }
     try {
       out.matmul = fit_latency_bandwidth(flops_samples, kMatmulFit);
-      c.compute.matmul_flops_per_s = out.matmul->beta_bytes_per_s;
-      c.compute.matmul_overhead_s = out.matmul->alpha_s;
+      c.matmul_flops_per_s = out.matmul->beta_bytes_per_s;
+      c.matmul_overhead_s = out.matmul->alpha_s;
     } catch (const Error& e) {
       // Times that do not grow with FLOPs (noise): the table still holds every shape;
       // shapes outside it get the aggregate rate.
       double flops = 0, seconds = 0;
       for (const auto& s : flops_samples) flops += s.bytes_moved, seconds += s.seconds;
-      c.compute.matmul_flops_per_s = flops / seconds;
+      c.matmul_flops_per_s = flops / seconds;
       out.matmul_note = e.what();
     }
+  }
+  return c;
+}
+
+// The compute parts of out.topology from the kernels of `m`: fp32's, and bf16's where
+// calibrate timed them (the optimizer's fp32 update and gradient accumulation as timed).
+void calibrate_compute(const topo::ClusterMeasurements& m, CalibratedCluster& out) {
+  out.topology.compute = compute_from(m, m.kernel_rounds, out);
+  out.topology.compute_bf16.reset();
+  out.bf16.reset();
+  if (!m.bf16_kernel_rounds.empty()) {
+    out.bf16.emplace();
+    out.topology.compute_bf16 = compute_from(m, m.bf16_kernel_rounds, *out.bf16);
   }
 }
 

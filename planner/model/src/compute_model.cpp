@@ -239,6 +239,14 @@ double matmul_bytes(const MatmulShape& s) {
   return 2.0 * static_cast<double>(s.batch) * (m * k + k * n + m * n);
 }
 
+std::shared_ptr<const topo::Topology> topology_for_precision(const topo::Topology& t, int64_t compute_bytes) {
+  const topo::ComputeThroughput& c = t.compute_for(compute_bytes);
+  if (&c == &t.compute) return nullptr;
+  auto copy = std::make_shared<topo::Topology>(t);
+  copy->compute = c;
+  return copy;
+}
+
 double matmul_s(const topo::Topology& t, const MatmulShape& s) { return MatmulTimes(t)(s); }
 
 MatmulTimes::MatmulTimes(const topo::Topology& t)

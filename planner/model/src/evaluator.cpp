@@ -138,13 +138,18 @@ std::vector<int64_t> balanced_stage_units(const std::vector<double>& unit_weight
 
 Evaluator::Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
                      Sharing sharing)
-    : m_(m), t_(t), o_(o), matmul_(t), chain_(is_chain(m)) {
+    : m_(m),
+      own_(topology_for_precision(t, o.precision.compute_bytes)),
+      t_(own_ ? *own_ : t),
+      o_(o),
+      matmul_(t_),
+      chain_(is_chain(m)) {
   std::map<std::pair<decltype(class_key(model::Layer{})), size_t>, int32_t> index;
   for (size_t i = 0; i < m.layers.size(); ++i) {
     const model::Layer& l = m.layers[i];
     const auto key = std::make_pair(class_key(l), sharing == Sharing::None ? i : 0);
     auto [it, added] = index.emplace(key, static_cast<int32_t>(classes_.size()));
-    if (added) classes_.push_back({&l, 0, elementwise_rates(t, l)});
+    if (added) classes_.push_back({&l, 0, elementwise_rates(t_, l)});
     ++classes_[it->second].count;
     class_of_.push_back(it->second);
   }

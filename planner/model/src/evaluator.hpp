@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -29,7 +30,8 @@ namespace axonn::planner {
 class Evaluator {
  public:
   enum class Sharing { IdenticalLayers, None };
-  // Keeps references to `m` and `t`, which must outlive it.
+  // Keeps references to `m` and `t`, which must outlive it. Computes with
+  // t.compute_for(o.precision.compute_bytes) (topology_for_precision).
   Evaluator(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
             Sharing sharing = Sharing::IdenticalLayers);
 
@@ -78,7 +80,8 @@ class Evaluator {
 
  private:
   const model::ModelDescription& m_;
-  const topo::Topology& t_;
+  std::shared_ptr<const topo::Topology> own_;  // the topology's compute for the plan's precision, where it differs
+  const topo::Topology& t_;                    // *own_, else the caller's
   PlannerOptions o_;
   MatmulTimes matmul_;
   std::vector<LayerClass> classes_;

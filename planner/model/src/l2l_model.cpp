@@ -70,8 +70,10 @@ double l2l_equation6_ratio(int64_t u, double forward_s, double transfer_s) {
   return uu * (4 * forward_s + 2 * transfer_s) / (4 * uu * forward_s + 2 * transfer_s);
 }
 
-L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topology& t, const PlannerOptions& o,
+L2LEvaluation evaluate_l2l(const model::ModelDescription& m, const topo::Topology& topology, const PlannerOptions& o,
                            const L2LCandidate& s) {
+  const auto own = topology_for_precision(topology, o.precision.compute_bytes);  // the plan's precision's compute
+  const topo::Topology& t = own ? *own : topology;
   L2LEvaluation r;
   Evaluation& e = r.eval;
   e.strategy = plan::Strategy::L2L;

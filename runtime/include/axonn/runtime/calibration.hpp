@@ -50,6 +50,7 @@ struct CalibrationRequest {
   std::map<std::string, topo::ElementwiseShape> elementwise;        // operations to time
   int kernel_repeats = 3;
   int kernel_rounds = 3;  // rounds of every kernel timing (>= 1 when there are kernels)
+  bool bf16_kernels = true;  // each round also times the kernels in bf16 (ClusterMeasurements::bf16_kernel_rounds)
   std::vector<int> sync_wait_bursts = {8, 32, 128};  // 128^3 matmuls per burst; empty: no sync waits
   int sync_wait_rounds = 20;                         // rounds of every burst size (>= 1), each fitted alone
   // 0: each burst size runs `repeats` times after a barrier, each rank's median taken, then the

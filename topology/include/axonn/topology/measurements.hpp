@@ -94,6 +94,9 @@ struct ClusterMeasurements {
   // When not empty, the kernels' times by round: `matmuls` then names the shapes (their
   // seconds unused) and `elementwise` is unused.
   std::vector<KernelRound> kernel_rounds;
+  // The same kernels timed in bf16 (mixed-precision plans' dtype), round by round beside
+  // `kernel_rounds`; empty where calibrate timed fp32 only.
+  std::vector<KernelRound> bf16_kernel_rounds;
   std::vector<SyncWaitTiming> sync_waits;              // may be empty
   std::vector<WaitingShareTiming> waiting_shares;      // may be empty
   std::vector<LatencyTiming> latencies;                // may be empty

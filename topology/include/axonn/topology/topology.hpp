@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -160,6 +161,16 @@ struct Topology {
   double collective_call_s = 0;
   double host_link_bytes_per_s = 0;             // one GPU to its host memory, one direction; 0 = not modeled
   ComputeThroughput compute;                    // optional "compute" object
+  // Optional "compute_bf16": the same kernels timed in bf16, which mixed-precision plans
+  // run (calibrate on CPU ranks, where LibTorch's bf16 products take other kernels at
+  // another rate). Absent: `compute` serves every precision (a GPU's fit is its
+  // half-precision rate already).
+  std::optional<ComputeThroughput> compute_bf16;
+  // The compute of a plan whose weights and activations take `bytes_per_element` bytes
+  // (plan::Precision::compute_bytes): compute_bf16 for 2 where present, else compute.
+  const ComputeThroughput& compute_for(int64_t bytes_per_element) const {
+    return bytes_per_element == 2 && compute_bf16 ? *compute_bf16 : compute;
+  }
   PointToPointBandwidth point_to_point;         // optional "point_to_point_bytes_per_s"
   std::vector<SyncWaitEntry> sync_wait;         // optional "sync_wait"; by ranks, ascending
   NonblockingCollectives nonblocking;           // optional "nonblocking_collectives"; rings

@@ -102,18 +102,25 @@ struct LatencyFit {
 // Throws InternalError without loaded rounds of that placement.
 LatencyFit fit_latency(const std::vector<topo::LatencyTiming>& rounds, bool across_nodes);
 
-struct CalibratedCluster {
-  topo::Topology topology;
-  std::vector<GroupFit> groups;  // by (ip, p)
-  std::optional<BandwidthFit> point_to_point_intra, point_to_point_inter;
+// How the kernels of one dtype were fitted and how their rounds spread.
+struct KernelFits {
   std::optional<BandwidthFit> matmul;  // alpha = overhead (s), beta = FLOP/s
   std::string matmul_note;             // why there is no matmul fit, when there is none
-  std::vector<SyncWaitFit> sync_waits; // by p, ascending
-  std::vector<WaitingShareFit> waiting_shares;  // inside a node, then across nodes, where measured
-  std::vector<LatencyFit> latencies;            // inside a node, then across nodes, where measured
   std::vector<KernelRoundSums> kernel_rounds;  // in calibrate's order; empty: one round, not kept apart
   // The spread of the rounds' sums: (max - min) / median (run_spread; 0 for one round).
   double matmul_round_spread = 0, elementwise_round_spread = 0;
+};
+
+// The fp32 kernels' fits are the cluster's own (topology.compute); bf16's, where timed,
+// are in `bf16` (topology.compute_bf16).
+struct CalibratedCluster : KernelFits {
+  topo::Topology topology;
+  std::vector<GroupFit> groups;  // by (ip, p)
+  std::optional<BandwidthFit> point_to_point_intra, point_to_point_inter;
+  std::vector<SyncWaitFit> sync_waits; // by p, ascending
+  std::vector<WaitingShareFit> waiting_shares;  // inside a node, then across nodes, where measured
+  std::vector<LatencyFit> latencies;            // inside a node, then across nodes, where measured
+  std::optional<KernelFits> bf16;
 };
 
 // Throws InputError when no ring spans the nodes (one node only), InternalError when a

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -126,6 +127,12 @@ ElementwiseBytes elementwise_bytes(const std::string& op);
 // Bytes a matmul moves at least: its half-precision operands and result, once each,
 // 2 * b * (m*k + k*n + m*n) bytes (the roofline's memory side).
 double matmul_bytes(const MatmulShape& s);
+
+// `t` as a plan whose weights and activations take `compute_bytes` bytes an element
+// (plan::Precision::compute_bytes) computes on it: a copy whose `compute` is
+// t.compute_bf16 for 2 bytes where `t` has it (Topology::compute_for); null where `t`
+// serves as it is. The evaluator and the L2L model read compute from what this gives.
+std::shared_ptr<const topo::Topology> topology_for_precision(const topo::Topology& t, int64_t compute_bytes);
 
 // Seconds for one matmul: the measured table entry of exactly this shape if there is
 // one, else matmul_overhead_s + max(flops / matmul_flops_per_s (peak_flops_per_s if
