@@ -85,6 +85,17 @@ then grep -q "sync wait over 2 ranks: .* (mean of 3 rounds, each burst 8 times i
     && ok "calibrate --model: kernels timed in 3 rounds of each dtype, their sums and spread printed and described" \
     || bad "calibrate: no kernel rounds (3 of fp32 and 3 of bf16 expected, printed and in the description)"
 else bad "calibrate --model (rc $rc)"; fi
+# The calibrated topology's bf16 kernels are a mixed-precision plan's (explain says so),
+# and an fp32 plan is predicted from the fp32 ones: their compute parts differ (the same
+# kernel times would give the same compute; the messages' halving is in the other part).
+if [ -s "$T/model.json" ]; then
+  bf=$("$AXPLAN" explain --model gpt-tiny --topology "$T/model.json" --gpus 2 --batch-seqs 2 --grid 1,2,1,1,1 2>&1)
+  f32=$("$AXPLAN" explain --model gpt-tiny --topology "$T/model.json" --gpus 2 --batch-seqs 2 --grid 1,2,1,1,1 --precision fp32 2>&1)
+  grep -q "^compute: the topology's kernels timed in bf16" <<<"$bf" && ! grep -q "^compute: the topology" <<<"$f32" \
+    && [ "$(grep -o '= compute [0-9.]* s' <<<"$bf")" != "$(grep -o '= compute [0-9.]* s' <<<"$f32")" ] \
+    && ok "explain: a bf16 plan computes with the bf16 kernels, an fp32 plan with the fp32 ones" \
+    || bad "explain on the calibrated topology: $(grep -E '^(compute|batch time)' <<<"$bf$f32" | tr '\n' ';')"
+fi
 # --sync-wait-loop 0 (the default until 2026-12-02; the --model run above takes the
 # default loop of 8): the bursts run after a barrier each; the written fraction is still
 # the mean of the rounds' fits, one printed line per round.

@@ -180,6 +180,42 @@ rc=$?; [ $rc -eq 2 ] && grep -q "excludes" "$T/out" && ok "--rescore with --gpus
 rc=$?; [ $rc -eq 2 ] && grep -q "four.json" "$T/out" && grep -q "model" "$T/out" && ok "--rescore of a non-report: exit 2" \
   || bad "--rescore of a non-report (rc $rc)"
 
+# A sweep's precision (validate --precision; the report keeps it and --rescore reads it
+# back): a bf16 sweep is predicted with the topology's compute_bf16, an fp32 sweep with
+# compute. The 4-rank report above, rescored as fp32 and as bf16 under two topologies
+# that differ only in compute_bf16 (4 times compute's matmul rate).
+python3 - "$T" <<'PY'
+import json, sys
+d = sys.argv[1]
+t = json.load(open(d + "/four.json")); t["compute"] = {"matmul_flops_per_s": 1e9}
+json.dump(t, open(d + "/four-fp32.json", "w"))
+t["compute_bf16"] = {"matmul_flops_per_s": 4e9}
+json.dump(t, open(d + "/four-bf16.json", "w"))
+r = json.load(open(d + "/modes/report.json")); r["precision"] = "bf16"
+json.dump(r, open(d + "/modes-bf16.json", "w"))
+PY
+rc=0
+for run in "modes/report.json:fp32" "modes-bf16.json:bf16"; do
+  for topo in fp32 bf16; do
+    "$AXPLAN" validate --rescore "$T/${run%%:*}" --topology "$T/four-$topo.json" --out-dir "$T/p-${run##*:}-$topo" >"$T/out" 2>&1 || rc=1
+  done
+done
+if [ $rc -eq 0 ] && python3 - "$T" <<'PY'
+import json, sys
+d = sys.argv[1]
+pred = lambda run, topo: {c["name"]: c["predicted"]["placement_aware"]["batch_s"]
+                          for c in json.load(open(f"{d}/p-{run}-{topo}/report.json"))["configs"] if c["status"] == "measured"}
+assert json.load(open(f"{d}/p-bf16-bf16/report.json"))["precision"] == "bf16"
+assert "mixed precision (bf16)" in open(f"{d}/p-bf16-bf16/summary.md").read()
+assert pred("fp32", "fp32") == pred("fp32", "bf16")  # compute_bf16 is not an fp32 plan's
+fast, slow = pred("bf16", "bf16"), pred("bf16", "fp32")
+assert fast.keys() == slow.keys() and all(fast[n] < slow[n] for n in fast), (fast, slow)
+PY
+then ok "--precision bf16: kept in the report, predicted with compute_bf16 (fp32 sweeps without it)"
+else bad "--precision bf16 rescored (rc $rc)"; fi
+"$AXPLAN" validate --rescore "$T/modes/report.json" --topology "$T/four.json" --precision bf16 --out-dir "$T/x" >"$T/out" 2>&1
+rc=$?; [ $rc -eq 2 ] && grep -q "excludes" "$T/out" && ok "--rescore with --precision: exit 2" || bad "--rescore with --precision (rc $rc)"
+
 # --repeats 2 with --search-order on the 2 nodes of 2: the top 3 run twice each, in
 # rounds; each has its two runs and their spread, the statistics the median spread, the
 # report the machine's load, each plan the order the search kept. With --kernel-probes

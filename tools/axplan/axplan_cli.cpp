@@ -267,6 +267,7 @@ ReportContext context(const Loaded& l) {
   c.pipeline_schedule = l.options.pipeline_schedule;
   c.memory_options_searched = l.options.search_memory_options;
   c.order_searched = l.options.search_order;
+  c.bf16_kernels = &l.topology.compute_for(l.options.precision.compute_bytes) != &l.topology.compute;
   // A strategy column where the ranking mixes kinds: L2L, or a mode whose grids the five
   // fields do not name (its registry entry has a tag).
   c.strategies_ranked =
@@ -502,6 +503,11 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       validate->add_option("--overlap-level", val.overlap_level, "overlap switches of the plans run and predicted (0-4)")
           ->capture_default_str()
           ->check(CLI::Range(0, 4));
+  auto* val_precision =
+      validate->add_option("--precision", val.precision,
+                           "the plans' dtype: fp32, or bf16 (mixed precision, predicted with the topology's compute_bf16)")
+          ->capture_default_str()
+          ->check(CLI::IsMember({"fp32", "bf16"}));
   auto* val_search = validate->add_flag("--search-order", val.search_order,
                      "run each configuration in the placement order the search finds for it (as rank --search-order)");
   auto* val_steps =
@@ -543,6 +549,7 @@ int run_axplan(const std::vector<std::string>& args, std::ostream& out, std::ost
       ->excludes(val_repeats)
       ->excludes(val_modes)
       ->excludes(val_search)
+      ->excludes(val_precision)
       ->excludes(val_probes);
 
   std::string sweep_a, sweep_b;

@@ -23,6 +23,11 @@ std::string csv_quoted(const std::string& s) {
   return q + "\"";
 }
 
+// Which of the topology's kernel times the predictions use, where it has two.
+void print_compute_source(std::ostream& out, const ReportContext& c) {
+  if (c.bf16_kernels) fmt::print(out, "compute: the topology's kernels timed in bf16 (compute_bf16), the plan's precision\n");
+}
+
 }  // namespace
 
 nlohmann::json evaluation_to_json(const planner::Evaluation& e) {
@@ -115,6 +120,7 @@ void print_ranking(std::ostream& out, Format f, const ReportContext& c, const pl
              c.topology, c.batch_seqs, c.seq_len, planner::comm_model_name(c.comm_model),
              c.placement_aware ? "placement-aware" : "placement-agnostic",
              c.order_searched ? "searched per grid, " + c.order + " first" : c.order);
+  print_compute_source(out, c);
   fmt::print(out, "{} feasible, {} rejected; showing {}\n\n", r.feasible.size(), r.rejected.size(), n);
   const bool full = c.comm_model == planner::CommModel::Full;
   if (full)
@@ -158,6 +164,7 @@ void print_explanation(std::ostream& out, const ReportContext& c, const planner:
   fmt::print(out, "{} on {} GPUs of {}, batch {} x {} tokens; comm model {}, {}; placement {}\n", c.model, c.gpus,
              c.topology, c.batch_seqs, c.seq_len, planner::comm_model_name(c.comm_model),
              c.placement_aware ? "placement-aware" : "placement-agnostic", c.order);
+  print_compute_source(out, c);
   fmt::print(out, "grid {}: {}\n\n", e.grid.to_string(),
              e.feasible ? "feasible" : "rejected: " + e.rejected_because);
   fmt::print(out, "{:<6} {:>5} {:>5}  {:<13} {:>14}\n", "group", "size", "ip", "where", "bandwidth");

@@ -23,6 +23,7 @@ struct ReportContext {
   bool memory_options_searched = false;  // --search-memory-options: the table shows each grid's optimizer
   bool order_searched = false;           // --search-order: every candidate shows its placement order
   bool strategies_ranked = false;        // --strategy l2l or all: the table shows each candidate's strategy
+  bool bf16_kernels = false;  // the plans compute with the topology's compute_bf16 (kernels timed in bf16)
 };
 
 // `top` = how many feasible candidates to print (0 = all); rejected ones are printed

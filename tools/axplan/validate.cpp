@@ -132,9 +132,12 @@ void run_one(planner::ValidationConfig& c, const ValidateOptions& o, const std::
 }
 
 // One kernel probe (--kernel-probes): `LAUNCHER AXPLAN calibrate --kernels-only` on the
-// cluster, one round, its kernel times over the topology's.
+// cluster, one round, its kernel times over the topology's, in the sweep's precision
+// (bf16: the bf16 kernels, where the topology has them).
 KernelProbe probe_kernels(const ValidateOptions& o, const topo::Topology& t, const fs::path& runs, int index,
                           const std::string& when) {
+  const bool bf16 = o.precision == "bf16" && t.compute_bf16;
+  const int64_t bytes = bf16 ? 2 : 4;
   KernelProbe k;
   k.when = when;
   const std::string file = (runs / fmt::format("kernel-probe-{}.json", index)).string(),
@@ -143,16 +146,18 @@ KernelProbe probe_kernels(const ValidateOptions& o, const topo::Topology& t, con
   fs::remove(file);
   const int code = run_launched(
       o,
-      fmt::format("{} calibrate --kernels-only --kernel-dtypes fp32 --gpus-per-node {} --model {} --batch-seqs {} --kernel-rounds 1 --base {} "
-                  "-o {}",
-                  quote(axplan), t.gpus_per_node, quote(o.model), o.batch_seqs, quote(o.topology), quote(file)),
+      fmt::format("{} calibrate --kernels-only --kernel-dtypes {} --gpus-per-node {} --model {} --batch-seqs {} "
+                  "--kernel-rounds 1 --base {} -o {}",
+                  quote(axplan), bf16 ? "fp32,bf16" : "fp32", t.gpus_per_node, quote(o.model), o.batch_seqs,
+                  quote(o.topology), quote(file)),
       log);
   if (code != 0) {
     k.note = fmt::format("exit code {}: {}", code, tail_line(log));
     return k;
   }
   try {
-    const planner::KernelTimeRatio r = planner::kernel_time_ratio(t.compute, topo::load_topology(file).compute);
+    const topo::Topology probed = topo::load_topology(file);
+    const planner::KernelTimeRatio r = planner::kernel_time_ratio(t.compute_for(bytes), probed.compute_for(bytes));
     if (r.shapes == 0 && r.operations == 0) throw InputError("validate", "no kernel in common", file, "the topology's");
     k.shapes = r.shapes, k.operations = r.operations, k.matmul_ratio = r.matmul, k.elementwise_ratio = r.elementwise;
   } catch (const Error& e) {
@@ -219,7 +224,7 @@ Ranked rank_for_validation(const model::ModelDescription& m, const topo::Topolog
   planner::PlannerOptions& po = r.po;
   po.gpus = o.gpus;
   po.batch_seqs = o.batch_seqs;
-  po.precision = plan::Precision::fp32();  // the runtime's dtype on CPU
+  po.precision = o.precision == "bf16" ? plan::Precision::bf16() : plan::Precision::fp32();
   po.overlap = plan::OverlapSettings::level(o.overlap_level, 0);
   planner::select_tensor_modes(po, o.tensor_mode, "--tensor-mode");
   po.search_order = o.search_order;  // the agnostic ranking below does not search (nothing to find)
@@ -257,7 +262,7 @@ ValidateOptions options_of(const EarlierReport& e, const std::string& report, Va
                      "--rescore " + report, "a report of a sweep without --search-order");
   o.model = r.model_file, o.gpus = r.gpus, o.batch_seqs = r.batch_seqs, o.steps = r.steps;
   o.overlap_level = r.overlap_level, o.tensor_mode = r.tensor_mode, o.repeats = r.repeats;
-  o.launcher = r.launcher, o.axrun_args = r.axrun_args;
+  o.launcher = r.launcher, o.axrun_args = r.axrun_args, o.precision = r.precision;
   return o;
 }
 
@@ -365,7 +370,7 @@ int run_validate(const ValidateOptions& options, std::ostream& out, std::ostream
   ValidationRun run{m.name,    o.topology,    o.launcher,        axrun,        o.axrun_args,
                           o.gpus,    o.batch_seqs,  m.seq_len,         o.steps,      o.overlap_level,
                           o.efficient_within, o.tensor_mode, o.repeats, load_before, load_after,
-                          o.model,   o.search_order, probes,         wait_policies};
+                          o.model,   o.search_order, probes,         wait_policies, o.precision};
   write_file_atomically((dir / "report.json").string(), validation_report_json(run, configs, stats).dump(2) + "\n",
                         "validate");
   const std::string md = validation_summary(run, configs, stats);

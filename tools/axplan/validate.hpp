@@ -60,6 +60,9 @@ struct ValidateOptions {
   int64_t repeats = 1;            // runs of each configuration, in rounds (the spread is reported)
   std::string tensor_mode = "axonn3d";  // the modes ranked (planner::select_tensor_modes)
   bool search_order = false;      // each configuration in its searched placement order (--search-order)
+  // The plans' dtype: "fp32" (what every sweep in docs/validation.md ran), or "bf16" (mixed
+  // precision, predicted with the topology's compute_bf16 where it has one).
+  std::string precision = "fp32";
   bool kernel_probes = false;     // the kernels timed again before the sweep and after each round (--kernel-probes)
   size_t top = 0;                 // 0: every runnable configuration; with tensor_mode "all", per mode
   size_t sample = 0;              // extra random configurations with --top

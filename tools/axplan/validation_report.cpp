@@ -90,7 +90,7 @@ nlohmann::json validation_report_json(const ValidationRun& run, const std::vecto
   nlohmann::json report = {{"model", run.model},       {"topology", run.topology},     {"gpus", run.gpus},
                            {"batch_seqs", run.batch_seqs}, {"steps", run.steps},       {"launcher", run.launcher},
                            {"axrun_args", run.axrun_args}, {"overlap_level", run.overlap_level}, {"tensor_modes", run.tensor_mode},
-                           {"axrun", run.axrun},       {"precision", "fp32"},          {"repeats", run.repeats},
+                           {"axrun", run.axrun},       {"precision", run.precision},          {"repeats", run.repeats},
                            {"model_file", run.model_file}, {"search_order", run.search_order},
                            {"configs", nlohmann::json::array()}};
   auto load_json = [](const std::optional<LoadAverage>& l) {
@@ -216,6 +216,8 @@ EarlierReport read_validation_report(const std::string& path) {
   if (run.overlap_level > 4) r.fail("overlap_level", "out of range", "an overlap level from 0 to 4");
   run.tensor_mode = r.string_or("tensor_modes", "axonn3d");
   run.repeats = r.positive_int_or("repeats", 1);
+  run.precision = r.string_or("precision", "fp32");
+  if (run.precision != "fp32" && run.precision != "bf16") r.fail("precision", run.precision, "fp32 or bf16");
   if (r.has("machine_load")) {
     const nlohmann::json& load = r.raw("machine_load");
     auto one = [&](const char* key) -> std::optional<LoadAverage> {
@@ -325,6 +327,7 @@ void require_same_sweep_settings(const ValidationRun& a, const std::string& path
   same("batch_seqs", a.batch_seqs, b.batch_seqs);
   same("steps", a.steps, b.steps);
   same("overlap_level", a.overlap_level, b.overlap_level);
+  same("precision", a.precision, b.precision);
   same("launcher", a.launcher, b.launcher);
   if (!same_modes) return;
   same("tensor_modes", a.tensor_mode, b.tensor_mode);
@@ -339,10 +342,11 @@ std::string ceiling_values(const planner::ScatterCeiling& c, const char* sep) {
 std::string validation_summary(const ValidationRun& run, const std::vector<ValidationConfig>& configs,
                                const std::optional<planner::ValidationStatistics>& stats) {
   std::string md = fmt::format(
-      "# axplan validate: {} on {} GPUs of {}\n\nBatch {} sequences of {} tokens, fp32, overlap level {} (no "
+      "# axplan validate: {} on {} GPUs of {}\n\nBatch {} sequences of {} tokens, {}, overlap level {} (no "
       "all-gather cache), {} steps per configuration (measured = median of steps 2..{}); tensor modes: {}.\nLauncher: "
       "`{}`; axrun arguments: `{}`\n\n",
-      run.model, run.gpus, run.topology, run.batch_seqs, run.seq_len, run.overlap_level, run.steps, run.steps,
+      run.model, run.gpus, run.topology, run.batch_seqs, run.seq_len,
+      run.precision == "bf16" ? "mixed precision (bf16)" : run.precision, run.overlap_level, run.steps, run.steps,
       run.tensor_mode, run.launcher, run.axrun_args);
   if (run.repeats > 1)
     md += fmt::format("Each configuration ran {} times, the configurations taking turns in each round; measured = the "

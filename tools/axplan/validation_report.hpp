@@ -46,6 +46,7 @@ struct ValidationRun {
   // How waiting ranks passed the time (axrun --wait: "sleep" or "yield"), as each run's
   // measurement file records it: runs by policy; empty for reports written before it.
   std::map<std::string, int64_t> wait_policies;
+  std::string precision = "fp32";  // the plans' dtype (--precision); reports before it: fp32
 };
 
 nlohmann::json validation_report_json(const ValidationRun& run, const std::vector<planner::ValidationConfig>& configs,
