@@ -11,10 +11,10 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
-#include <string>
 
 #include <torch/torch.h>
 

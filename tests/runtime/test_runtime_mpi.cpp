@@ -8,14 +8,15 @@
 #include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <malloc.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <thread>
-#include <unistd.h>
-#include <sstream>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <torch/torch.h>
 
 #include "axonn/common/clock.hpp"
