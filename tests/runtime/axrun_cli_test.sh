@@ -103,6 +103,26 @@ then
 else
   fails=$((fails + 1)); echo "FAIL traces"; ls "$T/trace" 2>&1
 fi
+# --profile-ops: each rank's time by LibTorch operator over the steps after the first.
+check "operator profile per rank" 0 "rank 0 spent [0-9.]+ s a step in LibTorch operators over 2 profiled step" -- \
+  "${MPIRUN[@]}" -np 2 "$AXRUN" --plan "$T/p2.json" --steps 3 --measure "$T/mo.json" --profile-ops "$T/ops"
+if python3 - "$T/ops" "$T/mo.json" <<'PY'
+import json, sys
+batch = sum(s["batch_s"] for s in json.load(open(sys.argv[2]))["steps"][1:])
+for r in (0, 1):
+    p = json.load(open(f"{sys.argv[1]}/rank{r}-ops.json"))
+    ops = {o["name"]: o for o in p["ops"]}
+    assert p["steps"] == 2, p["steps"]
+    assert ops["aten::mm"]["calls"] > 0 and ops["aten::mm"]["self_s"] > 0, ops.get("aten::mm")
+    self_s = sum(o["self_s"] for o in p["ops"])
+    assert 0 < self_s < batch, (self_s, batch)  # the operators ran inside the profiled steps
+    assert all(abs(sum(o["self_s_by_caller"].values()) - o["self_s"]) < 1e-9 for o in p["ops"])
+PY
+then
+  passes=$((passes + 1)); echo "PASS operator profiles: aten::mm in both ranks' files, self times inside the steps"
+else
+  fails=$((fails + 1)); echo "FAIL operator profiles"; ls "$T/ops" 2>&1
+fi
 # tools/data_wait.py: each data group's wait for its last member, from every rank's trace.
 # By hand first: x = 2, data = 2 (groups {0, 2} and {1, 3}); step 1 is left out; in step 2
 # ranks 0 and 2 arrive at 1.0 and 1.3 s, ranks 1 and 3 at 1.1 and 1.05 s (an ar_x before and

@@ -31,6 +31,7 @@
 #include "axonn/runtime/launch.hpp"
 #include "axonn/runtime/machine_cores.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/op_profile.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/split_layer_norm.hpp"
 #include "axonn/runtime/stage_engine.hpp"
@@ -204,6 +205,62 @@ TEST(ComputeThreads, SetLibTorchsPoolAndTheBlasPool) {
   }
   EXPECT_THROW(runtime::set_compute_threads(0), InternalError);
   EXPECT_EQ(runtime::blas_threads(), 1);
+}
+
+TEST(OpProfile, SelfTimeLeavesOutTheOperatorsItCalled) {
+  using R = runtime::OpRange;
+  // linear [0, 10] calls mm [1, 7] (which calls empty [2, 3]) and add [8, 9]; a Pop
+  // whose Push came before the profile is skipped, and a range left open inside a
+  // closed one is dropped (its time stays its caller's).
+  const std::vector<R> ranges = {{R::Kind::Pop, {}, 99, 0.0},          {R::Kind::Push, "linear", 1, 0.0},
+                                 {R::Kind::Push, "mm", 2, 1.0},        {R::Kind::Push, "empty", 3, 2.0},
+                                 {R::Kind::Pop, {}, 3, 3.0},           {R::Kind::Pop, {}, 2, 7.0},
+                                 {R::Kind::Push, "add", 4, 8.0},       {R::Kind::Push, "lost", 5, 8.5},
+                                 {R::Kind::Pop, {}, 4, 9.0},           {R::Kind::Pop, {}, 1, 10.0},
+                                 {R::Kind::Push, "mm", 6, 11.0},       {R::Kind::Pop, {}, 6, 13.0}};
+  std::map<std::string, runtime::OpTime> by;
+  runtime::add_op_times(ranges, by);
+  ASSERT_EQ(by.size(), 4u);  // "lost" never closed
+  EXPECT_EQ(by["linear"].calls, 1);
+  EXPECT_DOUBLE_EQ(by["linear"].total_s, 10.0);
+  EXPECT_DOUBLE_EQ(by["linear"].self_s, 10.0 - 6.0 - 1.0);
+  EXPECT_EQ(by["mm"].calls, 2);
+  EXPECT_DOUBLE_EQ(by["mm"].total_s, 8.0);
+  EXPECT_DOUBLE_EQ(by["mm"].self_s, 7.0);
+  EXPECT_DOUBLE_EQ(by["mm"].self_s_by_caller["linear"], 5.0);
+  EXPECT_DOUBLE_EQ(by["mm"].self_s_by_caller[""], 2.0);
+  EXPECT_DOUBLE_EQ(by["empty"].self_s_by_caller["mm"], 1.0);
+  EXPECT_DOUBLE_EQ(by["add"].self_s, 1.0);
+}
+
+TEST(OpProfile, RecordsAProductsForwardAndBackward) {
+  // One product forward and its two backward products: aten::mm three times, and the
+  // self times of everything recorded add up to no more than the stretch's wall time.
+  const at::Tensor a = at::randn({64, 32}).requires_grad_(true), b = at::randn({32, 16}).requires_grad_(true);
+  runtime::OpProfile p;
+  p.start();
+  EXPECT_THROW(p.start(), InternalError);
+  const double t0 = now_s();
+  at::mm(a, b).sum().backward();
+  const double wall = now_s() - t0;
+  p.stop();
+  EXPECT_FALSE(p.running());
+  const std::vector<runtime::OpTime> ops = p.totals();
+  double self = 0;
+  int64_t mm_calls = 0;
+  for (const runtime::OpTime& o : ops) {
+    EXPECT_GE(o.self_s, 0.0) << o.name;
+    EXPECT_LE(o.self_s, o.total_s + 1e-9) << o.name;
+    self += o.self_s;
+    if (o.name == "aten::mm") mm_calls = o.calls;
+  }
+  EXPECT_EQ(mm_calls, 3);
+  EXPECT_GT(self, 0.0);
+  EXPECT_LE(self, wall);
+  for (size_t i = 1; i < ops.size(); ++i) EXPECT_GE(ops[i - 1].self_s, ops[i].self_s);  // most self time first
+  const nlohmann::json j = p.to_json(1);
+  EXPECT_EQ(j["steps"], 1);
+  EXPECT_EQ(j["ops"].size(), ops.size());
 }
 
 TEST(Launch, DetectsOpenMpiSlurmAndNothing) {

@@ -1,7 +1,7 @@
 // axrun: train the model of a plan under mpirun/srun.
 //
 //   mpirun -np 8 axrun --plan plan.json [--steps 20] [--data FILE] [--seed 1]
-//          [--threads 1] [--lr 1e-3] [--measure axrun_measure.json] [--trace DIR]
+//          [--threads 1] [--lr 1e-3] [--measure axrun_measure.json] [--trace DIR] [--profile-ops DIR]
 //          [--overlap-level 0-4] [--async-input-grad-all-reduce on|off]
 //          [--async-weight-grad-reduce-scatter on|off] [--prefetch-all-gather on|off]
 //          [--cache-layers N] [--bucketed-data-parallel on|off] [--checkpointing on|off]
@@ -20,7 +20,9 @@
 // the live ones after it (weights, gradients, optimizer state and the next batch), the
 // process's resident bytes (rank 0's);
 // after the steps, each rank's peak beside the plan's predicted memory per GPU);
-// --trace DIR writes one Chrome trace per rank (DIR/rank<R>.json). Device memory is
+// --trace DIR writes one Chrome trace per rank (DIR/rank<R>.json); --profile-ops DIR
+// writes each rank's CPU time by LibTorch operator over the steps after the first
+// (DIR/rank<R>-ops.json, axonn/runtime/op_profile.hpp) and prints rank 0's top ten. Device memory is
 // counted by LibTorch's allocator (axonn/runtime/device_memory.hpp); --device-memory
 // SIZE (bytes, or with a unit: 512MiB, 2GiB) fails the job like a GPU out of memory
 // when a rank's tensors would take more. --save DIR writes a checkpoint every K steps
@@ -70,6 +72,7 @@
 #include "axonn/runtime/machine_cores.hpp"
 #include "axonn/runtime/memory_breakdown.hpp"
 #include "axonn/runtime/mpi_communicator.hpp"
+#include "axonn/runtime/op_profile.hpp"
 #include "axonn/runtime/precision.hpp"
 #include "axonn/runtime/rank_process.hpp"
 #include "axonn/runtime/resident_memory.hpp"
@@ -82,7 +85,7 @@ using namespace axonn;
 namespace {
 
 struct Args {
-  std::string plan_path, data, measure = "axrun_measure.json", trace_dir;
+  std::string plan_path, data, measure = "axrun_measure.json", trace_dir, profile_ops_dir;
   int overlap_level = -1;  // -1: the plan's switches
   int64_t cache_layers = -1;
   std::string async_ar, async_rs, prefetch, bucketed, checkpointing;  // empty, on or off
@@ -140,6 +143,20 @@ void maybe_hang(int rank, int64_t step) {
 
 // AXONN_KILL_IN_CHECKPOINT=K: rank 0 dies by SIGKILL while saving the checkpoint of step
 // K, after its files and manifest and before its completion marker.
+// Rank 0's operators with the most self time, per profiled step.
+void print_top_ops(const runtime::OpProfile& ops, int64_t steps, const std::string& path) {
+  const std::vector<runtime::OpTime> top = ops.totals();
+  double self_s = 0;
+  for (const runtime::OpTime& o : top) self_s += o.self_s;
+  const double per = steps > 0 ? 1.0 / static_cast<double>(steps) : 0.0;
+  fmt::print("axrun: rank 0 spent {:.4f} s a step in LibTorch operators over {} profiled step(s) ({}); the most "
+             "self time:\n",
+             self_s * per, steps, path);
+  for (size_t i = 0; i < std::min<size_t>(top.size(), 10); ++i)
+    fmt::print("  {:<48} {:>7.1f} calls {:>9.4f} s self {:>9.4f} s total a step\n", top[i].name,
+               static_cast<double>(top[i].calls) * per, top[i].self_s * per, top[i].total_s * per);
+}
+
 std::function<void()> kill_in_checkpoint(int64_t step) {
   const char* k = std::getenv("AXONN_KILL_IN_CHECKPOINT");
   if (!k || std::atoll(k) != step) return {};
@@ -163,6 +180,9 @@ int main(int argc, char** argv) {
   app.add_option("--lr", a.lr, "Adam learning rate")->capture_default_str();
   app.add_option("--measure", a.measure, "measurement JSON written by rank 0")->capture_default_str();
   app.add_option("--trace", a.trace_dir, "write a Chrome trace per rank into this directory");
+  app.add_option("--profile-ops", a.profile_ops_dir,
+                 "write each rank's CPU time by LibTorch operator, over the steps after the first, into "
+                 "DIR/rank<R>-ops.json (LibTorch's profiler: those steps run slower)");
   app.add_option("--overlap-level", a.overlap_level, "0 none .. 4 all four optimizations (overrides the plan)")
       ->check(CLI::Range(0, 4));
   const auto on_off = CLI::IsMember({"on", "off"});
@@ -444,6 +464,8 @@ int main(int argc, char** argv) {
     // the job must not wait for them (another rank may never complete them).
     int64_t peak_device = 0, peak_host = 0;  // this rank's, over the steps
     runtime::DeviceMemoryBreakdown held;     // this rank's device memory in its last step, by what held it
+    runtime::OpProfile ops;
+    int64_t profiled_steps = 0;
     try {
     for (int64_t step = first_step; step < a.steps; ++step) {
       maybe_inject_failure(rank, step);
@@ -453,7 +475,13 @@ int main(int argc, char** argv) {
       runtime::DeviceMemory::reset_peak();
       runtime::HostMemory::reset_peak();
       held = held_at_step_start();
+      const bool profile = !a.profile_ops_dir.empty() && (step > first_step || a.steps - first_step == 1);
+      if (profile) ops.start();
       runtime::StepStats s = train_step(batch);
+      if (profile) {
+        ops.stop();
+        ++profiled_steps;
+      }
       const int64_t step_peak = runtime::DeviceMemory::peak_bytes();
       held.end_step(step_peak);
       peak_device = std::max(peak_device, step_peak);
@@ -491,6 +519,12 @@ int main(int argc, char** argv) {
     if (!a.trace_dir.empty()) {
       std::filesystem::create_directories(a.trace_dir);
       tracer.write_chrome_trace(a.trace_dir + "/rank" + std::to_string(rank) + ".json", rank);
+    }
+    if (!a.profile_ops_dir.empty()) {
+      std::filesystem::create_directories(a.profile_ops_dir);
+      const std::string path = a.profile_ops_dir + "/rank" + std::to_string(rank) + "-ops.json";
+      write_file_atomically(path, ops.to_json(profiled_steps).dump(1) + "\n", "axrun");
+      if (rank == 0) print_top_ops(ops, profiled_steps, path);
     }
     std::vector<int64_t> peaks(static_cast<size_t>(world.size())), host_peaks(peaks.size());
     AXONN_CHECK(MPI_Gather(&peak_device, 1, MPI_INT64_T, peaks.data(), 1, MPI_INT64_T, 0, world.handle()));
