@@ -215,7 +215,7 @@ topo::KernelRound time_kernel_round(MpiCommunicator& world, const CalibrationReq
   }
   for (const auto& [op, shape] : r.elementwise) {
     world.barrier();
-    const topo::ElementwiseCost mine = time_elementwise(op, shape.rows, shape.width, r.kernel_repeats, dtype);
+    const topo::ElementwiseCost mine = time_elementwise(op, shape, r.kernel_repeats, dtype);
     k.elementwise[op] = {median_over_ranks(world, mine.forward_s_per_element),
                          median_over_ranks(world, mine.backward_s_per_element)};
   }

@@ -2,6 +2,7 @@
 #include "axonn/runtime/kernel_timing.hpp"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/autograd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -43,13 +44,17 @@ double time_calls(const std::function<void()>& f, int repeats) {
   return median(times);
 }
 
-// Median over `repeats` runs of the backward time of `forward`'s output alone.
-double time_backward(const std::function<at::Tensor()>& forward, std::vector<at::Tensor> leaves, int repeats) {
+// Median over `repeats` runs of the backward time of `forward`'s outputs alone, given
+// `grads` as their gradients (ones where `grads` is empty).
+double time_backward(const std::function<std::vector<at::Tensor>()>& forward, const std::vector<at::Tensor>& grads,
+                     std::vector<at::Tensor> leaves, int repeats) {
   auto once = [&] {
-    at::Tensor y = forward();
-    at::Tensor g = at::ones_like(y);
+    const std::vector<at::Tensor> ys = forward();
+    std::vector<at::Tensor> gs = grads;
+    if (gs.empty())
+      for (const at::Tensor& y : ys) gs.push_back(at::ones_like(y));
     const double t0 = now_s();
-    y.backward(g);
+    torch::autograd::backward(ys, gs);
     const double t = seconds_since(t0);
     for (auto& l : leaves) l.mutable_grad() = at::Tensor();
     return t;
@@ -69,6 +74,10 @@ double time_backward(const std::function<at::Tensor()>& forward, std::vector<at:
   return median(times);
 }
 
+double time_backward(const std::function<at::Tensor()>& forward, std::vector<at::Tensor> leaves, int repeats) {
+  return time_backward([&] { return std::vector<at::Tensor>{forward()}; }, {}, std::move(leaves), repeats);
+}
+
 at::Tensor leaf(at::IntArrayRef shape, at::ScalarType dtype) {
   return at::randn(shape, at::TensorOptions().dtype(dtype)).requires_grad_(true);
 }
@@ -85,9 +94,10 @@ double time_matmul(const topo::MatmulTiming& s, int repeats, at::ScalarType dtyp
   return time_calls([&] { c = at::matmul(a, b); }, repeats);
 }
 
-topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int64_t width, int repeats,
+topo::ElementwiseCost time_elementwise(const std::string& op, const topo::ElementwiseShape& shape, int repeats,
                                        at::ScalarType dtype) {
   runtime::set_compute_threads(1);
+  const int64_t rows = shape.rows, width = shape.width;
   const auto as = at::TensorOptions().dtype(dtype);
   const double elements = static_cast<double>(rows * width);
   std::function<at::Tensor()> forward;
@@ -123,6 +133,28 @@ topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int6
     };
     const double per = static_cast<double>(n * width * width);
     return {time_calls([&] { forward(); }, repeats) / per, time_backward(forward, leaves, repeats) / per};
+  } else if (op == "attention_layout") {
+    // causal_attention's (runtime/src/attention.cpp) copies around its products: q, k^T
+    // and v cut from qkv and folded to (sequences x heads, tokens, d) as at::matmul
+    // folds them, and the context's folded back to tokens; backward, their gradients
+    // along the same path (the slices' zero-filled gradients and their sum). Two
+    // sequences, so that the fold is a copy as it is in a step (one would be a view).
+    const int64_t heads = std::max<int64_t>(1, shape.heads), d = width / heads;
+    const int64_t b = rows % 2 == 0 ? 2 : 1, s = rows / b;
+    const at::Tensor qkv = leaf({b, s, 3 * width}, dtype), context = leaf({b * heads, s, d}, dtype);
+    const at::Tensor dq = at::randn({b * heads, s, d}, as), dk = at::randn({b * heads, d, s}, as),
+                     dv = at::randn({b * heads, s, d}, as), dout = at::randn({b, s, width}, as);
+    auto fold = [&] {
+      auto split = [&](int64_t part) {
+        return qkv.narrow(2, part * width, width).reshape({b, s, heads, d}).transpose(1, 2);
+      };
+      return std::vector<at::Tensor>{split(0).reshape({b * heads, s, d}),
+                                     split(1).transpose(-2, -1).reshape({b * heads, d, s}),
+                                     split(2).reshape({b * heads, s, d}),
+                                     context.view({b, heads, s, d}).transpose(1, 2).reshape({b, s, width})};
+    };
+    const double f = time_calls([&] { fold(); }, repeats);
+    return {f / elements, time_backward(fold, {dq, dk, dv, dout}, {qkv, context}, repeats) / elements};
   } else if (op == "cross_entropy") {
     at::Tensor logits = leaf({rows, width}, dtype), targets = at::randint(width, {rows}, at::kLong);
     leaves = {logits};

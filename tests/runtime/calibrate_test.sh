@@ -43,7 +43,7 @@ shapes = {(e["m"], e["k"], e["n"], e["batch"]) for e in c["matmul_table"]}
 assert (32, 64, 128, 1) in shapes, sorted(shapes)
 assert all(e["seconds"] > 0 for e in c["matmul_table"]) and c["matmul_flops_per_s"] > 0
 ops = c["elementwise_s_per_element"]
-assert set(ops) == {"bias", "layer_norm", "layer_norm_split", "gelu", "residual", "softmax", "cross_entropy", "adam",
+assert set(ops) == {"bias", "layer_norm", "layer_norm_split", "gelu", "residual", "softmax", "attention_layout", "cross_entropy", "adam",
                     "grad_accumulate"}, ops
 assert ops["grad_accumulate"]["backward"] == 0 and ops["adam"]["backward"] == 0, ops
 assert all(v["forward"] > 0 for v in ops.values())

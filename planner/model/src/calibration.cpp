@@ -328,13 +328,14 @@ std::map<std::string, topo::ElementwiseShape> elementwise_shapes(const model::Mo
   const int64_t h = m.hidden, ffn = m.ffn_hidden > 0 ? m.ffn_hidden : h, vocab = m.vocab > 0 ? m.vocab : h;
   const std::map<std::string, int64_t> width = {{"bias", ffn},           {"layer_norm", h}, {"gelu", ffn},
                                                 {"residual", h},         {"softmax", m.seq_len},
+                                                {"attention_layout", h},
                                                 {"cross_entropy", vocab}, {"adam", 1024},
                                                 {"grad_accumulate", 1024},
                                                 {"layer_norm_split", std::max<int64_t>(1, h / 2)}};
   std::map<std::string, topo::ElementwiseShape> out;
   for (const auto& op : topo::elementwise_op_names()) {
     const int64_t w = width.at(op), rows = std::max<int64_t>(1, (int64_t{1} << 20) / w);
-    out[op] = {op == "softmax" ? rows / w * w : rows, w};
+    out[op] = {op == "softmax" ? rows / w * w : rows, w, op == "attention_layout" ? std::max<int64_t>(1, m.heads) : 1};
   }
   return out;
 }

@@ -124,7 +124,10 @@ ElementwiseRates elementwise_rates(const topo::Topology& t, const model::Layer& 
   auto add = [&](const char* op, E elements) {
     if (auto c = cost(op)) r.terms[r.count++] = {elements, c->forward_s_per_element, c->backward_s_per_element};
   };
-  if (l.kind == model::LayerKind::Attention) add("softmax", E::Scores);
+  if (l.kind == model::LayerKind::Attention) {
+    add("softmax", E::Scores);
+    add("attention_layout", E::Heads);
+  }
   if (l.kind == model::LayerKind::Linear) {
     if (l.norm_before) {
       const size_t before = r.count;
@@ -152,10 +155,12 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
                               int64_t microbatch_seqs, int64_t seq_len) {
   ElementwiseTime out;
   if (r.count == 0) return out;
-  double in = 0, outputs = 0, scores = 0;
+  double in = 0, outputs = 0, scores = 0, heads = 0;
   if (l.kind == model::LayerKind::Attention) {
     const double s = static_cast<double>(seq_len), q = static_cast<double>(queries(g, seq_len));
-    scores = static_cast<double>(attention_seqs(g, microbatch_seqs) * (l.heads / g.gy)) * q * s;
+    const double local_heads = static_cast<double>(attention_seqs(g, microbatch_seqs) * (l.heads / g.gy));
+    scores = local_heads * q * s;
+    heads = local_heads * q * static_cast<double>(l.head_dim);
   } else {
     const LocalLinear x = local_linear(l, g, microbatch_seqs, seq_len);
     const LayoutCosts& layout = layout_costs(g.layout);
@@ -174,7 +179,10 @@ ElementwiseTime elementwise_s(const ElementwiseRates& r, const model::Layer& l, 
   const bool hidden_split = r.norm_term < r.count && g.size(plan::layout_rules(g.layout).hidden_axis) > 1;
   for (size_t i = 0; i < r.count; ++i) {
     const auto& term = i == r.norm_term && hidden_split ? r.split_norm : r.terms[i];
-    const double elements = term.elements == E::Input ? in : term.elements == E::Output ? outputs : scores;
+    const double elements = term.elements == E::Input    ? in
+                            : term.elements == E::Output ? outputs
+                            : term.elements == E::Scores ? scores
+                                                         : heads;
     out.forward_s += elements * term.forward_s_per_element;
     out.backward_s += elements * term.backward_s_per_element;
   }
@@ -224,6 +232,10 @@ ElementwiseBytes elementwise_bytes(const std::string& op) {
       {"gelu", {4, 6}},           // read x, write y; read x and dy, write dx
       {"residual", {6, 6}},       // read h and y, write h + y; dh += dy: read two, write one
       {"softmax", {4, 6}},        // read S, write P; read P and dP, write dS
+      {"attention_layout", {16, 34}},  // per element of one of q, k, v: four copies (q, k, v, the
+                                       // context) read and written; backward their gradients'
+                                       // four, the qkv gradient zeroed (3 elements) and its
+                                       // slices written and summed (3 read, 3 written)
       {"cross_entropy", {4, 4}},  // read the logits, write log-probabilities; read those, write dlogits
       {"adam", {30, 0}},          // fp32 w, g, m, v read (16), w, m, v written (12), half w written (2),
                                   // whatever the plan's precision (the topology does not know it)

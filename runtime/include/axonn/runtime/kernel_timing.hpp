@@ -14,6 +14,7 @@
 
 #include <c10/core/ScalarType.h>
 
+#include "axonn/topology/measurements.hpp"
 #include "axonn/topology/topology.hpp"
 
 namespace axonn::runtime {
@@ -25,11 +26,10 @@ double time_matmul(const topo::MatmulTiming& shape, int repeats, at::ScalarType 
 
 // Seconds per element, forward and backward (autograd; layer_norm_split: the runtime's
 // own backward), of one element-wise operation of topo::elementwise_op_names() as the
-// runtime runs it, on `rows` x `width` elements (softmax: rows/width score matrices of
-// width x width). Medians of `repeats` runs. Activations of `dtype` (adam: fp32;
-// grad_accumulate: a `dtype` dW added to an fp32 gradient).
-// Throws InputError for an unknown operation.
-topo::ElementwiseCost time_elementwise(const std::string& op, int64_t rows, int64_t width, int repeats,
+// runtime runs it, on `shape` (topo::ElementwiseShape). Medians of `repeats` runs.
+// Activations of `dtype` (adam: fp32; grad_accumulate: a `dtype` dW added to an fp32
+// gradient). Throws InputError for an unknown operation.
+topo::ElementwiseCost time_elementwise(const std::string& op, const topo::ElementwiseShape& shape, int repeats,
                                        at::ScalarType dtype = at::kFloat);
 
 }  // namespace axonn::runtime

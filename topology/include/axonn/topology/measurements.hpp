@@ -70,9 +70,11 @@ struct LatencyTiming {
 };
 
 // The operand of one element-wise measurement: `rows` x `width` elements (softmax:
-// rows/width score matrices of width x width).
+// rows/width score matrices of width x width; attention_layout: `rows` tokens of
+// `width` hidden elements in `heads` heads).
 struct ElementwiseShape {
   int64_t rows = 0, width = 0;
+  int64_t heads = 1;
 };
 
 // One round of the kernel timings. Calibrate times every kernel in several rounds

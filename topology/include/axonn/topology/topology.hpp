@@ -48,6 +48,10 @@ struct MatmulTiming {
 //   gelu           GELU                               (elements of the output)
 //   residual       h + y                              (elements of the output)
 //   softmax        scale, causal mask, softmax        (elements of the score matrix)
+//   attention_layout the attention's copies between the token and the head layouts:
+//                  q, k and v cut from the qkv output and folded to heads for the
+//                  products, the context folded back, and their gradients (the slices'
+//                  backward included) (elements of one of q, k, v)
 //   cross_entropy  log-softmax and NLL                (elements of the logits)
 //   adam           one Adam update                    (parameter elements; forward only)
 //   grad_accumulate a layer's weight gradient added into its gradient buffer, once per
@@ -60,8 +64,9 @@ struct ElementwiseCost {
   double backward_s_per_element = 0;
 };
 inline const std::vector<std::string>& elementwise_op_names() {
-  static const std::vector<std::string> names = {"bias",    "layer_norm",    "layer_norm_split", "gelu",
-                                                 "residual", "softmax",      "cross_entropy",    "adam",
+  static const std::vector<std::string> names = {"bias",     "layer_norm",      "layer_norm_split",
+                                                 "gelu",     "residual",        "softmax",
+                                                 "attention_layout", "cross_entropy", "adam",
                                                  "grad_accumulate"};
   return names;
 }

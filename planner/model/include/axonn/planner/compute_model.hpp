@@ -72,6 +72,7 @@ std::vector<MatmulShape> backward_weight_matmuls(const model::Layer& l, const to
 //     fused layer_norm's; without a layer_norm_split entry, its roofline bytes where
 //     the topology has a memory bandwidth, else layer_norm's rates
 //   softmax                               (mb/Gz)*(heads/Gy) * s * s   (3d: mb/(Gz Gx), as attention's matmuls)
+//   attention_layout                      (mb/Gz)*(heads/Gy) * s * d   (one of q, k, v; the same sequences)
 // Zero where the topology has neither.
 struct ElementwiseTime {
   double forward_s = 0;
@@ -92,7 +93,7 @@ double gradient_accumulation_s(const topo::Topology& t, const model::Layer& l, c
 // The measured rates of a layer's element-wise operations, looked up once per layer
 // and topology (elementwise_s's terms in the same order, so the same sums).
 struct ElementwiseRates {
-  enum class Elements { Input, Output, Scores };  // what the operation touches (table above)
+  enum class Elements { Input, Output, Scores, Heads };  // what the operation touches (table above)
   struct Term {
     Elements elements = Elements::Output;
     double forward_s_per_element = 0, backward_s_per_element = 0;
