@@ -26,13 +26,13 @@ void add_op_times(const std::vector<OpRange>& ranges, std::map<std::string, OpTi
     open.erase(it.base(), open.end());  // ranges left open inside it
     const Open closed = open.back();
     open.pop_back();
-    const double total = r.t_s - closed.push->t_s;
+    const double total = r.t_s - closed.push->t_s, self = total - closed.children_s;
     OpTime& o = into[closed.push->name];
     o.name = closed.push->name;
     ++o.calls;
     o.total_s += total;
-    o.self_s += total - closed.children_s;
-    o.self_s_by_caller[open.empty() ? std::string() : open.back().push->name] += total - closed.children_s;
+    o.self_s += self;
+    o.self_s_by_caller[open.empty() ? std::string() : open.back().push->name] += self;
     if (!open.empty()) open.back().children_s += total;
   }
 }

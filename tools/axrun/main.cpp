@@ -141,8 +141,6 @@ void maybe_hang(int rank, int64_t step) {
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
-// AXONN_KILL_IN_CHECKPOINT=K: rank 0 dies by SIGKILL while saving the checkpoint of step
-// K, after its files and manifest and before its completion marker.
 // Rank 0's operators with the most self time, per profiled step.
 void print_top_ops(const runtime::OpProfile& ops, int64_t steps, const std::string& path) {
   const std::vector<runtime::OpTime> top = ops.totals();
@@ -157,6 +155,8 @@ void print_top_ops(const runtime::OpProfile& ops, int64_t steps, const std::stri
                static_cast<double>(top[i].calls) * per, top[i].self_s * per, top[i].total_s * per);
 }
 
+// AXONN_KILL_IN_CHECKPOINT=K: rank 0 dies by SIGKILL while saving the checkpoint of step
+// K, after its files and manifest and before its completion marker.
 std::function<void()> kill_in_checkpoint(int64_t step) {
   const char* k = std::getenv("AXONN_KILL_IN_CHECKPOINT");
   if (!k || std::atoll(k) != step) return {};

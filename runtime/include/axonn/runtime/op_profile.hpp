@@ -34,8 +34,8 @@ struct OpTime {
   std::map<std::string, double> self_s_by_caller;
 };
 
-// One range a profiler recorded on one thread, for op_times: its name, its start and
-// end (seconds on any one clock) and its depth follow from the order of the ranges.
+// One range boundary a profiler recorded on one thread, for add_op_times: a range's
+// start (Push) or end (Pop), in seconds on any one clock; depth follows from the order.
 struct OpRange {
   enum class Kind { Push, Pop };
   Kind kind = Kind::Push;
